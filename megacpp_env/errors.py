@@ -1,0 +1,65 @@
+"""The error hierarchy and the exit codes the one top-level handler maps it to.
+
+Exit codes (documented in README.md):
+  0  success, nothing found
+  1  findings or a user error (bad spec, stale file, drift, refused operation)
+  2  usage error (argparse)
+  3  a bug in megacpp-env (an unexpected exception)
+  130 interrupted (^C)
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_FINDINGS = 1
+EXIT_USAGE = 2
+EXIT_BUG = 3
+EXIT_INTERRUPTED = 130
+
+
+class MegacppEnvError(Exception):
+    """Base of every error megacpp-env raises on purpose. Its str() is shown to the user as is."""
+
+    exit_code = EXIT_FINDINGS
+
+
+class SpecError(MegacppEnvError, ValueError):
+    """stack.yaml (or another spec-like input) is malformed or violates the schema.
+
+    The message is one line: ``FILE:LINE: KEY.PATH: what is wrong[ (remedy)]``.
+    """
+
+    def __init__(self, message: str, *, file: str = "", line: int = 0, key: str = "", remedy: str = "") -> None:
+        self.file = file
+        self.line = line
+        self.key = key
+        self.detail = message
+        self.remedy = remedy
+        where = file
+        if line:
+            where = f"{where}:{line}" if where else f"line {line}"
+        parts = [p for p in (where, key) if p]
+        text = ": ".join([*parts, message])
+        if remedy:
+            text = f"{text} (remedy: {remedy})"
+        super().__init__(text)
+
+
+class ToolError(MegacppEnvError, RuntimeError):
+    """An external tool (git, docker, uv, nvidia-smi) failed or is missing."""
+
+
+class ToolNotFoundError(ToolError, FileNotFoundError):
+    """An external tool is not on PATH."""
+
+
+class StaleError(MegacppEnvError):
+    """A generated file (rendered Dockerfile, lock) does not match its inputs."""
+
+
+class VerificationError(MegacppEnvError):
+    """A checkout, overlay, image or installed file is not what it should be."""
+
+
+class RefusedError(MegacppEnvError):
+    """The tool refuses an operation that would lose data or act on an unverifiable tree."""

@@ -1,0 +1,58 @@
+"""Where things live: repository paths relative to the spec root, and fixed paths inside images.
+
+Every module that needs one of these paths calls this module, so the conventions exist once.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from megacpp_env.spec.model import platform_slug
+
+# Inside every image.
+IMAGE_HOME = "/opt/megacpp-env"  # stack.yaml, overlays/, locks/ copied here; MEGACPP_ENV_HOME
+IMAGE_VENV = "/opt/venv"  # the training venv (Python from the toolchain); the tool is installed here too
+IMAGE_SRC = "/opt/src"  # pinned source checkouts: /opt/src/<source name with - for _>
+IMAGE_SNAPSHOT = "/opt/megacpp-env/snapshot.json"  # the snapshot taken at the end of the build
+IMAGE_SPEC = f"{IMAGE_HOME}/stack.yaml"
+
+# Labels (besides org.opencontainers.image.*).
+LABEL_PREFIX = "io.megacpp.env"
+
+
+def locks_dir(root: Path) -> Path:
+    return root / "locks"
+
+
+def lock_path(root: Path, target: str, platform: str) -> Path:
+    """PEP 751 lock of one target and platform: ``locks/pylock.<target>.<linux-arm64>.toml``."""
+    return locks_dir(root) / f"pylock.{target}.{platform_slug(platform)}.toml"
+
+
+def requirements_export_path(root: Path, target: str, platform: str) -> Path:
+    """The same lock exported as a pip ``--require-hashes`` requirements file."""
+    return locks_dir(root) / f"{target}.{platform_slug(platform)}.requirements.txt"
+
+
+def images_dir(root: Path) -> Path:
+    return root / "images"
+
+
+def dockerfile_path(root: Path, target: str) -> Path:
+    return images_dir(root) / target / "Dockerfile"
+
+
+def templates_dir(root: Path) -> Path:
+    return images_dir(root) / "templates"
+
+
+def overlays_dir(root: Path) -> Path:
+    return root / "overlays"
+
+
+def overlay_dir(root: Path, name: str) -> Path:
+    return overlays_dir(root) / name
+
+
+def image_checkout_dir(source_name: str) -> str:
+    return f"{IMAGE_SRC}/{source_name.replace('_', '-')}"

@@ -1,0 +1,359 @@
+"""Typed, frozen records of the stack spec. Built only by ``spec.loader``; never re-read YAML.
+
+Mappings are stored as plain dicts with sorted keys (frozen records, read-only by convention);
+sequences are tuples. ``to_dict`` gives the canonical JSON-able view used for hashing and ``show``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+SCHEMA_VERSION = 1
+PLATFORMS = ("linux/amd64", "linux/arm64")
+PLATFORM_ARCH = {"linux/amd64": "x86_64", "linux/arm64": "aarch64"}
+INSTALL_MODES = ("wheel", "path")
+FEATURES = (
+    "nvfp4_inference",
+    "te_nvfp4",
+    "te_nvfp4_disable_rht",
+    "cuda_graphs_allowlist",
+    "flash_attention_2",
+    "flash_attention_3",
+    "flash_attention_4",
+    "tcgen05_kernels",
+    "trtllm_gen_fmha",
+    "b200_tile_configs",
+    "cudnn_mm_fp4",
+    "trtllm_nvfp4_moe",
+)
+
+Install = Literal["wheel", "path"]
+
+
+def platform_slug(platform: str) -> str:
+    """``linux/arm64`` -> ``linux-arm64`` (used in file names)."""
+    return platform.replace("/", "-")
+
+
+def platform_arch(platform: str) -> str:
+    """``linux/arm64`` -> ``arm64`` (Docker's TARGETARCH)."""
+    return platform.split("/", 1)[1]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ImageRef:
+    """A container image reference: ``[registry/]name[:tag][@sha256:digest]``."""
+
+    name: str
+    tag: str = ""
+    digest: str = ""
+
+    def __str__(self) -> str:
+        out = self.name
+        if self.tag:
+            out += f":{self.tag}"
+        if self.digest:
+            out += f"@{self.digest}"
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "tag": self.tag, "digest": self.digest, "ref": str(self)}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Index:
+    name: str
+    url: str
+    explicit: bool = False
+    packages: tuple[str, ...] = ()
+    prerelease: bool = False
+    reachable_here: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "url": self.url,
+            "explicit": self.explicit,
+            "packages": list(self.packages),
+            "prerelease": self.prerelease,
+            "reachable_here": self.reachable_here,
+        }
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Toolchain:
+    name: str
+    gcc: str
+    python: str
+    uv: str
+    cuda: str = ""
+    ptx_isa: str = ""
+    min_driver: str = ""
+    cudnn: str = ""
+    cutlass: str = ""
+    tensorrt_llm: str = ""
+    apt_repositories: tuple[str, ...] = ()
+    apt_packages: tuple[str, ...] = ()
+    apt_options: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "gcc": self.gcc,
+            "python": self.python,
+            "uv": self.uv,
+            "cuda": self.cuda,
+            "ptx_isa": self.ptx_isa,
+            "min_driver": self.min_driver,
+            "cudnn": self.cudnn,
+            "cutlass": self.cutlass,
+            "tensorrt_llm": self.tensorrt_llm,
+            "apt_repositories": list(self.apt_repositories),
+            "apt_packages": list(self.apt_packages),
+            "apt_options": list(self.apt_options),
+        }
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SanityCheck:
+    imports: tuple[str, ...] = ()
+    statements: tuple[str, ...] = ()
+    vllm_models: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "imports": list(self.imports),
+            "statements": list(self.statements),
+            "vllm_models": list(self.vllm_models),
+        }
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Source:
+    name: str
+    repo: str
+    commit: str
+    ref: str = ""
+    submodules: bool = False
+    install: Install = "wheel"
+    overlay: str = ""
+    pre_build: tuple[str, ...] = ()
+    build_env: Mapping[str, str] = field(default_factory=dict)
+    requirements: tuple[str, ...] = ()
+    sanity: SanityCheck = field(default_factory=SanityCheck)
+
+    @property
+    def dist_dir_name(self) -> str:
+        """The directory name a checkout of this source gets by default (``/opt/src/<this>``)."""
+        return self.name.replace("_", "-")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "repo": self.repo,
+            "commit": self.commit,
+            "ref": self.ref,
+            "submodules": self.submodules,
+            "install": self.install,
+            "overlay": self.overlay,
+            "pre_build": list(self.pre_build),
+            "build_env": dict(self.build_env),
+            "requirements": list(self.requirements),
+            "sanity": self.sanity.to_dict(),
+        }
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class GpuSpec:
+    archs: tuple[str, ...]
+    kernel_arch: str
+    torch_cuda_arch_list: str
+    sm_count: int = 0
+    peak_bf16_tflops: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "archs": list(self.archs),
+            "kernel_arch": self.kernel_arch,
+            "torch_cuda_arch_list": self.torch_cuda_arch_list,
+            "sm_count": self.sm_count,
+            "peak_bf16_tflops": self.peak_bf16_tflops,
+        }
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Serving:
+    enforce_eager: bool = True
+    gpu_memory_utilization: float = 0.9
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"enforce_eager": self.enforce_eager, "gpu_memory_utilization": self.gpu_memory_utilization}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class BuildSettings:
+    """Parallelism for source builds. 0 means: derive from the build machine's memory."""
+
+    max_jobs: int = 0
+    nvcc_threads: int = 0
+    mem_per_job_gib: int = 4
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"max_jobs": self.max_jobs, "nvcc_threads": self.nvcc_threads, "mem_per_job_gib": self.mem_per_job_gib}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Target:
+    name: str
+    description: str
+    platforms: tuple[str, ...]
+    base_images: Mapping[str, ImageRef]  # platform -> image
+    toolchain: Toolchain
+    requirements: tuple[str, ...] = ()
+    sources: tuple[Source, ...] = ()
+    runtime_patches: tuple[str, ...] = ()
+    features: tuple[str, ...] = ()
+    gpu: GpuSpec | None = None
+    serving: Serving | None = None
+    build_env: Mapping[str, str] = field(default_factory=dict)
+    runtime_env: Mapping[str, str] = field(default_factory=dict)
+    build: BuildSettings = field(default_factory=BuildSettings)
+
+    @property
+    def uses_cuda(self) -> bool:
+        return bool(self.toolchain.cuda)
+
+    def base_image(self, platform: str) -> ImageRef:
+        return self.base_images[platform]
+
+    def all_requirements(self) -> tuple[str, ...]:
+        """The target's own requirements followed by every source's, in spec order (not deduplicated)."""
+        out = list(self.requirements)
+        for src in self.sources:
+            out.extend(src.requirements)
+        return tuple(out)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "description": self.description,
+            "platforms": list(self.platforms),
+            "base_images": {p: img.to_dict() for p, img in sorted(self.base_images.items())},
+            "toolchain": self.toolchain.to_dict(),
+            "requirements": list(self.requirements),
+            "sources": [s.name for s in self.sources],
+            "runtime_patches": list(self.runtime_patches),
+            "features": list(self.features),
+            "gpu": self.gpu.to_dict() if self.gpu else None,
+            "serving": self.serving.to_dict() if self.serving else None,
+            "build_env": dict(self.build_env),
+            "runtime_env": dict(self.runtime_env),
+            "build": self.build.to_dict(),
+        }
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Alignment:
+    targets: tuple[str, ...]
+    allow_divergence: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"targets": list(self.targets), "allow_divergence": list(self.allow_divergence)}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SnapshotConfig:
+    golden_dir: str = ".megacpp/golden"
+    ignore: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"golden_dir": self.golden_dir, "ignore": list(self.ignore)}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Spec:
+    path: Path
+    project: str
+    indexes: Mapping[str, Index]
+    toolchains: Mapping[str, Toolchain]
+    sources: Mapping[str, Source]
+    targets: Mapping[str, Target]
+    aligned: tuple[Alignment, ...] = ()
+    snapshot: SnapshotConfig = field(default_factory=SnapshotConfig)
+    schema_version: int = SCHEMA_VERSION
+    lines: Mapping[str, int] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def root(self) -> Path:
+        """The directory holding stack.yaml; relative paths (overlays/, locks/, images/) hang off it."""
+        return self.path.resolve().parent
+
+    def line_of(self, key: str) -> int:
+        """The stack.yaml line of a dotted key path (0 when unknown), for findings that point at the spec."""
+        while key:
+            if key in self.lines:
+                return self.lines[key]
+            key = key.rpartition(".")[0]
+        return 0
+
+    def target(self, name: str) -> Target:
+        from megacpp_env.errors import SpecError
+
+        try:
+            return self.targets[name]
+        except KeyError:
+            raise SpecError(
+                f"no target {name!r} (targets: {', '.join(self.targets)})", file=str(self.path), key="targets"
+            ) from None
+
+    def source(self, name: str) -> Source:
+        from megacpp_env.errors import SpecError
+
+        try:
+            return self.sources[name]
+        except KeyError:
+            raise SpecError(
+                f"no source {name!r} (sources: {', '.join(self.sources)})", file=str(self.path), key="sources"
+            ) from None
+
+    def index_for(self, package: str) -> Index | None:
+        """The explicit index a package is pinned to, if any (names compared canonically)."""
+        from packaging.utils import canonicalize_name
+
+        want = canonicalize_name(package)
+        for index in self.indexes.values():
+            if any(canonicalize_name(p) == want for p in index.packages):
+                return index
+        return None
+
+    def aligned_with(self, target: str) -> tuple[str, ...]:
+        for group in self.aligned:
+            if target in group.targets:
+                return group.targets
+        return (target,)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": self.schema_version,
+            "project": self.project,
+            "indexes": {k: v.to_dict() for k, v in sorted(self.indexes.items())},
+            "toolchains": {k: v.to_dict() for k, v in sorted(self.toolchains.items())},
+            "sources": {k: v.to_dict() for k, v in sorted(self.sources.items())},
+            "targets": {k: v.to_dict() for k, v in sorted(self.targets.items())},
+            "aligned": [a.to_dict() for a in self.aligned],
+            "snapshot": self.snapshot.to_dict(),
+        }
+
+    def digest(self) -> str:
+        """sha256 of the canonical JSON of the whole spec (independent of YAML formatting and comments)."""
+        return canonical_hash(self.to_dict())
+
+
+def canonical_hash(obj: Any) -> str:
+    data = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
+    return hashlib.sha256(data).hexdigest()
