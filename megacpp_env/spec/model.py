@@ -204,7 +204,11 @@ class BuildSettings:
     mem_per_job_gib: int = 4
 
     def to_dict(self) -> dict[str, Any]:
-        return {"max_jobs": self.max_jobs, "nvcc_threads": self.nvcc_threads, "mem_per_job_gib": self.mem_per_job_gib}
+        return {
+            "max_jobs": self.max_jobs,
+            "nvcc_threads": self.nvcc_threads,
+            "mem_per_job_gib": self.mem_per_job_gib,
+        }
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -1,0 +1,54 @@
+"""`megacpp-env check`: validate the spec and run the policy rules."""
+
+from __future__ import annotations
+
+import argparse
+
+from megacpp_env.commands._common import add_json, load
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_json(parser)
+    parser.add_argument("--rule", action="append", default=[], metavar="ID", help="run only this rule (repeatable)")
+    parser.add_argument("--list-rules", action="store_true", help="list every rule with its id and severity")
+    parser.add_argument("--strict", action="store_true", help="treat warnings as errors")
+
+
+def run(args: argparse.Namespace) -> int:
+    from megacpp_env import policy
+    from megacpp_env.ui import print_json
+
+    if args.list_rules:
+        return _list_rules(args.json)
+    spec = load(args)
+    findings = policy.run_rules(spec, only=tuple(args.rule))
+    errors = [f for f in findings if f.severity == "error" or args.strict]
+    if args.json:
+        print_json(
+            {
+                "spec": str(spec.path),
+                "spec_digest": spec.digest(),
+                "ok": not errors,
+                "findings": [f.to_dict() for f in findings],
+            }
+        )
+    else:
+        for f in findings:
+            print(f.format(str(spec.path)))
+        warnings = len(findings) - len([f for f in findings if f.severity == "error"])
+        verdict = "FAILED" if errors else "ok"
+        print(f"{spec.path}: {verdict}: {len(spec.targets)} targets, {len(spec.sources)} sources, "
+              f"{len(findings) - warnings} errors, {warnings} warnings")  # fmt: skip
+    return 1 if errors else 0
+
+
+def _list_rules(as_json: bool) -> int:
+    from megacpp_env.policy import RULES
+    from megacpp_env.ui import print_json
+
+    if as_json:
+        print_json([{"id": r.id, "severity": r.severity, "title": r.title} for r in RULES])
+    else:
+        for r in RULES:
+            print(f"{r.id}  {r.severity:<7}  {r.title}")
+    return 0

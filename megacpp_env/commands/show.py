@@ -1,0 +1,48 @@
+"""`megacpp-env show TARGET`: the resolved view of one target (toolchain, sources, env, base images)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from megacpp_env.commands._common import add_json, load
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("target", help="target name (see `megacpp-env targets`)")
+    add_json(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    from megacpp_env.spec.model import canonical_hash
+    from megacpp_env.ui import print_json
+
+    spec = load(args)
+    target = spec.target(args.target)
+    view: dict[str, Any] = target.to_dict()
+    view["sources"] = [s.to_dict() for s in target.sources]
+    view["aligned_with"] = [n for n in spec.aligned_with(target.name) if n != target.name]
+    view["indexes"] = [i.to_dict() for i in spec.indexes.values()]
+    view["target_digest"] = canonical_hash(view)
+    if args.json:
+        print_json(view)
+    else:
+        _print_view(view)
+    return 0
+
+
+def _print_view(view: dict[str, Any], indent: int = 0) -> None:
+    pad = "  " * indent
+    for key, value in view.items():
+        if isinstance(value, dict):
+            print(f"{pad}{key}:")
+            _print_view(value, indent + 1)
+        elif isinstance(value, list) and value and isinstance(value[0], dict):
+            print(f"{pad}{key}:")
+            for item in value:
+                print(f"{pad}  - {item.get('name', '')}")
+                _print_view({k: v for k, v in item.items() if k != "name"}, indent + 2)
+        elif isinstance(value, list):
+            print(f"{pad}{key}: {', '.join(str(v) for v in value) or '[]'}")
+        else:
+            print(f"{pad}{key}: {value}")

@@ -1,0 +1,235 @@
+"""Field-level validation for the spec: typed readers that name the key path and line on failure.
+
+Every string that can reach a Dockerfile, a shell command or a label passes ``safe_string``:
+control characters (newlines included), a trailing backslash and unbalanced quotes are refused
+here, at load time. This is the injection boundary; renderers still quote every value.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import re
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+from megacpp_env.errors import SpecError
+from megacpp_env.spec.model import ImageRef
+from megacpp_env.spec.yamlsrc import join_key
+
+T = TypeVar("T")
+
+COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
+NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
+SLUG_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+SM_ARCH_RE = re.compile(r"^sm_[0-9]{2,3}[af]?$")
+ARCH_LIST_RE = re.compile(r"^[0-9]+\.[0-9]+[af]?(\+PTX)?(;[0-9]+\.[0-9]+[af]?(\+PTX)?)*$")
+APT_PACKAGE_RE = re.compile(r"^[a-z0-9][a-z0-9+.-]+(=[A-Za-z0-9.+~:-]+)?$")
+APT_REPO_RE = re.compile(r"^ppa:[a-z0-9][a-z0-9.+-]*/[a-z0-9][a-z0-9.+-]*$")
+APT_OPTION_RE = re.compile(r"^[A-Za-z][A-Za-z0-9:_-]*=[A-Za-z0-9._/:-]+$")
+PACKAGE_NAME_RE = re.compile(r"^([A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9._-]*[A-Za-z0-9])$")
+URL_RE = re.compile(r"^(https?|git|ssh|file)://[^\s'\"\\]+$")
+SCP_URL_RE = re.compile(r"^[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:[A-Za-z0-9._/~-]+$")
+_IMAGE_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+IMAGE_RE = re.compile(
+    rf"^(?P<name>(?:[A-Za-z0-9.-]+(?::[0-9]+)?/)?{_IMAGE_COMPONENT}(?:/{_IMAGE_COMPONENT})*)"
+    r"(?::(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}))?"
+    r"(?:@(?P<digest>sha256:[a-f0-9]{64}))?$"
+)
+MAX_STRING = 4096
+
+
+class Reader:
+    """Reads typed values out of the parsed document, raising SpecError with file, line and key path."""
+
+    def __init__(self, file: str, lines: Mapping[str, int]) -> None:
+        self.file = file
+        self.lines = lines
+
+    def line(self, key: str) -> int:
+        while key:
+            if key in self.lines:
+                return self.lines[key]
+            key = key.rpartition(".")[0] if "." in key else ""
+        return self.lines.get("", 0)
+
+    def fail(self, key: str, message: str, remedy: str = "") -> SpecError:
+        return SpecError(message, file=self.file, line=self.line(key), key=key, remedy=remedy)
+
+    # -- structure -------------------------------------------------------------------------
+    def mapping(
+        self, value: Any, key: str, *, allowed: Iterable[str] = (), required: Iterable[str] = ()
+    ) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise self.fail(key or "<root>", f"expected a mapping, got {describe(value)}")
+        allowed_set = set(allowed)
+        if allowed_set:
+            for k in value:
+                if k not in allowed_set:
+                    hint = difflib.get_close_matches(k, sorted(allowed_set), n=1)
+                    remedy = f"did you mean {hint[0]!r}?" if hint else f"allowed keys: {', '.join(sorted(allowed_set))}"
+                    raise self.fail(join_key(key, k), "unknown key", remedy)
+        for k in required:
+            if k not in value:
+                raise self.fail(key or "<root>", f"missing required key {k!r}")
+        return value
+
+    def seq(self, value: Any, key: str) -> list[Any]:
+        if not isinstance(value, list):
+            raise self.fail(key, f"expected a list, got {describe(value)}")
+        return value
+
+    def str_list(self, value: Any, key: str, check: Callable[[str, str], str] | None = None) -> tuple[str, ...]:
+        items = [self.string(v, join_key(key, i)) for i, v in enumerate(self.seq(value, key))]
+        if check:
+            items = [check(v, join_key(key, i)) for i, v in enumerate(items)]
+        seen: set[str] = set()
+        for i, item in enumerate(items):
+            if item in seen:
+                raise self.fail(join_key(key, i), f"duplicate entry {item!r}")
+            seen.add(item)
+        return tuple(items)
+
+    def env_map(self, value: Any, key: str) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for name, val in self.mapping(value, key).items():
+            child = join_key(key, name)
+            if not ENV_NAME_RE.match(name):
+                raise self.fail(child, f"invalid environment variable name {name!r}")
+            out[name] = self.string(val, child, allow_empty=True)
+        return dict(sorted(out.items()))
+
+    # -- scalars ---------------------------------------------------------------------------
+    def string(self, value: Any, key: str, *, allow_empty: bool = False) -> str:
+        if isinstance(value, bool) or not isinstance(value, str):
+            remedy = f'quote it: "{value}"' if isinstance(value, (bool, int, float)) else ""
+            raise self.fail(key, f"expected a string, got {describe(value)}", remedy)
+        if not value and not allow_empty:
+            raise self.fail(key, "must not be empty")
+        return self.safe(value, key)
+
+    def safe(self, value: str, key: str) -> str:
+        problem = unsafe_reason(value)
+        if problem:
+            raise self.fail(key, f"unsafe value: {problem}", "values reach Dockerfiles, shells and labels verbatim")
+        return value
+
+    def boolean(self, value: Any, key: str) -> bool:
+        if not isinstance(value, bool):
+            raise self.fail(key, f"expected true or false, got {describe(value)}")
+        return value
+
+    def integer(self, value: Any, key: str, *, minimum: int = 0, maximum: int = 1 << 20) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.fail(key, f"expected an integer, got {describe(value)}")
+        if not minimum <= value <= maximum:
+            raise self.fail(key, f"expected an integer in [{minimum}, {maximum}], got {value}")
+        return value
+
+    def number(self, value: Any, key: str, *, low: float, high: float, low_open: bool = False) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self.fail(key, f"expected a number, got {describe(value)}")
+        f = float(value)
+        if math.isnan(f) or f > high or f < low or (low_open and f == low):
+            bracket = "(" if low_open else "["
+            raise self.fail(key, f"expected a number in {bracket}{low}, {high}], got {value}")
+        return f
+
+    def choice(self, value: Any, key: str, choices: Iterable[str]) -> str:
+        s = self.string(value, key)
+        options = list(choices)
+        if s not in options:
+            hint = difflib.get_close_matches(s, options, n=1)
+            remedy = f"did you mean {hint[0]!r}?" if hint else f"one of: {', '.join(options)}"
+            raise self.fail(key, f"unknown value {s!r}", remedy)
+        return s
+
+    def pattern(self, value: Any, key: str, regex: re.Pattern[str], what: str, remedy: str = "") -> str:
+        s = self.string(value, key)
+        if not regex.match(s):
+            raise self.fail(key, f"expected {what}, got {s!r}", remedy)
+        return s
+
+    # -- domain values -----------------------------------------------------------------------
+    def version(self, value: Any, key: str) -> str:
+        s = self.string(value, key)
+        try:
+            Version(s)
+        except InvalidVersion:
+            raise self.fail(key, f"invalid version {s!r}", 'write a version such as "13.2"') from None
+        return s
+
+    def specifier(self, value: Any, key: str) -> str:
+        s = self.string(value, key)
+        try:
+            SpecifierSet(s)
+        except InvalidSpecifier:
+            raise self.fail(key, f"invalid version specifier {s!r}", 'write e.g. ">=4.4.2"') from None
+        return s
+
+    def requirement(self, value: str, key: str) -> str:
+        try:
+            req = Requirement(value)
+        except InvalidRequirement as exc:
+            raise self.fail(key, f"invalid requirement {value!r}: {exc}".split("\n")[0]) from None
+        if req.url:
+            raise self.fail(key, "direct URL requirements are not allowed", "declare a source under `sources:` instead")
+        return value
+
+    def commit(self, value: Any, key: str) -> str:
+        return self.pattern(
+            value,
+            key,
+            COMMIT_RE,
+            "a 40-hex commit SHA",
+            "pin the full SHA: `git rev-parse <ref>` in a checkout",
+        )
+
+    def url(self, value: Any, key: str) -> str:
+        s = self.string(value, key)
+        if not (URL_RE.match(s) or SCP_URL_RE.match(s)):
+            raise self.fail(key, f"expected a URL (https://, git://, ssh://, file://), got {s!r}")
+        authority = s.split("://", 1)[1].split("/", 1)[0] if "://" in s else ""
+        if "@" in authority and not s.startswith("ssh://"):
+            raise self.fail(key, "credentials in a URL", "keep secrets out of the spec: use a netrc, keyring or env")
+        return s
+
+    def image(self, value: Any, key: str) -> ImageRef:
+        s = self.string(value, key)
+        m = IMAGE_RE.match(s)
+        if not m:
+            raise self.fail(key, f"invalid image reference {s!r}", "write name:tag or name:tag@sha256:<64 hex>")
+        if not m.group("tag") and not m.group("digest"):
+            raise self.fail(key, f"image reference {s!r} has neither a tag nor a digest", "add an explicit :tag")
+        return ImageRef(name=m.group("name"), tag=m.group("tag") or "", digest=m.group("digest") or "")
+
+
+def unsafe_reason(value: str) -> str:
+    if len(value) > MAX_STRING:
+        return f"longer than {MAX_STRING} characters"
+    for ch in value:
+        if ord(ch) < 32 or ord(ch) == 127 or ch in "\u2028\u2029\u0085":
+            return f"control character {ch!r}"
+    if value.endswith("\\"):
+        return "trailing backslash (line continuation)"
+    for quote in ("'", '"', "`"):
+        if value.count(quote) % 2:
+            return f"unbalanced {quote} quote"
+    return ""
+
+
+def describe(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"boolean {str(value).lower()}"
+    if isinstance(value, (dict, list)):
+        return "a mapping" if isinstance(value, dict) else "a list"
+    text = repr(value)
+    return f"{type(value).__name__} {text[:60]}"

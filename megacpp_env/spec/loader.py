@@ -1,0 +1,347 @@
+"""stack.yaml -> Spec. The schema lives here: allowed keys, required keys, cross references."""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from packaging.utils import canonicalize_name
+
+from megacpp_env.errors import SpecError
+from megacpp_env.runtime.catalog import PATCHES
+from megacpp_env.spec import fields as F
+from megacpp_env.spec.model import (
+    FEATURES,
+    INSTALL_MODES,
+    PLATFORMS,
+    SCHEMA_VERSION,
+    Alignment,
+    BuildSettings,
+    GpuSpec,
+    ImageRef,
+    Index,
+    SanityCheck,
+    Serving,
+    SnapshotConfig,
+    Source,
+    Spec,
+    Target,
+    Toolchain,
+)
+from megacpp_env.spec.yamlsrc import join_key, parse_yaml
+
+T = TypeVar("T")
+
+TOP_KEYS = ("schema_version", "project", "indexes", "toolchains", "sources", "targets", "aligned", "snapshot")
+INDEX_KEYS = ("url", "explicit", "packages", "prerelease", "reachable_here")
+TOOLCHAIN_KEYS = (
+    "gcc", "python", "uv", "cuda", "ptx_isa", "min_driver", "cudnn", "cutlass", "tensorrt_llm",
+    "apt_repositories", "apt_packages", "apt_options",
+)  # fmt: skip
+SOURCE_KEYS = (
+    "repo", "commit", "ref", "submodules", "install", "overlay", "pre_build", "build_env", "requirements", "sanity",
+)  # fmt: skip
+TARGET_KEYS = (
+    "description", "platforms", "base_image", "toolchain", "gpu", "features", "serving", "requirements",
+    "sources", "runtime_patches", "env", "build",
+)  # fmt: skip
+
+
+def load_spec(path: Path | str) -> Spec:
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SpecError(
+            "spec file not found", file=str(p), remedy="run from the repository root or pass --spec PATH"
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError(f"cannot read spec: {exc}", file=str(p)) from None
+    return load_spec_text(text, p)
+
+
+def load_spec_text(text: str, path: Path | str = "stack.yaml") -> Spec:
+    p = Path(path)
+    parsed = parse_yaml(text, str(p))
+    r = F.Reader(str(p), parsed.lines)
+    doc = r.mapping(parsed.data, "", allowed=TOP_KEYS, required=("schema_version", "targets"))
+    version = r.integer(doc["schema_version"], "schema_version", minimum=1, maximum=999)
+    if version != SCHEMA_VERSION:
+        raise r.fail("schema_version", f"unsupported schema_version {version}", f"this tool reads {SCHEMA_VERSION}")
+    project = r.pattern(doc.get("project", "megacpp"), "project", F.SLUG_RE, "a project slug")
+    indexes = _named(r, doc.get("indexes", {}), "indexes", F.SLUG_RE, _index)
+    toolchains = _named(r, doc.get("toolchains", {}), "toolchains", F.SLUG_RE, _toolchain)
+    sources = _named(r, doc.get("sources", {}), "sources", F.NAME_RE, _source)
+    _check_index_packages(r, indexes)
+
+    def build_target(r: F.Reader, value: Any, key: str, name: str) -> Target:
+        return _target(r, value, key, name, toolchains, sources)
+
+    targets = _named(r, doc["targets"], "targets", F.NAME_RE, build_target)
+    if not targets:
+        raise r.fail("targets", "at least one target is required")
+    aligned_raw = r.seq(doc.get("aligned", []), "aligned")
+    aligned = tuple(_alignment(r, v, join_key("aligned", i), targets) for i, v in enumerate(aligned_raw))
+    return Spec(
+        path=p,
+        project=project,
+        indexes=indexes,
+        toolchains=toolchains,
+        sources=sources,
+        targets=targets,
+        aligned=aligned,
+        snapshot=_snapshot(r, doc.get("snapshot", {}), "snapshot"),
+        schema_version=version,
+        lines=dict(parsed.lines),
+    )
+
+
+def _named(r: F.Reader, value: Any, key: str, name_re: re.Pattern[str], build: Callable[..., T]) -> dict[str, T]:
+    out: dict[str, T] = {}
+    for name, item in r.mapping(value, key).items():
+        child = join_key(key, name)
+        if not name_re.match(name):
+            raise r.fail(child, f"invalid name {name!r}", f"names must match {name_re.pattern}")
+        out[name] = build(r, item, child, name)
+    return out
+
+
+def _index(r: F.Reader, value: Any, key: str, name: str) -> Index:
+    d = r.mapping(value, key, allowed=INDEX_KEYS, required=("url",))
+    return Index(
+        name=name,
+        url=r.url(d["url"], join_key(key, "url")),
+        explicit=r.boolean(d.get("explicit", False), join_key(key, "explicit")),
+        packages=r.str_list(d.get("packages", []), join_key(key, "packages"), _package_name(r)),
+        prerelease=r.boolean(d.get("prerelease", False), join_key(key, "prerelease")),
+        reachable_here=r.boolean(d.get("reachable_here", True), join_key(key, "reachable_here")),
+    )
+
+
+def _package_name(r: F.Reader) -> Callable[[str, str], str]:
+    def check(value: str, key: str) -> str:
+        if not F.PACKAGE_NAME_RE.match(value):
+            raise r.fail(key, f"invalid package name {value!r}")
+        return value
+
+    return check
+
+
+def _check_index_packages(r: F.Reader, indexes: dict[str, Index]) -> None:
+    owner: dict[str, str] = {}
+    for index in indexes.values():
+        for i, pkg in enumerate(index.packages):
+            canon = canonicalize_name(pkg)
+            if canon in owner:
+                key = join_key(join_key(join_key("indexes", index.name), "packages"), i)
+                raise r.fail(key, f"package {pkg!r} is already pinned to index {owner[canon]!r}")
+            owner[canon] = index.name
+
+
+def _keyer(key: str) -> Callable[[str], str]:
+    def k(field: str) -> str:
+        return join_key(key, field)
+
+    return k
+
+
+def _opt(r: F.Reader, d: dict[str, Any], key: str, name: str, read: Callable[[Any, str], str]) -> str:
+    return read(d[name], join_key(key, name)) if name in d else ""
+
+
+def _toolchain(r: F.Reader, value: Any, key: str, name: str) -> Toolchain:
+    d = r.mapping(value, key, allowed=TOOLCHAIN_KEYS, required=("gcc", "python", "uv"))
+    k = _keyer(key)
+    return Toolchain(
+        name=name,
+        gcc=r.version(d["gcc"], k("gcc")),
+        python=r.version(d["python"], k("python")),
+        uv=r.version(d["uv"], k("uv")),
+        cuda=_opt(r, d, key, "cuda", r.version),
+        ptx_isa=_opt(r, d, key, "ptx_isa", r.version),
+        min_driver=_opt(r, d, key, "min_driver", r.version),
+        cudnn=_opt(r, d, key, "cudnn", r.specifier),
+        cutlass=_opt(r, d, key, "cutlass", r.specifier),
+        tensorrt_llm=_opt(r, d, key, "tensorrt_llm", r.specifier),
+        apt_repositories=_patterned_list(r, d, key, "apt_repositories", F.APT_REPO_RE, "a ppa:owner/name"),
+        apt_packages=_patterned_list(r, d, key, "apt_packages", F.APT_PACKAGE_RE, "a Debian package name"),
+        apt_options=_patterned_list(r, d, key, "apt_options", F.APT_OPTION_RE, "an apt option Name=value"),
+    )
+
+
+def _patterned_list(
+    r: F.Reader, d: dict[str, Any], key: str, name: str, regex: re.Pattern[str], what: str
+) -> tuple[str, ...]:
+    def check(value: str, item_key: str) -> str:
+        return r.pattern(value, item_key, regex, what)
+
+    return r.str_list(d.get(name, []), join_key(key, name), check)
+
+
+def _requirements(r: F.Reader, value: Any, key: str) -> tuple[str, ...]:
+    return r.str_list(value, key, r.requirement)
+
+
+def _source(r: F.Reader, value: Any, key: str, name: str) -> Source:
+    d = r.mapping(value, key, allowed=SOURCE_KEYS, required=("repo", "commit"))
+    k = _keyer(key)
+    install = r.choice(d.get("install", "wheel"), k("install"), INSTALL_MODES)
+    return Source(
+        name=name,
+        repo=r.url(d["repo"], k("repo")),
+        commit=r.commit(d["commit"], k("commit")),
+        ref=_opt(r, d, key, "ref", r.string),
+        submodules=r.boolean(d.get("submodules", False), k("submodules")),
+        install="path" if install == "path" else "wheel",
+        overlay=r.pattern(d["overlay"], k("overlay"), F.SLUG_RE, "an overlay name") if "overlay" in d else "",
+        pre_build=r.str_list(d.get("pre_build", []), k("pre_build")),
+        build_env=r.env_map(d.get("build_env", {}), k("build_env")),
+        requirements=_requirements(r, d.get("requirements", []), k("requirements")),
+        sanity=_sanity(r, d.get("sanity", {}), k("sanity")),
+    )
+
+
+def _sanity(r: F.Reader, value: Any, key: str) -> SanityCheck:
+    d = r.mapping(value, key, allowed=("imports", "statements", "vllm_models"))
+
+    def module(value: str, item_key: str) -> str:
+        return r.pattern(value, item_key, F.MODULE_RE, "a dotted module name")
+
+    return SanityCheck(
+        imports=r.str_list(d.get("imports", []), join_key(key, "imports"), module),
+        statements=r.str_list(d.get("statements", []), join_key(key, "statements")),
+        vllm_models=r.str_list(d.get("vllm_models", []), join_key(key, "vllm_models"), module),
+    )
+
+
+def _target(
+    r: F.Reader, value: Any, key: str, name: str, toolchains: dict[str, Toolchain], sources: dict[str, Source]
+) -> Target:
+    d = r.mapping(value, key, allowed=TARGET_KEYS, required=("platforms", "base_image", "toolchain"))
+    k = _keyer(key)
+    platforms = r.str_list(d["platforms"], k("platforms"), lambda v, ik: r.choice(v, ik, PLATFORMS))
+    if not platforms:
+        raise r.fail(k("platforms"), "at least one platform is required", f"one of: {', '.join(PLATFORMS)}")
+    toolchain = toolchains[_reference(r, d["toolchain"], k("toolchain"), toolchains, "toolchains")]
+    source_names = r.str_list(d.get("sources", []), k("sources"))
+    picked = tuple(
+        sources[_reference(r, s, join_key(k("sources"), i), sources, "sources")] for i, s in enumerate(source_names)
+    )
+    env = r.mapping(d.get("env", {}), k("env"), allowed=("build", "runtime"))
+    return Target(
+        name=name,
+        description=r.string(d.get("description", name), k("description")),
+        platforms=platforms,
+        base_images=_base_images(r, d["base_image"], k("base_image"), platforms),
+        toolchain=toolchain,
+        requirements=_requirements(r, d.get("requirements", []), k("requirements")),
+        sources=picked,
+        runtime_patches=r.str_list(
+            d.get("runtime_patches", []), k("runtime_patches"), lambda v, ik: r.choice(v, ik, PATCHES)
+        ),
+        features=r.str_list(d.get("features", []), k("features"), lambda v, ik: r.choice(v, ik, FEATURES)),
+        gpu=_gpu(r, d["gpu"], k("gpu")) if "gpu" in d else None,
+        serving=_serving(r, d["serving"], k("serving")) if "serving" in d else None,
+        build_env=r.env_map(env.get("build", {}), join_key(k("env"), "build")),
+        runtime_env=r.env_map(env.get("runtime", {}), join_key(k("env"), "runtime")),
+        build=_build(r, d.get("build", {}), k("build")),
+    )
+
+
+def _reference(r: F.Reader, value: Any, key: str, known: dict[str, Any], section: str) -> str:
+    name = r.string(value, key)
+    if name not in known:
+        hint = difflib.get_close_matches(name, list(known), n=1)
+        remedy = (
+            f"did you mean {hint[0]!r}?"
+            if hint
+            else f"define it under `{section}:` (known: {', '.join(known) or 'none'})"
+        )
+        raise r.fail(key, f"unknown {section[:-1]} {name!r}", remedy)
+    return name
+
+
+def _base_images(r: F.Reader, value: Any, key: str, platforms: tuple[str, ...]) -> dict[str, ImageRef]:
+    if isinstance(value, dict):
+        m = r.mapping(value, key, allowed=PLATFORMS)
+        missing = [p for p in platforms if p not in m]
+        if missing:
+            raise r.fail(key, f"no base image for platform {missing[0]}", "give one image per platform of the target")
+        extra = [p for p in m if p not in platforms]
+        if extra:
+            raise r.fail(join_key(key, extra[0]), f"platform {extra[0]} is not in the target's platforms")
+        return {p: r.image(m[p], join_key(key, p)) for p in platforms}
+    image = r.image(value, key)
+    return dict.fromkeys(platforms, image)
+
+
+def _gpu(r: F.Reader, value: Any, key: str) -> GpuSpec:
+    d = r.mapping(
+        value, key, allowed=("archs", "kernel_arch", "torch_cuda_arch_list", "sm_count", "peak_bf16_tflops"),
+        required=("archs", "kernel_arch", "torch_cuda_arch_list"),
+    )  # fmt: skip
+    k = _keyer(key)
+
+    def arch(value: str, item_key: str) -> str:
+        return r.pattern(value, item_key, F.SM_ARCH_RE, "a CUDA arch such as sm_121a or sm_120f")
+
+    archs = r.str_list(d["archs"], k("archs"), arch)
+    if not archs:
+        raise r.fail(k("archs"), "at least one GPU arch is required")
+    return GpuSpec(
+        archs=archs,
+        kernel_arch=arch(r.string(d["kernel_arch"], k("kernel_arch")), k("kernel_arch")),
+        torch_cuda_arch_list=r.pattern(
+            d["torch_cuda_arch_list"],
+            k("torch_cuda_arch_list"),
+            F.ARCH_LIST_RE,
+            'a list such as "9.0;10.0;12.0"',
+        ),
+        sm_count=r.integer(d.get("sm_count", 0), k("sm_count"), maximum=10_000),
+        peak_bf16_tflops=r.number(d.get("peak_bf16_tflops", 0), k("peak_bf16_tflops"), low=0, high=100_000),
+    )
+
+
+def _serving(r: F.Reader, value: Any, key: str) -> Serving:
+    d = r.mapping(value, key, allowed=("enforce_eager", "gpu_memory_utilization"))
+    return Serving(
+        enforce_eager=r.boolean(d.get("enforce_eager", True), join_key(key, "enforce_eager")),
+        gpu_memory_utilization=r.number(
+            d.get("gpu_memory_utilization", 0.9),
+            join_key(key, "gpu_memory_utilization"),
+            low=0,
+            high=1,
+            low_open=True,
+        ),
+    )
+
+
+def _build(r: F.Reader, value: Any, key: str) -> BuildSettings:
+    d = r.mapping(value, key, allowed=("max_jobs", "nvcc_threads", "mem_per_job_gib"))
+    return BuildSettings(
+        max_jobs=r.integer(d.get("max_jobs", 0), join_key(key, "max_jobs"), maximum=4096),
+        nvcc_threads=r.integer(d.get("nvcc_threads", 0), join_key(key, "nvcc_threads"), maximum=256),
+        mem_per_job_gib=r.integer(
+            d.get("mem_per_job_gib", 4), join_key(key, "mem_per_job_gib"), minimum=1, maximum=1024
+        ),
+    )
+
+
+def _alignment(r: F.Reader, value: Any, key: str, targets: dict[str, Target]) -> Alignment:
+    d = r.mapping(value, key, allowed=("targets", "allow_divergence"), required=("targets",))
+    names = r.str_list(d["targets"], join_key(key, "targets"))
+    for i, n in enumerate(names):
+        _reference(r, n, join_key(join_key(key, "targets"), i), targets, "targets")
+    if len(names) < 2:
+        raise r.fail(join_key(key, "targets"), "an alignment group needs at least two targets")
+    allow = r.str_list(d.get("allow_divergence", []), join_key(key, "allow_divergence"), _package_name(r))
+    return Alignment(targets=names, allow_divergence=allow)
+
+
+def _snapshot(r: F.Reader, value: Any, key: str) -> SnapshotConfig:
+    d = r.mapping(value, key, allowed=("golden_dir", "ignore"))
+    golden = r.string(d.get("golden_dir", ".megacpp/golden"), join_key(key, "golden_dir"))
+    return SnapshotConfig(golden_dir=golden, ignore=r.str_list(d.get("ignore", []), join_key(key, "ignore")))
