@@ -29,7 +29,9 @@ class SpecError(MegacppEnvError, ValueError):
     The message is one line: ``FILE:LINE: KEY.PATH: what is wrong[ (remedy)]``.
     """
 
-    def __init__(self, message: str, *, file: str = "", line: int = 0, key: str = "", remedy: str = "") -> None:
+    def __init__(
+        self, message: str, *, file: str = "", line: int = 0, key: str = "", remedy: str = ""
+    ) -> None:
         self.file = file
         self.line = line
         self.key = key
@@ -42,7 +44,14 @@ class SpecError(MegacppEnvError, ValueError):
         text = ": ".join([*parts, message])
         if remedy:
             text = f"{text} (remedy: {remedy})"
-        super().__init__(text)
+        super().__init__(one_line(text))
+
+
+def one_line(text: str) -> str:
+    """Escape every non-printable character so a message stays on one line whatever the input held."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
 class ToolError(MegacppEnvError, RuntimeError):

@@ -76,21 +76,12 @@ class _Converter:
 
 
 def parse_yaml(text: str, file: str) -> Parsed:
-    loader = yaml.SafeLoader(text)
     try:
-        try:
-            node = loader.get_single_node()
-        except yaml.MarkedYAMLError as exc:
-            mark = exc.problem_mark or exc.context_mark
-            line = mark.line + 1 if mark else 0
-            problem = exc.problem or exc.context or "parse error"
-            raise SpecError(f"invalid YAML: {problem}", file=file, line=line) from None
-        except yaml.YAMLError as exc:
-            raise SpecError(f"invalid YAML: {exc}", file=file) from None
-        except RecursionError:
-            raise SpecError("invalid YAML: nested too deeply", file=file) from None
-        if node is None:
-            raise SpecError("the spec is empty", file=file, line=1, remedy="start from the shipped stack.yaml")
+        loader = yaml.SafeLoader(text)
+    except yaml.reader.ReaderError as exc:
+        raise SpecError(f"invalid YAML: {exc.reason} (character {exc.character!r})", file=file) from None
+    try:
+        node = _single_node(loader, file)
         conv = _Converter(loader, file)
         try:
             data = conv.convert(node, "", 0)
@@ -99,3 +90,21 @@ def parse_yaml(text: str, file: str) -> Parsed:
         return Parsed(data=data, lines=conv.lines)
     finally:
         loader.dispose()
+
+
+def _single_node(loader: yaml.SafeLoader, file: str) -> yaml.Node:
+    try:
+        node = loader.get_single_node()
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        problem = exc.problem or exc.context or "parse error"
+        raise SpecError(f"invalid YAML: {problem}", file=file, line=mark.line + 1 if mark else 0) from None
+    except yaml.reader.ReaderError as exc:
+        raise SpecError(f"invalid YAML: {exc.reason} (character {exc.character!r})", file=file) from None
+    except yaml.YAMLError as exc:
+        raise SpecError(f"invalid YAML: {str(exc).splitlines()[0]}", file=file) from None
+    except RecursionError:
+        raise SpecError("invalid YAML: nested too deeply", file=file) from None
+    if node is None:
+        raise SpecError("the spec is empty", file=file, line=1, remedy="start from the shipped stack.yaml")
+    return node

@@ -1,0 +1,93 @@
+"""Argument parsing, exit codes and the lazy imports that keep --help fast."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from megacpp_env import __version__
+from megacpp_env.cli import VERBS, main
+from tests.fixtures.spec import REPO_ROOT, STACK_YAML
+
+
+def run_cli(*args, cwd=REPO_ROOT):
+    return subprocess.run([sys.executable, "-m", "megacpp_env", *args], cwd=cwd, capture_output=True, text=True, check=False)
+
+
+def test_version(capsys):
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"megacpp-env {__version__}"
+
+
+@pytest.mark.parametrize("verb", sorted(VERBS))
+def test_every_verb_has_help(verb, capsys):
+    assert main([verb, "--help"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"usage: megacpp-env {verb}")
+    assert "--spec" in out
+
+
+def test_usage_error_exits_2(capsys):
+    assert main(["no-such-verb"]) == 2
+    assert main(["show"]) == 2  # missing TARGET
+    assert "usage:" in capsys.readouterr().err
+
+
+def test_help_imports_no_heavy_module():
+    code = (
+        "import sys; from megacpp_env.cli import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "heavy = [m for m in ('yaml', 'jinja2', 'packaging', 'tomllib') if m in sys.modules]\n"
+        "print('HEAVY=' + ','.join(heavy))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip().splitlines()[-1] == "HEAVY="
+
+
+def test_spec_error_is_one_line_exit_1(tmp_path):
+    bad = tmp_path / "stack.yaml"
+    bad.write_text(STACK_YAML.read_text().replace("gcc: \"15\"", "gcc: fifteen", 1))
+    proc = run_cli("check", "--spec", str(bad))
+    assert proc.returncode == 1
+    assert proc.stdout == ""
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "toolchains.cuda132-ubuntu2404.gcc: invalid version 'fifteen'" in lines[0]
+    assert "Traceback" not in proc.stderr
+
+
+def test_check_json_lists_findings_with_remedies():
+    proc = run_cli("check", "--json")
+    report = json.loads(proc.stdout)
+    assert report["spec_digest"] and isinstance(report["findings"], list)
+    assert all(f["remedy"] for f in report["findings"])
+    assert proc.returncode == (0 if report["ok"] else 1)
+
+
+def test_targets_and_show_json():
+    names = [t["name"] for t in json.loads(run_cli("targets", "--json").stdout)]
+    assert names == ["gb10", "cloud", "smoke"]
+    view = json.loads(run_cli("show", "gb10", "--json").stdout)
+    assert view["toolchain"]["cuda"] == "13.2" and view["aligned_with"] == ["cloud"]
+    assert [s["name"] for s in view["sources"]] == ["causal_conv1d", "mamba_ssm", "flashinfer", "vllm", "megatron_lm"]
+
+
+def test_unknown_target_is_a_user_error():
+    proc = run_cli("show", "nope")
+    assert proc.returncode == 1 and "no target 'nope' (targets: gb10, cloud, smoke)" in proc.stderr
+
+
+def test_spec_from_environment(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "megacpp_env", "targets"],
+        cwd=tmp_path, capture_output=True, text=True, check=False,
+        env={**__import__("os").environ, "MEGACPP_ENV_SPEC": str(STACK_YAML)},
+    )  # fmt: skip
+    assert proc.returncode == 0 and "smoke" in proc.stdout
+
+
+def test_missing_spec_in_cwd_names_remedy(tmp_path):
+    proc = run_cli("targets", cwd=tmp_path)
+    assert proc.returncode == 1 and "spec file not found" in proc.stderr and "--spec" in proc.stderr

@@ -1,0 +1,110 @@
+"""Every policy rule: one spec that trips it and one that does not."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from megacpp_env.policy import RULES, run_rules
+from tests.fixtures.spec import load_data
+
+
+def fired(data, rule_id, tmp_path):
+    spec = load_data(data, tmp_path / "stack.yaml")
+    return [f for f in run_rules(spec, only=(rule_id,))]
+
+
+@pytest.fixture
+def clean(stack_data, tmp_path):
+    """The shipped spec, in a temp dir that holds the overlays it names and with a real smoke commit."""
+    for src in stack_data["sources"].values():
+        if "overlay" in src:
+            (tmp_path / "overlays" / src["overlay"]).mkdir(parents=True, exist_ok=True)
+    stack_data["sources"]["megacpp_smoke_ext"]["commit"] = "1" * 40
+    return stack_data
+
+
+def gb10(d):
+    return d["targets"]["gb10"]
+
+
+def tc(d):
+    return d["toolchains"]["cuda132-ubuntu2404"]
+
+
+def _set_env(d, name, value):
+    gb10(d)["env"]["runtime"][name] = value
+
+
+TRIPS = {
+    "GB001": lambda d: gb10(d)["gpu"].__setitem__("kernel_arch", "sm_120"),
+    "GB002": lambda d: tc(d).__setitem__("cuda", "12.8"),
+    "GB003": lambda d: tc(d).__setitem__("ptx_isa", "8.7"),
+    "GB004": lambda d: tc(d).__setitem__("cutlass", ">=4.2"),
+    "GB005": lambda d: (gb10(d)["features"].append("trtllm_nvfp4_moe"), tc(d).__setitem__("tensorrt_llm", ">=1.2")),
+    "GB006": lambda d: gb10(d)["features"].append("flash_attention_4"),
+    "GB007": lambda d: (gb10(d)["features"].remove("te_nvfp4_disable_rht"), gb10(d)["features"].append("te_nvfp4")),
+    "GB008": lambda d: (gb10(d)["env"]["runtime"].pop("TRITON_PTXAS_PATH"), gb10(d)["runtime_patches"].remove("triton_ptxas")),
+    "GB009": lambda d: gb10(d)["runtime_patches"].remove("inductor_small_gpu"),
+    "GB010": lambda d: gb10(d)["gpu"].__setitem__("peak_bf16_tflops", 989),
+    "GB011": lambda d: gb10(d)["serving"].__setitem__("gpu_memory_utilization", 0.98),
+    "TC001": lambda d: d["indexes"]["pytorch-nightly-cu132"].__setitem__("url", "https://download.pytorch.org/whl/nightly/cu130"),
+    "TC002": lambda d: d["sources"]["vllm"].__setitem__("commit", "0" * 40),
+    "TC003": lambda d: d["indexes"]["pytorch-nightly-cu132"].__setitem__("explicit", False),
+    "TC004": lambda d: d["targets"]["cloud"].__setitem__("toolchain", "debian-forky-cpu"),
+    "TC005": None,  # trips on the shipped spec (no digests); see test below
+    "TC006": lambda d: d["indexes"]["pytorch-nightly-cu132"].__setitem__("explicit", False),
+    "TC007": lambda d: d["sources"]["vllm"].__setitem__("overlay", "vllm-missing"),
+    "TC008": lambda d: d["sources"]["mamba_ssm"]["build_env"].__setitem__("MAMBA_FORCE_BUILD", "FALSE"),
+    "TC009": lambda d: tc(d).__setitem__("min_driver", "580.0"),
+    "TC010": lambda d: gb10(d)["gpu"].__setitem__("torch_cuda_arch_list", "9.0;10.0"),
+    "TC011": lambda d: gb10(d).pop("gpu"),
+}
+
+
+def test_every_rule_has_a_trip_case():
+    assert {r.id for r in RULES} == set(TRIPS)
+    assert len({r.id for r in RULES}) == len(RULES)
+
+
+@pytest.mark.parametrize("rule_id", sorted(k for k, v in TRIPS.items() if v))
+def test_rule_trips_and_not(rule_id, clean, tmp_path):
+    assert fired(clean, rule_id, tmp_path) == [], f"{rule_id} fires on the shipped spec"
+    data = copy.deepcopy(clean)
+    TRIPS[rule_id](data)
+    findings = fired(data, rule_id, tmp_path)
+    assert findings, f"{rule_id} did not fire"
+    for f in findings:
+        assert f.rule == rule_id and f.message and f.remedy and f.line > 0
+
+
+def test_digest_rule(clean, tmp_path):
+    assert len(fired(clean, "TC005", tmp_path)) == 4  # gb10, cloud, smoke x2: warnings
+    data = copy.deepcopy(clean)
+    digest = "@sha256:" + "a" * 64
+    for t in data["targets"].values():
+        base = t["base_image"]
+        t["base_image"] = {p: v + digest for p, v in base.items()} if isinstance(base, dict) else base + digest
+    assert fired(data, "TC005", tmp_path) == []
+
+
+def test_shipped_spec_has_no_errors_once_overlays_exist(clean, tmp_path):
+    findings = run_rules(load_data(clean, tmp_path / "stack.yaml"))
+    assert [f for f in findings if f.severity == "error"] == []
+    assert {f.rule for f in findings} == {"TC005"}
+
+
+def test_gb10_dead_path_requirement(clean, tmp_path):
+    data = copy.deepcopy(clean)
+    gb10(data)["requirements"] = [*gb10(data)["requirements"], "flash-attn>=2.7"]
+    assert [f.key for f in fired(data, "GB006", tmp_path)] == ["targets.gb10.requirements[9]"]
+    cloud_only = copy.deepcopy(clean)
+    cloud_only["targets"]["cloud"]["requirements"] = [*cloud_only["targets"]["cloud"]["requirements"], "flash-attn"]
+    assert fired(cloud_only, "GB006", tmp_path) == []
+
+
+def test_torch_local_version_must_match_cuda(clean, tmp_path):
+    data = copy.deepcopy(clean)
+    gb10(data)["requirements"][0] = "torch==2.13.0.dev20260413+cu130"
+    assert any("cu130 build" in f.message for f in fired(data, "TC001", tmp_path))
