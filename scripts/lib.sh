@@ -1,0 +1,71 @@
+# shellcheck shell=bash
+# Shared helpers for megacpp-env host scripts (sourced, not executed).
+# Functions only; sourcing has no side effects.
+
+# Debian's docker.io CLI (20.10). /usr/local/bin/docker may be a newer CLI
+# that refuses DOCKER_BUILDKIT=1 without the buildx plugin, so always use
+# this absolute path unless MEGACPP_DOCKER overrides it.
+export DOCKER="${MEGACPP_DOCKER:-/usr/bin/docker}"
+
+log() { printf '[%s] %s\n' "${0##*/}" "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+# Run as root, or through sudo when available.
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo -n "$@"; fi
+}
+
+apt_updated=0
+# apt_install PKG...: install the packages that are missing, non-interactively.
+apt_install() {
+  local missing=() p
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' \
+      || missing+=("$p")
+  done
+  [ "${#missing[@]}" -eq 0 ] && return 0
+  log "installing: ${missing[*]}"
+  if [ "$apt_updated" -eq 0 ]; then
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get update -q </dev/null
+    apt_updated=1
+  fi
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+    --no-install-recommends "${missing[@]}" </dev/null
+}
+
+# debian_mirror: print the Debian archive URI ($DEBIAN_MIRROR, else the first
+# URI of the host's apt configuration that serves the 'debian' archive, i.e.
+# whose path ends in /debian). deb822 *.sources files first, then one-line lists.
+debian_mirror() {
+  if [ -n "${DEBIAN_MIRROR:-}" ]; then printf '%s\n' "${DEBIAN_MIRROR%/}"; return 0; fi
+  local uri
+  while read -r uri; do
+    case "${uri%/}" in */debian) printf '%s\n' "${uri%/}"; return 0 ;; esac
+  done < <(apt_uris)
+  return 1
+}
+
+# apt_uris: every archive URI of the host's apt sources, in file order.
+# MEGACPP_APT_ETC (default /etc/apt) points elsewhere for tests.
+apt_uris() {
+  local f etc="${MEGACPP_APT_ETC:-/etc/apt}"
+  for f in "$etc"/sources.list.d/*.sources; do
+    [ -f "$f" ] && awk 'tolower($1)=="uris:" {for (i=2;i<=NF;i++) print $i}' "$f"
+  done
+  for f in "$etc"/sources.list "$etc"/sources.list.d/*.list; do
+    [ -f "$f" ] && awk '$1=="deb" {for (i=2;i<=NF;i++) if ($i ~ /^[a-z+]+:\/\//) {print $i; break}}' "$f"
+  done
+  return 0
+}
+
+# host_ca_bundle: the host's CA bundle (may include a TLS-intercepting CA).
+host_ca_bundle() {
+  local f
+  for f in "${MEGACPP_CA_BUNDLE:-}" "${SSL_CERT_FILE:-}" /etc/ssl/certs/ca-certificates.crt; do
+    if [ -n "$f" ] && [ -f "$f" ]; then printf '%s\n' "$f"; return 0; fi
+  done
+  return 1
+}
+
+# now_s: seconds since the epoch (for timings).
+now_s() { date +%s; }
