@@ -1,0 +1,46 @@
+"""`megacpp-env checkout NAME [--dest DIR] [--json]`: a real git checkout of a pinned source.
+
+Fetched by SHA (shallow where the server allows), submodules at the commits the superproject pins,
+a provenance record in DEST/.megacpp-checkout.json. Idempotent; a checkout at another commit or
+with local changes is refused. Default DEST: ./.megacpp/src/<name-with-dashes> beside the spec
+(images pass --dest /opt/src/<name-with-dashes>).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from megacpp_env.commands._common import add_json, load
+
+if TYPE_CHECKING:
+    from megacpp_env.spec.model import Source, Spec
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("name", metavar="NAME", help="a source of the spec (sources.NAME; - and _ both accepted)")
+    parser.add_argument("--dest", type=Path, default=None, metavar="DIR", help="where to check out")
+    add_json(parser)
+
+
+def find_source(spec: Spec, name: str) -> Source:
+    """``spec.source(name)``, also accepting the dashed directory name (megacpp-smoke-ext)."""
+    return spec.sources.get(name.replace("-", "_")) or spec.source(name)
+
+
+def run(args: argparse.Namespace) -> int:
+    from megacpp_env.checkout import checkout_source, default_dest
+    from megacpp_env.ui import print_json
+
+    spec = load(args)
+    source = find_source(spec, args.name)
+    dest = args.dest or default_dest(spec.root, source)
+    result = checkout_source(source, dest)
+    if args.json:
+        print_json(result.to_dict())
+        return 0
+    st = result.state
+    subs = f", {len(st.submodules)} submodule(s) at their pins" if st.submodules else ""
+    print(f"{result.action}: {dest}: {source.name} at {st.head}{subs}")
+    return 0

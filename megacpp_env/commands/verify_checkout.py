@@ -1,0 +1,56 @@
+"""`megacpp-env verify-checkout PATH [--expect NAME] [--json]`: is PATH exactly its pin?
+
+Checks: .git present, HEAD == the pin, clean (or exactly the state `overlay apply` recorded),
+submodules at the commits the superproject pins. Without --expect the pin comes from the
+checkout's provenance record (and the spec's entry for that source, when the spec loads).
+Exit 1 when not as pinned.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from megacpp_env.commands._common import add_json, load
+
+if TYPE_CHECKING:
+    from megacpp_env.spec.model import Source
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("path", type=Path, metavar="PATH", help="the checkout to verify")
+    parser.add_argument("--expect", metavar="NAME", default=None, help="the source of the spec it must match")
+    add_json(parser)
+
+
+def _expected_source(args: argparse.Namespace) -> Source | None:
+    from megacpp_env.checkout import read_provenance
+    from megacpp_env.commands.checkout import find_source
+
+    if args.expect:
+        return find_source(load(args), args.expect)
+    prov = read_provenance(args.path)
+    if prov is None or not Path(args.spec).is_file():
+        return None
+    spec = load(args)
+    return spec.sources.get(prov.source)
+
+
+def run(args: argparse.Namespace) -> int:
+    from megacpp_env.checkout import verify_checkout
+    from megacpp_env.ui import print_json
+
+    result = verify_checkout(args.path, _expected_source(args))
+    if args.json:
+        print_json(result.to_dict())
+    elif result.ok:
+        st = result.state
+        overlay = (st.provenance.overlay or {}) if st.provenance else {}
+        how = f"overlay {overlay.get('name', '?')} applied as recorded" if st.dirty else "clean"
+        print(f"{args.path}: ok: {st.source or 'checkout'} at {st.head} ({how})")
+    else:
+        print(f"{args.path}: not as pinned:")
+        for problem in result.problems:
+            print(f"  - {problem}")
+    return 0 if result.ok else 1

@@ -1,0 +1,317 @@
+"""The one wrapper around the ``git`` executable. Every git call megacpp-env makes goes through
+``run_git``, which logs the command line (logger ``megacpp_env.git``, level DEBUG) so tests and
+``-v`` users can see exactly what ran. Never prints, never exits.
+
+Output that is hashed (``diff_hash``) is made independent of user configuration by passing every
+option that changes it explicitly (prefixes, renames, colour, external diff drivers, order files).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from megacpp_env.errors import ToolError, ToolNotFoundError
+
+log = logging.getLogger("megacpp_env.git")
+
+SHA_RE = re.compile(r"^[0-9a-f]{40}$")
+GITLINK_MODE = "160000"
+# Variables that would redirect git to another repository or index than the one at ``cwd``.
+_REPO_ENV = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_COMMON_DIR", "GIT_PREFIX")
+# Options that make ``git diff`` output independent of the user's git configuration.
+_DIFF_STABLE = (
+    "--binary",
+    "--full-index",
+    "--no-color",
+    "--no-ext-diff",
+    "--no-textconv",
+    "--no-renames",
+    "--src-prefix=a/",
+    "--dst-prefix=b/",
+    "--ignore-submodules=none",
+    "--submodule=short",
+    "-O/dev/null",
+)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SubmoduleState:
+    """One submodule (recursively): the commit its superproject pins and the commit checked out."""
+
+    path: str  # relative to the top-level checkout, '/'-separated
+    expected: str  # the gitlink in the superproject's HEAD
+    actual: str | None  # HEAD of the submodule checkout; None when not initialised
+
+    @property
+    def matches(self) -> bool:
+        return self.actual == self.expected
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "expected": self.expected, "actual": self.actual, "matches": self.matches}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Change:
+    """A path that differs from HEAD: ``M`` modified, ``A`` added (tracked), ``D`` deleted, ``?`` untracked."""
+
+    status: str
+    path: str
+
+
+def git_executable() -> str:
+    exe = shutil.which("git")
+    if exe is None:
+        raise ToolNotFoundError("git is not on PATH (install git: apt-get install git)")
+    return exe
+
+
+def _env(extra: Mapping[str, str] | None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in _REPO_ENV}
+    env.update({"LC_ALL": "C", "GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "", "SSH_ASKPASS": ""})
+    env.update(extra or {})
+    return env
+
+
+def run_git(
+    args: Sequence[str],
+    cwd: Path | str | None = None,
+    *,
+    check: bool = True,
+    config: Mapping[str, str] | None = None,
+    env: Mapping[str, str] | None = None,
+    input_bytes: bytes | None = None,
+) -> subprocess.CompletedProcess[bytes]:
+    """Run ``git [-c k=v]... ARGS`` in ``cwd``; output is bytes. ``check`` raises ToolError on failure."""
+    argv = [git_executable()]
+    for key, value in (config or {}).items():
+        argv += ["-c", f"{key}={value}"]
+    argv += list(args)
+    log.debug("git: %s (cwd=%s)", " ".join(argv[1:]), cwd or ".")
+    proc = subprocess.run(argv, cwd=cwd, env=_env(env), input=input_bytes, capture_output=True, check=False)
+    if check and proc.returncode != 0:
+        detail = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+        tail = detail[-1] if detail else f"exit {proc.returncode}"
+        raise ToolError(f"git {' '.join(args)} failed in {cwd or '.'}: {tail}")
+    return proc
+
+
+def git_text(args: Sequence[str], cwd: Path | str | None = None, **kw: Any) -> str:
+    """``run_git`` with stdout decoded (UTF-8, surrogateescape) and stripped."""
+    out: bytes = run_git(args, cwd, **kw).stdout
+    return out.decode("utf-8", "surrogateescape").strip()
+
+
+# ---- reading a checkout -------------------------------------------------------------------------
+
+
+def is_git_checkout(path: Path) -> bool:
+    """True when ``path`` is the top of a git work tree (``.git`` dir or gitfile present). A ``.git``
+    that git cannot use (corrupt, or owned by another user: ``safe.directory``) raises ToolError."""
+    if not (Path(path) / ".git").exists():
+        return False
+    top = git_text(["rev-parse", "--show-toplevel"], path)  # .git present but unusable: ToolError says why
+    return Path(top).resolve() == Path(path).resolve()
+
+
+def head_commit(path: Path) -> str | None:
+    """The full SHA of HEAD, or None when there is no commit (or no repository)."""
+    proc = run_git(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"], path, check=False)
+    sha = proc.stdout.decode().strip()
+    return sha if proc.returncode == 0 and SHA_RE.match(sha) else None
+
+
+def has_commit(path: Path, sha: str) -> bool:
+    return run_git(["cat-file", "-e", f"{sha}^{{commit}}"], path, check=False).returncode == 0
+
+
+def git_path(path: Path, name: str) -> Path:
+    """A path inside the repository's git dir (``git rev-parse --git-path``), absolute."""
+    rel = git_text(["rev-parse", "--git-path", name], path)
+    return (Path(path) / rel).resolve()
+
+
+def changes(path: Path) -> tuple[Change, ...]:
+    """Tracked changes vs HEAD (staged or not) plus untracked, non-ignored files; submodules excluded."""
+    diff = run_git(
+        ["diff", "HEAD", "--name-status", "-z", "--no-renames", "--ignore-submodules=all", "--no-ext-diff"], path
+    ).stdout.split(b"\0")
+    out = [
+        Change(status=diff[i].decode()[:1], path=os.fsdecode(diff[i + 1]))
+        for i in range(0, len(diff) - 1, 2)
+        if diff[i]
+    ]
+    out += [Change(status="?", path=p) for p in untracked_files(path)]
+    return tuple(sorted(out, key=lambda c: c.path))
+
+
+def untracked_files(path: Path) -> tuple[str, ...]:
+    raw = run_git(["ls-files", "--others", "--exclude-standard", "-z"], path).stdout
+    return tuple(sorted(os.fsdecode(p) for p in raw.split(b"\0") if p))
+
+
+def untracked_count(path: Path) -> int:
+    return len(untracked_files(path))
+
+
+def status_porcelain(path: Path) -> tuple[str, ...]:
+    """``git status --porcelain`` lines (submodule changes included, ignored files not)."""
+    raw = run_git(["status", "--porcelain=v1", "-z", "--untracked-files=all", "--ignore-submodules=none"], path)
+    return tuple(os.fsdecode(p) for p in raw.stdout.split(b"\0") if p)
+
+
+def is_dirty(path: Path) -> bool:
+    """True when tracked files differ from HEAD, submodules moved or untracked files exist."""
+    return bool(status_porcelain(path))
+
+
+def diff_bytes(path: Path) -> bytes:
+    out: bytes = run_git(["diff", "HEAD", *_DIFF_STABLE], path).stdout
+    return out
+
+
+def diff_hash(path: Path) -> str:
+    """sha256 of ``git diff HEAD --binary`` (config-independent options); untracked files not included."""
+    return hashlib.sha256(diff_bytes(path)).hexdigest()
+
+
+def untracked_hash(path: Path) -> str:
+    """sha256 over the sorted untracked files' names and contents (what ``diff_hash`` cannot see)."""
+    h = hashlib.sha256()
+    for rel in untracked_files(path):
+        file = Path(path) / rel
+        data = os.fsencode(file.readlink()) if file.is_symlink() else file.read_bytes()
+        h.update(os.fsencode(rel) + b"\0" + hashlib.sha256(data).digest())
+    return h.hexdigest()
+
+
+def show_file(path: Path, rel: str, rev: str = "HEAD") -> bytes | None:
+    """The bytes of ``rel`` at ``rev`` as checkout would write them (smudge/eol filters applied);
+    None when the path does not exist at ``rev``."""
+    proc = run_git(["cat-file", "--filters", f"{rev}:{rel}"], path, check=False)
+    return proc.stdout if proc.returncode == 0 else None
+
+
+def file_mode(path: Path, rel: str, rev: str = "HEAD") -> str | None:
+    """The git mode (``100644``, ``100755``, ``120000``, ``160000``) of ``rel`` at ``rev``."""
+    out = run_git(["ls-tree", "-z", rev, "--", rel], path).stdout.split(b"\0")[0]
+    return out.split(b" ", 1)[0].decode() if out else None
+
+
+def gitlinks(path: Path, rev: str = "HEAD") -> dict[str, str]:
+    """Submodule path -> pinned commit, read from the tree at ``rev`` (not from .gitmodules)."""
+    raw = run_git(["ls-tree", "-r", "-z", "--full-tree", rev], path).stdout
+    out: dict[str, str] = {}
+    for entry in raw.split(b"\0"):
+        if entry.startswith(GITLINK_MODE.encode()):
+            meta, name = entry.split(b"\t", 1)
+            out[os.fsdecode(name)] = meta.split()[2].decode()
+    return out
+
+
+def submodule_status(path: Path, *, prefix: str = "") -> tuple[SubmoduleState, ...]:
+    """Every submodule, recursively, with the commit pinned by its superproject and the one checked out."""
+    if head_commit(path) is None:
+        return ()
+    out: list[SubmoduleState] = []
+    for rel, expected in sorted(gitlinks(path).items()):
+        sub = Path(path) / rel
+        actual = head_commit(sub) if (sub / ".git").exists() else None
+        out.append(SubmoduleState(path=f"{prefix}{rel}", expected=expected, actual=actual))
+        if actual is not None:
+            out.extend(submodule_status(sub, prefix=f"{prefix}{rel}/"))
+    return tuple(out)
+
+
+def remote_urls(path: Path) -> dict[str, str]:
+    """Remote name -> fetch URL, credentials stripped."""
+    proc = run_git(["config", "--get-regexp", r"^remote\..*\.url$"], path, check=False)
+    out: dict[str, str] = {}
+    for line in proc.stdout.decode("utf-8", "replace").splitlines():
+        key, _, url = line.partition(" ")
+        out[key[len("remote.") : -len(".url")]] = strip_credentials(url)
+    return dict(sorted(out.items()))
+
+
+def strip_credentials(url: str) -> str:
+    """``https://user:token@host/x.git`` -> ``https://host/x.git``; scp-like and local paths unchanged."""
+    parts = urlsplit(url)
+    if not parts.scheme or "@" not in parts.netloc:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
+
+
+def is_local_url(url: str) -> bool:
+    """file:// URLs and plain paths (where git's file protocol is the user's own choice)."""
+    return url.startswith("file://") or (not re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", url) and ":" not in url)
+
+
+# ---- making a checkout --------------------------------------------------------------------------
+
+
+def init(path: Path) -> None:
+    Path(path).mkdir(parents=True, exist_ok=True)
+    run_git(["init", "--quiet", str(path)])
+
+
+def set_remote(path: Path, name: str, url: str) -> None:
+    if name in remote_urls(path):
+        run_git(["remote", "set-url", name, url], path)
+    else:
+        run_git(["remote", "add", name, url], path)
+
+
+def fetch_commit(path: Path, url: str, sha: str) -> bool:
+    """Fetch ``sha`` by SHA, shallow (``--depth 1``) where the server allows; else fetch every branch
+    and tag and look for it. Returns True when the fetch was shallow. Raises ToolError if not found."""
+    cfg = _file_protocol(url)
+    proc = run_git(["fetch", "--quiet", "--depth", "1", "--no-tags", url, sha], path, check=False, config=cfg)
+    if proc.returncode == 0 and has_commit(path, sha):
+        return True
+    log.debug("shallow fetch by SHA refused (%s); fetching all refs", proc.stderr.decode(errors="replace").strip())
+    refspecs = ["+refs/heads/*:refs/remotes/origin/*", "+refs/tags/*:refs/tags/*"]
+    unshallow = ["--unshallow"] if git_path(path, "shallow").exists() else []
+    run_git(["fetch", "--quiet", *unshallow, url, *refspecs], path, config=cfg)
+    if not has_commit(path, sha):
+        raise ToolError(f"commit {sha} is not reachable from any branch or tag of {strip_credentials(url)}")
+    return False
+
+
+def checkout_detached(path: Path, sha: str) -> None:
+    run_git(["-c", "advice.detachedHead=false", "checkout", "--quiet", "--detach", sha], path)
+
+
+def submodule_update(path: Path, *, allow_file_protocol: bool = False) -> None:
+    """``git submodule update --init --recursive`` at the commits the superproject pins; shallow first."""
+    cfg = {"protocol.file.allow": "always"} if allow_file_protocol else {}
+    base = ["submodule", "update", "--init", "--recursive", "--checkout", "--quiet"]
+    proc = run_git([*base, "--depth", "1"], path, check=False, config=cfg)
+    if proc.returncode != 0:
+        log.debug("shallow submodule update failed; retrying with full history")
+        run_git(base, path, config=cfg)
+
+
+def _file_protocol(url: str) -> dict[str, str]:
+    return {"protocol.file.allow": "always"} if is_local_url(url) else {}
+
+
+def add_exclude(path: Path, pattern: str) -> bool:
+    """Append ``pattern`` to ``.git/info/exclude`` (once). Returns True when it was added."""
+    exclude = git_path(path, "info/exclude")
+    text = exclude.read_text(encoding="utf-8") if exclude.exists() else ""
+    if pattern in text.splitlines():
+        return False
+    exclude.parent.mkdir(parents=True, exist_ok=True)
+    with open(exclude, "a", encoding="utf-8") as fh:
+        fh.write(("\n" if text and not text.endswith("\n") else "") + pattern + "\n")
+    return True

@@ -1,0 +1,3 @@
+"""Added by overlays/smoke-ext: present only in a checkout the overlay was applied to."""
+
+OVERLAY = "smoke-ext"

@@ -1,0 +1,246 @@
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from megacpp_env import git
+from megacpp_env.checkout import (
+    PROVENANCE_NAME,
+    checkout_source,
+    inspect_checkout,
+    record_overlay,
+    verify_checkout,
+)
+from megacpp_env.errors import RefusedError, ToolError
+from tests.conftest import REPO_ROOT
+from tests.fixtures.git_repos import commit_all, run_smoke_script, write_files
+
+
+def test_checkout_by_sha_with_submodule(upstream, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    dest = tmp_path / "src" / "demo"
+    result = checkout_source(upstream.source(), dest)
+    assert result.action == "created"
+    st = result.state
+    assert st.has_git and st.head == upstream.commit and st.matches_pin and not st.dirty
+    assert [(s.path, s.actual) for s in st.submodules] == [("third_party/lib", upstream.sub_commit)]
+    assert (dest / "pkg/core.py").read_bytes() == upstream.files["pkg/core.py"]
+    assert (dest / "third_party/lib/lib.txt").read_text() == "library v1\n"
+    assert (dest / "scripts/run.sh").stat().st_mode & 0o111
+    assert not git.has_commit(dest, upstream.tip)  # fetched by SHA, shallow
+    assert not list(dest.parent.glob(".demo.partial-*"))
+
+
+def test_provenance_record(upstream, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    dest = tmp_path / "demo"
+    src = upstream.source()
+    checkout_source(src, dest)
+    record = json.loads((dest / PROVENANCE_NAME).read_text())
+    assert record["commit"] == upstream.commit
+    assert record["url"] == upstream.url
+    assert record["source"] == "demo"
+    assert record["ref"] == "main"
+    assert record["submodules"] == {"third_party/lib": upstream.sub_commit}
+    assert record["tool"].startswith("megacpp-env ")
+    assert record["overlay"] is None
+    assert git.status_porcelain(dest) == ()  # the record is excluded via .git/info/exclude
+
+
+def test_checkout_is_idempotent(upstream, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    dest = tmp_path / "demo"
+    checkout_source(upstream.source(), dest)
+    before = (dest / PROVENANCE_NAME).stat().st_mtime_ns
+    again = checkout_source(upstream.source(), dest)
+    assert again.action == "unchanged"
+    assert again.state.matches_pin
+    assert (dest / PROVENANCE_NAME).stat().st_mtime_ns == before  # not rewritten
+
+
+def test_checkout_into_empty_dir(upstream, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    dest = tmp_path / "empty"
+    dest.mkdir()
+    assert checkout_source(upstream.source(), dest).action == "created"
+
+
+def test_refuses_dirty_checkout(upstream, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    dest = tmp_path / "demo"
+    checkout_source(upstream.source(), dest)
+    write_files(dest, {"pkg/core.py": "patched\n"})
+    with pytest.raises(RefusedError, match="has local changes"):
+        checkout_source(upstream.source(), dest)
+    assert (dest / "pkg/core.py").read_text() == "patched\n"
+
+
+def test_refuses_untracked_file(upstream, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    dest = tmp_path / "demo"
+    checkout_source(upstream.source(), dest)
+    write_files(dest, {"extra.py": "x\n"})
+    with pytest.raises(RefusedError, match="1 untracked"):
+        checkout_source(upstream.source(), dest)
+
+
+def test_refuses_wrong_commit(upstream, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    dest = tmp_path / "demo"
+    checkout_source(upstream.source(), dest)
+    write_files(dest, {"pkg/core.py": "other\n"})
+    other = commit_all(dest, "local commit")
+    with pytest.raises(RefusedError, match=f"checkout at {other}, not at the pin {upstream.commit}"):
+        checkout_source(upstream.source(), dest)
+    assert git.head_commit(dest) == other
+
+
+def test_refuses_tree_without_git(upstream, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    dest = tmp_path / "demo"
+    dest.mkdir()
+    (dest / "file.py").write_text("x\n")
+    with pytest.raises(RefusedError, match="exists and is not a git checkout"):
+        checkout_source(upstream.source(), dest)
+    assert (dest / "file.py").read_text() == "x\n"
+
+
+def test_unknown_commit_leaves_nothing(upstream, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    bad = dataclasses.replace(upstream.source(), commit="2" * 40)
+    with pytest.raises(ToolError):
+        checkout_source(bad, tmp_path / "out" / "demo")
+    assert list((tmp_path / "out").iterdir()) == []
+
+
+def test_verify_clean_checkout(upstream, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    dest = tmp_path / "demo"
+    checkout_source(upstream.source(), dest)
+    v = verify_checkout(dest, upstream.source())
+    assert v.ok, v.problems
+    # without a Source the pin comes from the provenance record
+    assert verify_checkout(dest).ok
+
+
+def test_verify_reports_dirty_wrong_commit_and_submodule(upstream, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    dest = tmp_path / "demo"
+    checkout_source(upstream.source(), dest)
+    write_files(dest, {"README.md": "changed\n", "third_party/lib/lib.txt": "sub change\n"})
+    sub = dest / "third_party/lib"
+    commit_all(sub, "moved submodule")
+    v = verify_checkout(dest, upstream.source())
+    assert not v.ok
+    text = "\n".join(v.problems)
+    assert "local changes not recorded by an overlay" in text
+    assert f"submodule third_party/lib is at {git.head_commit(sub)}, its superproject pins {upstream.sub_commit}" in text
+
+
+def test_verify_accepts_exactly_the_recorded_overlay_state(upstream, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    dest = tmp_path / "demo"
+    checkout_source(upstream.source(), dest)
+    write_files(dest, {"README.md": "changed\n", "new.txt": "n\n"})
+    st = inspect_checkout(dest)
+    record_overlay(dest, {"name": "x", "diff_hash": st.diff_hash or "", "untracked_hash": st.untracked_hash or ""})
+    assert verify_checkout(dest, upstream.source()).ok
+    write_files(dest, {"new.txt": "n2\n"})
+    assert not verify_checkout(dest, upstream.source()).ok
+
+
+def test_verify_without_git_is_unverifiable(upstream, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    dest = tmp_path / "demo"
+    checkout_source(upstream.source(), dest)
+    shutil.rmtree(dest / ".git")
+    v = verify_checkout(dest, upstream.source())
+    assert not v.ok
+    assert v.problems == (
+        f"{dest} has no .git: it is unverifiable (a copied or exported tree cannot be tied to a commit). "
+        f"Make a real checkout with `megacpp-env checkout demo --dest {dest}` (move the tree away first)",
+    )
+    d = v.state.to_dict()
+    assert d["has_git"] is False and d["head"] is None
+
+
+def test_inspect_to_dict_shape(upstream, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    dest = tmp_path / "demo"
+    checkout_source(upstream.source(), dest)
+    d = inspect_checkout(dest, upstream.source()).to_dict()
+    for key in ("has_git", "head", "expected", "matches_pin", "dirty", "diff_hash", "untracked", "submodules"):
+        assert key in d
+    assert d["submodules"] == [
+        {"path": "third_party/lib", "expected": upstream.sub_commit, "actual": upstream.sub_commit, "matches": True}
+    ]
+    json.dumps(d)
+
+
+# ---- the smoke source: deterministic commit, served over git://, checked out through the CLI ------
+
+
+def test_smoke_script_reproduces_the_pinned_sha(tmp_path: Path) -> None:
+    """Editing sources/megacpp-smoke-ext/ without updating stack.yaml's pin fails here."""
+    from megacpp_env.spec import load_spec
+
+    pinned = load_spec(REPO_ROOT / "stack.yaml").sources["megacpp_smoke_ext"].commit
+    first = run_smoke_script("--print-commit", git_root=tmp_path / "unused")
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.strip() == pinned, (
+        "sources/megacpp-smoke-ext/ changed: update sources.megacpp_smoke_ext.commit in stack.yaml to "
+        f"{first.stdout.strip()} (bash scripts/smoke-source.sh --print-commit) and re-capture overlays/smoke-ext"
+    )
+    assert not (tmp_path / "unused").exists()  # --print-commit has no side effects
+
+
+def test_smoke_commit_depends_on_content_only(tmp_path: Path, smoke_source) -> None:  # type: ignore[no-untyped-def]
+    copy = tmp_path / "src"
+    shutil.copytree(REPO_ROOT / "sources" / "megacpp-smoke-ext", copy)
+    (copy / "megacpp_smoke_ext" / "__pycache__").mkdir()
+    (copy / "megacpp_smoke_ext" / "__pycache__" / "x.pyc").write_bytes(b"junk")  # build outputs ignored
+    (copy / "setup.py").chmod(0o755)  # file modes are fixed
+    same = run_smoke_script("--print-commit", git_root=tmp_path / "g", MEGACPP_SMOKE_SRC=str(copy))
+    assert same.stdout.strip() == smoke_source.commit
+    (copy / "megacpp_smoke_ext" / "greeting.py").write_text("changed\n")
+    other = run_smoke_script("--print-commit", git_root=tmp_path / "g", MEGACPP_SMOKE_SRC=str(copy))
+    assert other.returncode == 0 and other.stdout.strip() != smoke_source.commit
+
+
+def test_smoke_serve_and_fetch_by_sha_over_git_protocol(smoke_source, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = str(s.getsockname()[1])
+    root = tmp_path / "served"
+    served = run_smoke_script("--serve", git_root=root, MEGACPP_GIT_PORT=port)
+    try:
+        assert served.returncode == 0, served.stderr
+        again = run_smoke_script("--serve", git_root=root, MEGACPP_GIT_PORT=port)
+        assert "already serving" in again.stderr
+        src = dataclasses.replace(smoke_source.source(), repo=f"git://127.0.0.1:{port}/megacpp-smoke-ext.git")
+        result = checkout_source(src, tmp_path / "co")
+        assert result.state.matches_pin and result.state.provenance and result.state.provenance.shallow
+    finally:
+        run_smoke_script("--stop", git_root=root, MEGACPP_GIT_PORT=port)
+    assert not (root / "git-daemon.pid").exists()
+
+
+def test_cli_checkout_and_verify(smoke_spec: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from megacpp_env.cli import main
+
+    assert main(["checkout", "megacpp-smoke-ext", "--spec", str(smoke_spec), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    dest = smoke_spec.parent / ".megacpp" / "src" / "megacpp-smoke-ext"
+    assert report["action"] == "created" and report["path"] == str(dest) and report["matches_pin"] is True
+    assert main(["checkout", "megacpp_smoke_ext", "--spec", str(smoke_spec)]) == 0
+    assert capsys.readouterr().out.startswith(f"unchanged: {dest}: megacpp_smoke_ext at ")
+    assert main(["verify-checkout", str(dest), "--spec", str(smoke_spec)]) == 0
+    assert main(["verify-checkout", str(dest), "--expect", "megacpp_smoke_ext", "--spec", str(smoke_spec)]) == 0
+    assert main(["verify-checkout", str(dest), "--expect", "vllm", "--spec", str(smoke_spec)]) == 1
+    capsys.readouterr()
+    shutil.rmtree(dest / ".git")
+    assert main(["verify-checkout", str(dest), "--spec", str(smoke_spec)]) == 1
+    out = capsys.readouterr().out
+    assert "has no .git: it is unverifiable" in out
+    assert "megacpp-env checkout megacpp_smoke_ext --dest" in out
+    assert main(["checkout", "megacpp_smoke_ext", "--spec", str(smoke_spec)]) == 1
+    assert "is not a git checkout; refusing" in capsys.readouterr().err
+
+
+def test_cli_unknown_source_is_a_user_error(smoke_spec: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from megacpp_env.cli import main
+
+    assert main(["checkout", "nope", "--spec", str(smoke_spec)]) == 1
+    assert "no source 'nope'" in capsys.readouterr().err

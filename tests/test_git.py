@@ -1,0 +1,151 @@
+from __future__ import annotations
+
+import hashlib
+import logging
+from pathlib import Path
+
+import pytest
+
+from megacpp_env import git
+from megacpp_env.errors import ToolError
+from tests.fixtures.git_repos import make_repo, write_files
+
+
+def test_head_and_clean_repo(tmp_path: Path) -> None:
+    sha = make_repo(tmp_path / "r", {"a.txt": "a\n"})
+    repo = tmp_path / "r"
+    assert git.head_commit(repo) == sha
+    assert git.is_git_checkout(repo)
+    assert not git.is_git_checkout(repo / "missing")
+    assert not git.is_dirty(repo)
+    assert git.untracked_count(repo) == 0
+    assert git.diff_bytes(repo) == b""
+    assert git.diff_hash(repo) == hashlib.sha256(b"").hexdigest()
+
+
+def test_subdirectory_is_not_a_checkout_top(tmp_path: Path) -> None:
+    make_repo(tmp_path / "r", {"d/a.txt": "a\n"})
+    assert not git.is_git_checkout(tmp_path / "r" / "d")
+
+
+def test_changes_dirty_and_diff_hash(tmp_path: Path) -> None:
+    repo = tmp_path / "r"
+    make_repo(repo, {"a.txt": "a\n", "b.txt": "b\n", "c.bin": b"\x00\x01"})
+    write_files(repo, {"a.txt": "A\n", "new/n.txt": "n\n", "c.bin": b"\x00\x02"})
+    (repo / "b.txt").unlink()
+    assert git.is_dirty(repo)
+    assert [(c.status, c.path) for c in git.changes(repo)] == [
+        ("M", "a.txt"),
+        ("D", "b.txt"),
+        ("M", "c.bin"),
+        ("?", "new/n.txt"),
+    ]
+    diff = git.diff_bytes(repo)
+    assert b"GIT binary patch" in diff
+    assert git.diff_hash(repo) == hashlib.sha256(diff).hexdigest()
+    assert git.untracked_files(repo) == ("new/n.txt",)
+    before = git.untracked_hash(repo)
+    write_files(repo, {"new/n.txt": "changed\n"})
+    assert git.untracked_hash(repo) != before
+
+
+def test_diff_hash_ignores_user_diff_config(tmp_path: Path) -> None:
+    repo = tmp_path / "r"
+    make_repo(repo, {"a.txt": "a\n"})
+    write_files(repo, {"a.txt": "b\n"})
+    first = git.diff_hash(repo)
+    git.run_git(["config", "diff.noprefix", "true"], repo)
+    git.run_git(["config", "color.diff", "always"], repo)
+    assert git.diff_hash(repo) == first
+
+
+def test_show_file_and_mode(tmp_path: Path) -> None:
+    repo = tmp_path / "r"
+    make_repo(repo, {"a.txt": "a\n"})
+    assert git.show_file(repo, "a.txt") == b"a\n"
+    assert git.show_file(repo, "nope.txt") is None
+    assert git.file_mode(repo, "a.txt") == "100644"
+    assert git.file_mode(repo, "nope.txt") is None
+
+
+def test_submodule_status_recursive(upstream) -> None:  # type: ignore[no-untyped-def]
+    clone = upstream.path.parent / "clone"
+    git.run_git(["clone", "--quiet", upstream.url, str(clone)], config={"protocol.file.allow": "always"})
+    subs = git.submodule_status(clone)
+    assert [(s.path, s.expected, s.actual) for s in subs] == [("third_party/lib", upstream.sub_commit, None)]
+    git.submodule_update(clone, allow_file_protocol=True)
+    (sub,) = git.submodule_status(clone)
+    assert sub.matches and sub.actual == upstream.sub_commit
+    assert git.gitlinks(clone) == {"third_party/lib": upstream.sub_commit}
+
+
+def test_fetch_commit_by_sha_is_shallow(upstream, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    work = tmp_path / "w"
+    git.init(work)
+    assert git.fetch_commit(work, upstream.url, upstream.commit) is True
+    assert git.has_commit(work, upstream.commit)
+    assert not git.has_commit(work, upstream.tip)
+
+
+def test_fetch_unknown_commit_fails(upstream, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    work = tmp_path / "w"
+    git.init(work)
+    with pytest.raises(ToolError, match="not reachable"):
+        git.fetch_commit(work, upstream.url, "1" * 40)
+
+
+@pytest.mark.parametrize(
+    ("url", "clean"),
+    [
+        ("https://user:tok@example.invalid/x.git", "https://example.invalid/x.git"),
+        ("https://example.invalid/x.git", "https://example.invalid/x.git"),
+        ("git@example.invalid:x/y.git", "git@example.invalid:x/y.git"),
+        ("file:///tmp/x", "file:///tmp/x"),
+    ],
+)
+def test_strip_credentials(url: str, clean: str) -> None:
+    assert git.strip_credentials(url) == clean
+
+
+def test_remote_urls_strip_credentials(tmp_path: Path) -> None:
+    repo = tmp_path / "r"
+    make_repo(repo, {"a": "a"})
+    git.set_remote(repo, "origin", "https://u:secret@example.invalid/r.git")
+    assert git.remote_urls(repo) == {"origin": "https://example.invalid/r.git"}
+
+
+def test_local_url_detection() -> None:
+    assert git.is_local_url("file:///x")
+    assert git.is_local_url("/srv/x.git")
+    assert not git.is_local_url("https://example.invalid/x.git")
+    assert not git.is_local_url("git://127.0.0.1:9418/x.git")
+    assert not git.is_local_url("git@example.invalid:x.git")
+
+
+def test_add_exclude_once(tmp_path: Path) -> None:
+    repo = tmp_path / "r"
+    make_repo(repo, {"a": "a"})
+    assert git.add_exclude(repo, "/x.json")
+    assert not git.add_exclude(repo, "/x.json")
+    (repo / "x.json").write_text("{}")
+    assert not git.is_dirty(repo)
+
+
+def test_every_command_is_logged(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger="megacpp_env.git")
+    make_repo(tmp_path / "r", {"a": "a"})
+    git.head_commit(tmp_path / "r")
+    assert any("rev-parse --verify --quiet HEAD^{commit}" in r.getMessage() for r in caplog.records)
+
+
+def test_failure_raises_tool_error(tmp_path: Path) -> None:
+    with pytest.raises(ToolError, match="git rev-parse HEAD failed"):
+        git.run_git(["rev-parse", "HEAD"], tmp_path)
+
+
+def test_unusable_git_dir_raises_instead_of_looking_unversioned(tmp_path: Path) -> None:
+    repo = tmp_path / "r"
+    repo.mkdir()
+    (repo / ".git").write_text("gitdir: /nonexistent/place\n")
+    with pytest.raises(ToolError):
+        git.is_git_checkout(repo)

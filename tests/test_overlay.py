@@ -1,0 +1,335 @@
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from megacpp_env import git
+from megacpp_env.checkout import checkout_source, inspect_checkout, verify_checkout
+from megacpp_env.errors import RefusedError, SpecError, VerificationError
+from megacpp_env.fsutil import sha256_bytes
+from megacpp_env.overlay import (
+    JOURNAL_NAME,
+    KILL_ENV,
+    Manifest,
+    OverlayFile,
+    apply_overlay,
+    dump_manifest,
+    load_manifest,
+    new_overlay,
+    overlay_status,
+    restore_overlay,
+    verify_overlay,
+)
+from tests.conftest import REPO_ROOT
+from tests.fixtures.git_repos import write_files
+
+PATCHED = {
+    "pkg/core.py": b"def f():\n    return 42\n",
+    "pkg/extra/new_mod.py": b"X = 1\n",
+    "data/blob.bin": bytes(range(255, -1, -1)) * 4,
+    "tools/new.sh": b"#!/bin/sh\necho new\n",
+}
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and ".git" not in p.relative_to(root).parts
+    }
+
+
+@pytest.fixture
+def overlay_setup(upstream, tmp_path: Path):  # type: ignore[no-untyped-def]
+    """An overlay captured from a patched checkout, and a fresh pristine checkout to apply it to."""
+    work = tmp_path / "work"
+    checkout_source(upstream.source(), work)
+    write_files(work, PATCHED)
+    (work / "tools/new.sh").chmod(0o755)
+    (work / "README.md").unlink()
+    odir = tmp_path / "overlays" / "demo"
+    new_overlay(odir, work, name="demo", source="demo")
+    target = tmp_path / "target"
+    checkout_source(upstream.source(), target)
+    return odir, target, upstream
+
+
+def test_new_captures_changed_untracked_and_deleted(overlay_setup) -> None:  # type: ignore[no-untyped-def]
+    odir, _target, upstream = overlay_setup
+    m = load_manifest(odir)
+    assert m.commit == upstream.commit and m.source == "demo"
+    by_path = {f.path: f for f in m.files}
+    assert sorted(by_path) == ["README.md", "data/blob.bin", "pkg/core.py", "pkg/extra/new_mod.py", "tools/new.sh"]
+    assert by_path["README.md"].action == "delete" and by_path["README.md"].sha256 is None
+    assert by_path["pkg/core.py"].base_sha256 == sha256_bytes(upstream.files["pkg/core.py"])
+    assert by_path["pkg/core.py"].sha256 == sha256_bytes(PATCHED["pkg/core.py"])
+    assert by_path["pkg/extra/new_mod.py"].action == "add" and by_path["pkg/extra/new_mod.py"].base_sha256 is None
+    assert by_path["tools/new.sh"].mode == "100755"
+    assert (odir / "files/pkg/core.py").read_bytes() == PATCHED["pkg/core.py"]
+    assert not (odir / "files/README.md").exists()
+
+
+def test_manifest_round_trip_and_determinism(overlay_setup, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    odir, _t, _u = overlay_setup
+    text = (odir / "manifest.toml").read_text()
+    m = load_manifest(odir)
+    assert dump_manifest(m) == text
+    assert tomllib.loads(text)["schema_version"] == 1
+    before = (odir / "manifest.toml").stat().st_mtime_ns
+    new_overlay(odir, tmp_path / "work", name="demo", source="demo", force=True)
+    assert (odir / "manifest.toml").stat().st_mtime_ns == before  # unchanged content is not rewritten
+
+
+def test_new_refuses_existing_without_force(overlay_setup, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    odir, _t, _u = overlay_setup
+    with pytest.raises(RefusedError, match="pass --force"):
+        new_overlay(odir, tmp_path / "work", name="demo", source="demo")
+
+
+def test_toml_emitter_escapes() -> None:
+    m = Manifest(
+        name='we"ird\\',
+        source="s",
+        commit="a" * 40,
+        files=(OverlayFile(path="a b/ü.txt", action="add", sha256="b" * 64),),
+    )
+    data = tomllib.loads(dump_manifest(m))
+    assert data["name"] == 'we"ird\\'
+    assert data["files"][0]["path"] == "a b/ü.txt"
+
+
+@pytest.mark.parametrize("bad", ["../x", "/etc/passwd", ".git/config", "a/./b", "a//b", "a\\b", "a/../b"])
+def test_unsafe_paths_are_rejected(tmp_path: Path, bad: str) -> None:
+    text = dump_manifest(Manifest(name="n", source="s", commit="a" * 40)).replace("files = []", "")
+    text += f'\n[[files]]\npath = "{bad.replace(chr(92), chr(92) * 2)}"\naction = "add"\nsha256 = "{"b" * 64}"\n'
+    (tmp_path / "manifest.toml").write_text(text)
+    with pytest.raises(SpecError, match="unsafe overlay path"):
+        load_manifest(tmp_path)
+
+
+def test_apply_verify_and_idempotent(overlay_setup) -> None:  # type: ignore[no-untyped-def]
+    odir, target, upstream = overlay_setup
+    assert overlay_status(odir, target).state == "clean"
+    st = apply_overlay(odir, target)
+    assert st.state == "applied" and st.ok
+    assert (target / "pkg/core.py").read_bytes() == PATCHED["pkg/core.py"]
+    assert (target / "pkg/extra/new_mod.py").read_bytes() == PATCHED["pkg/extra/new_mod.py"]
+    assert not (target / "README.md").exists()
+    assert os.access(target / "tools/new.sh", os.X_OK)
+    assert verify_overlay(odir, target).ok
+    assert apply_overlay(odir, target).state == "applied"  # again: no-op
+    # verify-checkout accepts exactly the recorded overlay state
+    assert verify_checkout(target, upstream.source()).ok
+    assert inspect_checkout(target).to_dict()["overlay"]["name"] == "demo"
+
+
+def test_base_hash_mismatch_leaves_every_file_untouched(overlay_setup) -> None:  # type: ignore[no-untyped-def]
+    odir, target, _u = overlay_setup
+    write_files(target, {"data/blob.bin": b"local edit"})
+    before = _tree(target)
+    with pytest.raises(VerificationError, match=r"base hash mismatch, nothing was changed: data/blob.bin"):
+        apply_overlay(odir, target)
+    assert _tree(target) == before
+    assert not git.git_path(target, JOURNAL_NAME).exists()
+
+
+def test_new_file_already_present_is_a_mismatch(overlay_setup) -> None:  # type: ignore[no-untyped-def]
+    odir, target, _u = overlay_setup
+    write_files(target, {"pkg/extra/new_mod.py": "mine\n"})
+    with pytest.raises(VerificationError, match=r"pkg/extra/new_mod.py: expected \(absent: a new file\)"):
+        apply_overlay(odir, target)
+    assert (target / "pkg/core.py").read_bytes() != PATCHED["pkg/core.py"]
+
+
+def test_wrong_commit_is_refused(overlay_setup, upstream) -> None:  # type: ignore[no-untyped-def]
+    odir, target, _u = overlay_setup
+    git.run_git(["fetch", "--quiet", upstream.url, upstream.tip], target, config={"protocol.file.allow": "always"})
+    git.checkout_detached(target, upstream.tip)
+    before = _tree(target)
+    with pytest.raises(VerificationError, match=f"overlay demo was made for demo at {upstream.commit}"):
+        apply_overlay(odir, target)
+    assert _tree(target) == before
+    assert overlay_status(odir, target).state == "wrong-commit"
+
+
+def test_checkout_without_git_is_refused(overlay_setup) -> None:  # type: ignore[no-untyped-def]
+    odir, target, _u = overlay_setup
+    import shutil
+
+    shutil.rmtree(target / ".git")
+    with pytest.raises(RefusedError, match=r"has no \.git"):
+        apply_overlay(odir, target)
+    assert overlay_status(odir, target).state == "unverifiable"
+
+
+def test_damaged_overlay_is_refused(overlay_setup) -> None:  # type: ignore[no-untyped-def]
+    odir, target, _u = overlay_setup
+    (odir / "files/pkg/core.py").write_bytes(b"tampered\n")
+    before = _tree(target)
+    with pytest.raises(VerificationError, match="is damaged"):
+        apply_overlay(odir, target)
+    assert _tree(target) == before
+
+
+def _apply_in_subprocess(odir: Path, target: Path, kill_after: int) -> subprocess.CompletedProcess[str]:
+    code = "import sys; from megacpp_env.overlay import apply_overlay; apply_overlay(sys.argv[1], sys.argv[2])"
+    env = {**os.environ, KILL_ENV: str(kill_after), "PYTHONPATH": str(REPO_ROOT)}
+    return subprocess.run(
+        [sys.executable, "-c", code, str(odir), str(target)], env=env, capture_output=True, text=True, check=False
+    )
+
+
+@pytest.mark.parametrize("kill_after", [1, 2, 4])
+def test_sigkill_midway_is_reported_and_restore_repairs(overlay_setup, kill_after: int) -> None:  # type: ignore[no-untyped-def]
+    odir, target, upstream = overlay_setup
+    pristine = _tree(target)
+    proc = _apply_in_subprocess(odir, target, kill_after=kill_after)
+    assert proc.returncode == -9, proc.stderr
+    st = overlay_status(odir, target)
+    assert st.state == "interrupted"
+    assert [f.state for f in st.files].count("applied") == kill_after
+    with pytest.raises(RefusedError, match="interrupted"):
+        apply_overlay(odir, target)
+    assert not verify_checkout(target, upstream.source()).ok
+    restored = restore_overlay(odir, target)
+    assert restored.state == "clean"
+    assert _tree(target) == pristine  # byte-identical upstream files, new files and dirs gone
+    assert not (target / "pkg/extra").exists()
+    assert git.status_porcelain(target) == ()
+    assert verify_checkout(target, upstream.source()).ok
+    assert apply_overlay(odir, target).state == "applied"
+
+
+def test_restore_after_apply_is_byte_identical(overlay_setup) -> None:  # type: ignore[no-untyped-def]
+    odir, target, upstream = overlay_setup
+    pristine = _tree(target)
+    apply_overlay(odir, target)
+    st = restore_overlay(odir, target)
+    assert st.state == "clean" and st.journal is None
+    assert _tree(target) == pristine
+    assert not (target / "pkg/extra").exists()  # the directory apply created is gone too
+    assert _tree(target)["data/blob.bin"] == upstream.files["data/blob.bin"]
+    assert os.access(target / "scripts/run.sh", os.X_OK)
+    assert inspect_checkout(target).to_dict()["overlay"] is None
+
+
+def test_restore_refuses_foreign_edits_unless_forced(overlay_setup) -> None:  # type: ignore[no-untyped-def]
+    odir, target, upstream = overlay_setup
+    apply_overlay(odir, target)
+    write_files(target, {"pkg/core.py": "someone else\n"})
+    assert overlay_status(odir, target).state == "drifted"
+    with pytest.raises(RefusedError, match=r"pkg/core\.py match neither"):
+        restore_overlay(odir, target)
+    restore_overlay(odir, target, force=True)
+    assert (target / "pkg/core.py").read_bytes() == upstream.files["pkg/core.py"]
+
+
+def test_stray_temp_file_is_reported_and_removed(overlay_setup) -> None:  # type: ignore[no-untyped-def]
+    odir, target, _u = overlay_setup
+    (target / "pkg/.core.py.abc123.tmp").write_bytes(b"half")
+    assert overlay_status(odir, target).stray_temp_files == ("pkg/.core.py.abc123.tmp",)
+    restore_overlay(odir, target)
+    assert not (target / "pkg/.core.py.abc123.tmp").exists()
+
+
+def test_empty_overlay_verifies_at_its_commit(upstream, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    target = tmp_path / "t"
+    checkout_source(upstream.source(), target)
+    odir = tmp_path / "empty"
+    m = new_overlay(odir, target, name="empty", source="demo")
+    assert m.files == ()
+    assert "files = []" in (odir / "manifest.toml").read_text()
+    assert verify_overlay(odir, target).state == "clean"
+    assert apply_overlay(odir, target).state == "applied"
+    assert verify_overlay(odir, target).ok
+
+
+def test_shipped_vllm_manifest_is_valid_and_empty() -> None:
+    m = load_manifest(REPO_ROOT / "overlays" / "vllm")
+    assert m.source == "vllm" and m.files == ()
+    assert m.commit == "bf8e76246223e2c5e9c4df0c72e24250e9f1db36"
+    assert "overlay new vllm --from" in (REPO_ROOT / "overlays" / "vllm" / "README.md").read_text()
+
+
+# ---- the shipped smoke overlay, end to end through the CLI ------------------------------------------
+
+
+def test_cli_smoke_overlay_end_to_end(smoke_spec: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from megacpp_env.cli import main
+
+    spec = ["--spec", str(smoke_spec)]
+    dest = smoke_spec.parent / "src" / "megacpp-smoke-ext"
+    assert main(["checkout", "megacpp_smoke_ext", "--dest", str(dest), *spec]) == 0
+    pristine = _tree(dest)
+    capsys.readouterr()
+    assert main(["overlay", "status", "smoke-ext", "--to", str(dest), "--json", *spec]) == 0
+    assert json.loads(capsys.readouterr().out)["state"] == "clean"
+    assert main(["overlay", "verify", "smoke-ext", "--to", str(dest), *spec]) == 1
+    assert "overlay smoke-ext is not applied" in capsys.readouterr().err
+    assert main(["overlay", "apply", "smoke-ext", "--to", str(dest), *spec]) == 0
+    assert main(["overlay", "verify", "smoke-ext", "--to", str(dest), "--json", *spec]) == 0
+    report = json.loads(capsys.readouterr().out.split("\n", 1)[1])
+    assert report["ok"] is True and [f["state"] for f in report["files"]] == ["applied", "applied"]
+    assert 'OVERLAY_MARKER = "overlay:smoke-ext"' in (dest / "megacpp_smoke_ext/__init__.py").read_text()
+    assert main(["verify-checkout", str(dest), *spec]) == 0
+    assert main(["overlay", "restore", "smoke-ext", "--to", str(dest), *spec]) == 0
+    assert _tree(dest) == pristine
+    assert main(["overlay", "verify", "vllm", "--to", str(dest), *spec]) == 1  # vllm's overlay: wrong source
+
+
+def test_cli_overlay_new_refuses_checkout_off_the_pin(smoke_spec: Path, upstream, capsys) -> None:  # type: ignore[no-untyped-def]
+    from megacpp_env.cli import main
+
+    dest = smoke_spec.parent / "demo"
+    checkout_source(upstream.source(), dest)
+    assert main(["overlay", "new", "smoke-ext", "--from", str(dest), "--spec", str(smoke_spec), "--force"]) == 1
+    assert "but the spec pins megacpp_smoke_ext at" in capsys.readouterr().err
+
+
+def test_cli_overlay_new_with_explicit_overlays_dir(upstream, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    from megacpp_env.cli import main
+
+    dest = tmp_path / "demo"
+    checkout_source(upstream.source(), dest)
+    write_files(dest, {"pkg/core.py": "x = 1\n"})
+    odir = tmp_path / "ov"
+    args = ["overlay", "new", "mine", "--from", str(dest), "--source", "demo", "--overlays", str(odir)]
+    assert main([*args, "--spec", str(tmp_path / "missing.yaml")]) == 0
+    assert "captured 1 file(s) of demo" in capsys.readouterr().out
+    assert load_manifest(odir / "mine").files[0].path == "pkg/core.py"
+
+
+def test_shipped_smoke_overlay_matches_the_pin() -> None:
+    from megacpp_env.spec import load_spec
+
+    spec = load_spec(REPO_ROOT / "stack.yaml")
+    m = load_manifest(REPO_ROOT / "overlays" / "smoke-ext")
+    assert m.source == "megacpp_smoke_ext" and spec.sources[m.source].overlay == "smoke-ext"
+    assert m.commit == spec.sources[m.source].commit
+    assert {f.action for f in m.files} == {"modify", "add"}
+    assert dump_manifest(m) == (REPO_ROOT / "overlays" / "smoke-ext" / "manifest.toml").read_text()
+    vllm = load_manifest(REPO_ROOT / "overlays" / "vllm")
+    assert vllm.commit == spec.sources["vllm"].commit
+
+
+def test_apply_to_a_hand_made_clone_records_a_minimal_provenance(overlay_setup, upstream, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    odir, _target, _u = overlay_setup
+    clone = tmp_path / "clone"
+    git.run_git(["clone", "--quiet", upstream.url, str(clone)], config={"protocol.file.allow": "always"})
+    git.checkout_detached(clone, upstream.commit)
+    assert not verify_checkout(clone, upstream.source()).ok  # submodules: true, not initialised yet
+    git.submodule_update(clone, allow_file_protocol=True)
+    apply_overlay(odir, clone)
+    v = verify_checkout(clone, upstream.source())
+    assert v.ok, v.problems
+    prov = v.state.provenance
+    assert prov is not None and prov.source == "demo" and prov.commit == upstream.commit and prov.url == upstream.url
+    assert git.status_porcelain(clone) != ()  # the overlay's files; the record itself stays excluded
+    assert ".megacpp-checkout.json" not in "".join(git.status_porcelain(clone))
