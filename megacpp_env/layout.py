@@ -56,3 +56,9 @@ def overlay_dir(root: Path, name: str) -> Path:
 
 def image_checkout_dir(source_name: str) -> str:
     return f"{IMAGE_SRC}/{source_name.replace('_', '-')}"
+
+
+# The tool's own runtime dependencies ([project].dependencies of pyproject.toml minus uv, which the
+# lock pins separately as uv==<toolchain.uv>). Every lock includes them: the image installs
+# megacpp-env into the training venv with --no-deps. tests/test_lock_inputs.py keeps them in sync.
+TOOL_REQUIREMENTS: tuple[str, ...] = ("jinja2>=3.1.4", "pyyaml>=6.0.1", "packaging>=24.2")

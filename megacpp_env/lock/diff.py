@@ -1,0 +1,252 @@
+"""Classify every change between two locks (PEP 751 or pip-compile requirements with hashes) and
+render the result as text, GitHub-flavoured markdown (one table per lock, direct deps first, a verdict
+line last) or JSON.
+
+Kinds: added, removed, upgraded (level major/minor/patch/pre-release/post/local), downgraded,
+hashes-changed (same version, different artifact hashes), index-changed, commit-moved (VCS), marker-changed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from packaging.version import InvalidVersion, Version
+
+from megacpp_env.lock.pylock import Lock, LockedPackage, read_pylock_text
+from megacpp_env.lock.reqtxt import read_requirements_text
+
+ADDED, REMOVED, UPGRADED, DOWNGRADED = "added", "removed", "upgraded", "downgraded"
+HASHES, INDEX, COMMIT, MARKER = "hashes-changed", "index-changed", "commit-moved", "marker-changed"
+KINDS = (ADDED, REMOVED, UPGRADED, DOWNGRADED, HASHES, INDEX, COMMIT, MARKER)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PackageChange:
+    name: str
+    kinds: tuple[str, ...]
+    old: str = ""  # version (or commit for VCS)
+    new: str = ""
+    level: str = ""  # for upgraded/downgraded
+    direct: bool = False
+    details: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "kinds": list(self.kinds),
+            "old": self.old,
+            "new": self.new,
+            "level": self.level,
+            "direct": self.direct,
+            "details": list(self.details),
+        }
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LockDiff:
+    title: str  # "smoke linux/arm64" or "OLD -> NEW"
+    changes: tuple[PackageChange, ...]
+    unchanged: int = 0
+    old_path: str = ""
+    new_path: str = ""
+    notes: tuple[str, ...] = field(default=())
+
+    def count(self, kind: str) -> int:
+        return sum(kind in c.kinds for c in self.changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "title": self.title,
+            "old": self.old_path,
+            "new": self.new_path,
+            "unchanged": self.unchanged,
+            "changes": [c.to_dict() for c in self.changes],
+            "notes": list(self.notes),
+            "counts": {k: self.count(k) for k in KINDS if self.count(k)},
+        }
+
+
+def read_any_text(text: str, path: str) -> Lock:
+    """PEP 751 if it parses as one, else pip-compile requirements."""
+    head = text.lstrip()
+    if head.startswith(("lock-version", "[[packages]]", "created-by")) or "\n[[packages]]" in text:
+        return read_pylock_text(text, path=path)
+    return read_requirements_text(text, path=path)
+
+
+def read_any(path: str | Path) -> Lock:
+    return read_any_text(Path(path).read_text(encoding="utf-8"), str(path))
+
+
+def _version(text: str) -> Version | None:
+    try:
+        return Version(text)
+    except InvalidVersion:
+        return None
+
+
+def upgrade_level(old: Version, new: Version) -> str:
+    o, n = (*old.release, 0, 0, 0)[:3], (*new.release, 0, 0, 0)[:3]
+    for lvl, a, b in (("major", o[0], n[0]), ("minor", o[1], n[1]), ("patch", o[2], n[2])):
+        if a != b:
+            return lvl
+    if old.release != new.release:
+        return "patch"
+    if old.is_prerelease or new.is_prerelease or old.pre != new.pre or old.dev != new.dev:
+        return "pre-release"
+    return "post" if old.post != new.post else "local"
+
+
+def _version_change(old: LockedPackage, new: LockedPackage) -> tuple[str, str]:
+    if old.version == new.version:
+        return "", ""
+    ov, nv = _version(old.version), _version(new.version)
+    if ov is None or nv is None:
+        return UPGRADED, ""
+    if ov == nv:  # 1.0 vs 1.0.0: the same version
+        return "", ""
+    return (UPGRADED if nv > ov else DOWNGRADED), upgrade_level(ov, nv)
+
+
+def _hash_detail(old: LockedPackage, new: LockedPackage) -> str:
+    if not old.hashes or not new.hashes or old.hashes == new.hashes:
+        return ""
+    old_files = {a.filename: a.sha256 for a in old.artifacts if a.url}
+    new_files = {a.filename: a.sha256 for a in new.artifacts if a.url}
+    moved = [f for f in sorted(old_files.keys() & new_files.keys()) if old_files[f] != new_files[f]]
+    if moved:
+        return "; ".join(f"re-uploaded {f}: sha256 {old_files[f][:12]}.. -> {new_files[f][:12]}.." for f in moved)
+    added, removed = len(new.hashes - old.hashes), len(old.hashes - new.hashes)
+    return f"artifact hashes changed: {added} added, {removed} removed"
+
+
+def _same_name_changes(old: LockedPackage, new: LockedPackage) -> PackageChange | None:
+    kinds: list[str] = []
+    details: list[str] = []
+    kind, level = _version_change(old, new)
+    if kind:
+        kinds.append(kind)
+    elif detail := _hash_detail(old, new):
+        kinds.append(HASHES)
+        details.append(detail)
+    if old.origin and new.origin and old.origin != new.origin and not (old.vcs or new.vcs):
+        kinds.append(INDEX)
+        details.append(f"index {old.origin} -> {new.origin}")
+    if old.vcs and new.vcs and old.vcs.commit != new.vcs.commit:
+        kinds.append(COMMIT)
+        details.append(f"{new.vcs.url}: {old.vcs.commit[:12]} -> {new.vcs.commit[:12]}")
+    if old.marker != new.marker:
+        kinds.append(MARKER)
+        details.append(f"marker {old.marker or '(none)'!r} -> {new.marker or '(none)'!r}")
+    if not kinds:
+        return None
+    return PackageChange(
+        name=new.name,
+        kinds=tuple(kinds),
+        old=_label(old),
+        new=_label(new),
+        level=level,
+        direct=old.direct or new.direct,
+        details=tuple(details),
+    )
+
+
+def _label(p: LockedPackage) -> str:
+    return p.version or (p.vcs.commit[:12] if p.vcs else "")
+
+
+def diff_locks(old: Lock, new: Lock, *, title: str = "") -> LockDiff:
+    o, n = old.by_name(), new.by_name()
+    changes: list[PackageChange] = []
+    for name in sorted(o.keys() | n.keys()):
+        if name not in n:
+            changes.append(PackageChange(name=name, kinds=(REMOVED,), old=_label(o[name]), direct=o[name].direct))
+        elif name not in o:
+            changes.append(PackageChange(name=name, kinds=(ADDED,), new=_label(n[name]), direct=n[name].direct))
+        elif change := _same_name_changes(o[name], n[name]):
+            changes.append(change)
+    changes.sort(key=lambda c: (not c.direct, c.name))
+    unchanged = len(o.keys() & n.keys()) - sum(1 for c in changes if c.name in o and c.name in n)
+    return LockDiff(title=title, changes=tuple(changes), unchanged=unchanged, old_path=old.path, new_path=new.path)
+
+
+# ---- rendering --------------------------------------------------------------------------------
+
+
+def change_text(c: PackageChange) -> str:
+    kinds = [f"{k} ({c.level})" if k in (UPGRADED, DOWNGRADED) and c.level else k for k in c.kinds]
+    return ", ".join(kinds)
+
+
+def summary(d: LockDiff) -> str:
+    counts = [f"{d.count(k)} {k}" for k in KINDS if d.count(k)]
+    return ", ".join(counts) if counts else "no changes"
+
+
+def render_text(diffs: Sequence[LockDiff], verdict: str = "", extra: Sequence[str] = ()) -> str:
+    out: list[str] = []
+    for d in diffs:
+        out.append(f"{d.title}: {summary(d)} ({d.unchanged} unchanged)")
+        for c in d.changes:
+            versions = f"{c.old or '-'} -> {c.new or '-'}"
+            tail = f"  [{'; '.join(c.details)}]" if c.details else ""
+            out.append(f"  {'*' if c.direct else ' '} {c.name:<32} {change_text(c):<28} {versions}{tail}")
+        out += [f"  note: {note}" for note in d.notes]
+    out += [line for line in extra if line or out]
+    if verdict:
+        out.append(verdict)
+    return "\n".join(out) + "\n"
+
+
+def _md_escape(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def render_markdown(diffs: Sequence[LockDiff], verdict: str = "", extra: Sequence[str] = ()) -> str:
+    out: list[str] = []
+    for d in diffs:
+        out += [f"### `{d.title}`", "", f"{summary(d)}; {d.unchanged} unchanged.", ""]
+        if d.changes:
+            out += ["| package | direct | change | old | new | details |", "|---|---|---|---|---|---|"]
+            for c in d.changes:
+                cells = [
+                    f"`{c.name}`",
+                    "yes" if c.direct else "",
+                    change_text(c),
+                    c.old or "-",
+                    c.new or "-",
+                    "; ".join(c.details),
+                ]
+                out.append("| " + " | ".join(_md_escape(x) for x in cells) + " |")
+            out.append("")
+        out += [f"> {note}" for note in d.notes]
+    out += list(extra)
+    if verdict:
+        out += ["", verdict]
+    return "\n".join(out).strip("\n") + "\n"
+
+
+def render(
+    diffs: Sequence[LockDiff],
+    fmt: str,
+    *,
+    verdict: str = "",
+    extra: Sequence[str] = (),
+    payload: dict[str, Any] | None = None,
+) -> str:
+    if fmt == "json":
+        body = {"locks": [d.to_dict() for d in diffs], **(payload or {})}
+        return json.dumps(body, indent=2, sort_keys=True) + "\n"
+    if fmt == "markdown":
+        return render_markdown(diffs, verdict or _default_verdict(diffs, markdown=True), extra)
+    return render_text(diffs, verdict or _default_verdict(diffs, markdown=False), extra)
+
+
+def _default_verdict(diffs: Sequence[LockDiff], *, markdown: bool) -> str:
+    n = sum(len(d.changes) for d in diffs)
+    text = f"Verdict: {n} package change(s)" if n else "Verdict: no changes"
+    return f"**{text}**" if markdown else text

@@ -1,0 +1,64 @@
+"""Committed locks at a git ref versus the working tree (for ``gate``). All git calls go through
+``megacpp_env.git.run_git``; paths are passed ``./``-relative so a spec in a subdirectory works."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from megacpp_env import git, layout
+from megacpp_env.errors import SpecError
+from megacpp_env.lock.diff import LockDiff, diff_locks
+from megacpp_env.lock.pylock import Lock, read_pylock, read_pylock_text
+
+PREFIX, SUFFIX = "pylock.", ".toml"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LockPair:
+    name: str  # file name: pylock.<target>.<os-arch>.toml
+    title: str  # "<target> <os>/<arch>"
+    base: Lock | None
+    head: Lock | None
+
+    def diff(self) -> LockDiff:
+        empty = Lock(packages=())
+        return diff_locks(self.base or empty, self.head or empty, title=self.title)
+
+
+def title_of(filename: str) -> str:
+    stem = filename.removeprefix(PREFIX).removesuffix(SUFFIX)
+    target, _, slug = stem.rpartition(".")
+    return f"{target} {slug.replace('-', '/', 1)}" if target else stem
+
+
+def resolve_ref(root: Path, ref: str) -> str:
+    proc = git.run_git(["rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], root, check=False)
+    if proc.returncode != 0:
+        raise SpecError(f"unknown git ref {ref!r} in {root}", remedy="fetch it first, e.g. git fetch origin main")
+    return proc.stdout.decode().strip()
+
+
+def base_lock_names(root: Path, commit: str) -> list[str]:
+    rel = f"./{layout.locks_dir(root).relative_to(root)}/"
+    out = git.run_git(["ls-tree", "--name-only", commit, "--", rel], root).stdout.decode()
+    names = [Path(line).name for line in out.splitlines()]
+    return sorted(n for n in names if n.startswith(PREFIX) and n.endswith(SUFFIX))
+
+
+def head_lock_names(root: Path) -> list[str]:
+    return sorted(p.name for p in layout.locks_dir(root).glob(f"{PREFIX}*{SUFFIX}"))
+
+
+def lock_pairs(root: Path, ref: str) -> tuple[str, list[LockPair]]:
+    """(commit, pairs) for every lock file at ``ref`` or in the working tree."""
+    commit = resolve_ref(root, ref)
+    locks_rel = layout.locks_dir(root).relative_to(root)
+    pairs = []
+    for name in sorted(set(base_lock_names(root, commit)) | set(head_lock_names(root))):
+        data = git.show_file(root, f"./{locks_rel}/{name}", commit)
+        base = read_pylock_text(data.decode("utf-8"), path=f"{ref}:{locks_rel}/{name}") if data is not None else None
+        head_path = layout.locks_dir(root) / name
+        head = read_pylock(head_path) if head_path.exists() else None
+        pairs.append(LockPair(name=name, title=title_of(name), base=base, head=head))
+    return commit, pairs

@@ -1,0 +1,103 @@
+"""The exact spec inputs of one lock (target + platform) and their hash.
+
+The inputs are everything that decides a resolution and comes from the spec: the requirements
+(the target's own, every source's, ``uv==<toolchain.uv>``, the tool's runtime deps), the Python
+version, the platform and the explicit indexes. Their sha256 over canonical JSON is recorded in the
+lock (``[tool.megacpp-env].inputs-hash``); ``lock --check`` recomputes it offline.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+from megacpp_env.layout import TOOL_REQUIREMENTS
+from megacpp_env.spec.model import Index, Spec, Target, canonical_hash
+
+INPUTS_VERSION = 1  # bump when the meaning of the inputs changes: every lock becomes stale
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LockInputs:
+    target: str
+    platform: str
+    python: str
+    requirements: tuple[str, ...]  # deduplicated, in first-seen order
+    indexes: tuple[Index, ...]  # every explicit index of the spec, by name
+
+    @property
+    def direct_names(self) -> tuple[str, ...]:
+        return tuple(sorted({parse_requirement(r)[1] for r in self.requirements}))
+
+    def prerelease_packages(self) -> tuple[str, ...]:
+        """Packages allowed to resolve to pre-releases: those of indexes with ``prerelease: true``."""
+        return tuple(sorted({canonicalize_name(p) for i in self.indexes if i.prerelease for p in i.packages}))
+
+    def index_of(self, package: str) -> Index | None:
+        name = canonicalize_name(package)
+        for index in self.indexes:
+            if name in {canonicalize_name(p) for p in index.packages}:
+                return index
+        return None
+
+    def needed_indexes(self) -> tuple[Index, ...]:
+        """The explicit indexes a direct requirement is pinned to (the ones this lock cannot do without)."""
+        names = set(self.direct_names)
+        return tuple(i for i in self.indexes if names & {canonicalize_name(p) for p in i.packages})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "version": INPUTS_VERSION,
+            "target": self.target,
+            "platform": self.platform,
+            "python": self.python,
+            "requirements": list(self.requirements),
+            "indexes": [_index_dict(i) for i in self.indexes],
+        }
+
+    def digest(self) -> str:
+        return canonical_hash(self.to_dict())
+
+    def canonical_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+
+
+def _index_dict(index: Index) -> dict[str, Any]:
+    # reachable_here describes this machine, not the resolution: it is not an input.
+    return {
+        "name": index.name,
+        "url": index.url,
+        "explicit": index.explicit,
+        "packages": sorted(canonicalize_name(p) for p in index.packages),
+        "prerelease": index.prerelease,
+    }
+
+
+@functools.lru_cache(maxsize=4096)
+def parse_requirement(req: str) -> tuple[str, str]:
+    """(normalised requirement string, canonical name); cached: the same strings recur across targets."""
+    parsed = Requirement(req)
+    return str(parsed), canonicalize_name(parsed.name)
+
+
+def lock_requirements(target: Target) -> tuple[str, ...]:
+    """target + sources requirements, the pinned uv, the tool's own runtime deps; deduplicated."""
+    seen: dict[str, None] = {}
+    for req in (*target.all_requirements(), f"uv=={target.toolchain.uv}", *TOOL_REQUIREMENTS):
+        seen.setdefault(parse_requirement(req)[0], None)
+    return tuple(seen)
+
+
+def lock_inputs(spec: Spec, target: Target, platform: str) -> LockInputs:
+    return LockInputs(
+        target=target.name,
+        platform=platform,
+        python=target.toolchain.python,
+        requirements=lock_requirements(target),
+        indexes=tuple(spec.indexes[name] for name in sorted(spec.indexes)),
+    )

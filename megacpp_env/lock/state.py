@@ -1,0 +1,150 @@
+"""Offline state of each lock (target + platform): ok, missing, stale, unlocked; and writing locks.
+
+``lock --check`` needs no network and no uv: it recomputes the inputs hash from the spec and compares
+it with ``[tool.megacpp-env].inputs-hash``, and re-renders the requirements export from the lock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from megacpp_env import layout
+from megacpp_env.fsutil import atomic_write_text
+from megacpp_env.lock.inputs import LockInputs, lock_inputs
+from megacpp_env.lock.pylock import Lock, LockFormatError, read_pylock
+from megacpp_env.lock.resolve import lock_command, render_outputs
+from megacpp_env.spec.model import Index, Spec
+
+OK, MISSING, STALE, UNLOCKED, EXPORT_STALE = "ok", "missing", "stale", "unlocked", "export-stale"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LockJob:
+    inputs: LockInputs
+    lock_path: Path
+    export_path: Path
+    unreachable: tuple[Index, ...]  # explicit indexes it needs that spec marks reachable_here: false
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.inputs.target, self.inputs.platform)
+
+    @property
+    def label(self) -> str:
+        return f"{self.inputs.target} {self.inputs.platform}"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LockState:
+    target: str
+    platform: str
+    state: str
+    path: str
+    detail: str = ""
+    remedy: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.state == OK
+
+    def line(self) -> str:
+        text = f"{self.state}: {self.target} {self.platform}: {self.detail or self.path}"
+        return f"{text} (run: {self.remedy})" if self.remedy else text
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in ("target", "platform", "state", "path", "detail", "remedy")}
+
+
+def jobs_for(spec: Spec, targets: list[str] | None = None, platforms: list[str] | None = None) -> list[LockJob]:
+    """One job per selected target and platform, in spec order."""
+    out = []
+    for name in targets or list(spec.targets):
+        target = spec.target(name)
+        for platform in target.platforms:
+            if platforms and platform not in platforms:
+                continue
+            inputs = lock_inputs(spec, target, platform)
+            unreachable = tuple(i for i in inputs.needed_indexes() if not i.reachable_here)
+            out.append(
+                LockJob(
+                    inputs=inputs,
+                    lock_path=layout.lock_path(spec.root, name, platform),
+                    export_path=layout.requirements_export_path(spec.root, name, platform),
+                    unreachable=unreachable,
+                )
+            )
+    return out
+
+
+def unreachable_text(indexes: tuple[Index, ...]) -> str:
+    return ", ".join(f"index {i.name} ({i.url}) unreachable here" for i in indexes)
+
+
+def rel(path: Path, root: Path) -> str:
+    try:
+        return str(path.relative_to(root))
+    except ValueError:
+        return str(path)
+
+
+def check_job(job: LockJob, root: Path) -> LockState:
+    t, p, path = job.inputs.target, job.inputs.platform, rel(job.lock_path, root)
+    base = {"target": t, "platform": p, "path": path}
+    if not job.lock_path.exists():
+        if job.unreachable:
+            detail = f"{unreachable_text(job.unreachable)}; lock it where it is reachable and commit {path}"
+            return LockState(**base, state=UNLOCKED, detail=detail)
+        return LockState(**base, state=MISSING, detail=f"{path} does not exist", remedy=lock_command(t, p))
+    try:
+        lock = read_pylock(job.lock_path)
+    except LockFormatError as exc:
+        return LockState(**base, state=STALE, detail=str(exc), remedy=lock_command(t, p))
+    if lock.inputs_hash != job.inputs.digest():
+        return LockState(
+            **base, state=STALE, detail=f"{path}: {stale_reason(lock, job.inputs)}", remedy=lock_command(t, p)
+        )
+    return _check_export(job, lock, root, base)
+
+
+def _check_export(job: LockJob, lock: Lock, root: Path, base: dict[str, str]) -> LockState:
+    export_rel = rel(job.export_path, root)
+    want = render_outputs(lock, export_rel)[1]
+    try:
+        have = job.export_path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        have = None
+    if have != want:
+        what = "does not exist" if have is None else "does not match the lock"
+        remedy = f"megacpp-env lock --export-requirements {job.inputs.target} --platform {job.inputs.platform}"
+        return LockState(**base, state=EXPORT_STALE, detail=f"{export_rel} {what}", remedy=remedy)
+    return LockState(**base, state=OK)
+
+
+def stale_reason(lock: Lock, inputs: LockInputs) -> str:
+    """Say which input changed, as far as the lock's recorded inputs tell."""
+    old = [str(r) for r in lock.tool.get("requirements", [])]
+    added = [r for r in inputs.requirements if r not in old]
+    removed = [r for r in old if r not in inputs.requirements]
+    parts = []
+    if added:
+        parts.append("requirements added: " + ", ".join(added))
+    if removed:
+        parts.append("requirements removed: " + ", ".join(removed))
+    if str(lock.tool.get("python", inputs.python)) != inputs.python:
+        parts.append(f"python {lock.tool.get('python')} -> {inputs.python}")
+    return "; ".join(parts) or "inputs hash differs (indexes or other spec inputs changed)"
+
+
+def write_lock(job: LockJob, lock: Lock, root: Path) -> bool:
+    """Write the lock and its export; True when either file changed."""
+    pylock_text, export_text = render_outputs(lock, rel(job.export_path, root))
+    changed = atomic_write_text(job.lock_path, pylock_text)
+    return atomic_write_text(job.export_path, export_text) or changed
+
+
+def export_only(job: LockJob, root: Path) -> bool:
+    """Re-write the requirements export from the committed lock (offline)."""
+    lock = read_pylock(job.lock_path)
+    return atomic_write_text(job.export_path, render_outputs(lock, rel(job.export_path, root))[1])

@@ -1,0 +1,120 @@
+"""The one wrapper around the ``uv`` executable. Every uv call megacpp-env makes goes through
+``run_uv``, which logs the command line (logger ``megacpp_env.uv``, level DEBUG) and appends it to
+``COMMANDS`` so tests and ``-v`` users can see exactly what ran. Never prints, never exits.
+
+uv is always run with ``--no-config`` (no user/system ``uv.toml`` changes a lock) and
+``--no-python-downloads`` (cross-resolution needs no interpreter of the target version). The
+environment variables ``UV_DEFAULT_INDEX`` and ``UV_CACHE_DIR`` still apply: tests point the default
+index at a local PEP 503 index with them.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import re
+import shutil
+import subprocess
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from megacpp_env.errors import ToolError, ToolNotFoundError
+from megacpp_env.spec.model import PLATFORM_ARCH
+
+log = logging.getLogger("megacpp_env.uv")
+
+PYPI_SIMPLE = "https://pypi.org/simple"
+MANYLINUX = "manylinux_2_28"  # the glibc floor of every image (Ubuntu 24.04: 2.39, Debian forky: 2.41)
+COMMANDS: list[tuple[str, ...]] = []  # every argv run, in order (read by tests and --verbose)
+_LOCK = threading.Lock()
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class UvRun:
+    argv: tuple[str, ...]
+    stdout: str
+    stderr: str
+    seconds: float
+
+
+def uv_executable() -> str:
+    exe = shutil.which(os.environ.get("MEGACPP_ENV_UV", "uv"))
+    if exe is None:
+        raise ToolNotFoundError("uv is not on PATH (install it: pip install uv)")
+    return exe
+
+
+def run_uv(args: Sequence[str], *, cwd: Path | None = None, env: Mapping[str, str] | None = None) -> UvRun:
+    """Run ``uv ARGS``; raise ToolError with uv's own error lines when it fails."""
+    argv = (uv_executable(), *args)
+    with _LOCK:
+        COMMANDS.append(tuple(argv))
+    log.debug("uv: %s", " ".join(argv[1:]))
+    full_env = {**os.environ, "UV_PYTHON_DOWNLOADS": "never", "NO_COLOR": "1", **(env or {})}
+    start = time.monotonic()
+    proc = subprocess.run(argv, cwd=cwd, env=full_env, capture_output=True, text=True, check=False)
+    seconds = time.monotonic() - start
+    if proc.returncode != 0:
+        raise ToolError(f"uv {' '.join(args[:2])} failed:\n{_error_lines(proc.stderr)}")
+    return UvRun(argv=tuple(argv), stdout=proc.stdout, stderr=proc.stderr, seconds=seconds)
+
+
+def _error_lines(stderr: str) -> str:
+    lines = [ln for ln in stderr.splitlines() if not ln.startswith("warning: The requested Python version")]
+    return "\n".join(lines[-40:]) or "(no output)"
+
+
+@functools.cache
+def uv_version() -> str:
+    """The version of the uv on PATH (``0.13.9``)."""
+    out = run_uv(["--version"]).stdout
+    match = re.search(r"\b(\d+\.\d+\.\d+\S*)", out)
+    if not match:
+        raise ToolError(f"cannot parse `uv --version` output: {out.strip()!r}")
+    return match.group(1)
+
+
+def python_platform(platform: str) -> str:
+    """``linux/arm64`` -> ``aarch64-manylinux_2_28`` (uv's ``--python-platform``)."""
+    return f"{PLATFORM_ARCH[platform]}-{MANYLINUX}"
+
+
+def default_index() -> str:
+    """The default index uv resolves against (PyPI unless ``UV_DEFAULT_INDEX`` says otherwise)."""
+    return os.environ.get("UV_DEFAULT_INDEX", PYPI_SIMPLE).rstrip("/")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CompileRequest:
+    """One ``uv pip compile`` run in ``workdir``: its pyproject.toml (dependencies, explicit indexes,
+    sources) resolved for one Python and platform into ``pylock.toml`` (PEP 751). Paths in the argv are
+    relative to ``workdir`` so the recorded command line does not depend on a temp dir."""
+
+    workdir: Path
+    python_version: str
+    python_platform: str
+    prerelease_packages: tuple[str, ...] = ()
+    constraints: Path | None = None  # relative to workdir
+    project: str = "pyproject.toml"
+    output: str = "pylock.toml"
+    format: str = "pylock.toml"  # or "requirements.txt" (annotated with "# via", used to probe the graph)
+
+
+def compile_args(req: CompileRequest) -> list[str]:
+    """The exact ``uv pip compile`` argv (without the executable) for ``req``."""
+    args = ["pip", "compile", req.project, "--format", req.format, "-o", req.output]
+    args += ["--python-version", req.python_version, "--python-platform", req.python_platform]
+    args += ["--index-strategy", "first-index", "--prerelease", "explicit"]
+    args += [arg for name in req.prerelease_packages for arg in ("--prerelease-package", f"{name}=allow")]
+    if req.constraints is not None:
+        args += ["--constraints", req.constraints.name]
+    args += ["--no-header", "--no-config", "--no-python-downloads", "--quiet"]
+    return args
+
+
+def pip_compile(req: CompileRequest) -> UvRun:
+    return run_uv(compile_args(req), cwd=req.workdir)

@@ -1,0 +1,206 @@
+"""`gate --base REF` on a real git repository whose locks were resolved by uv from the local index."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from megacpp_env.cli import main
+from tests.fixtures.index import IndexServer, nightly_wheels, write_lock_spec, write_simple_index
+
+DIVERGENCE = Path(__file__).parent / "data" / "locks" / "divergence"
+
+
+def git(repo, *args):
+    env_args = ["-c", "user.name=t", "-c", "user.email=t@example.invalid", "-c", "commit.gpgsign=false"]
+    subprocess.run(["git", *env_args, *args], cwd=repo, check=True, capture_output=True)
+
+
+def run(capsys, *argv):
+    rc = main(list(argv))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+@pytest.fixture(scope="module")
+def gate_index(tmp_path_factory):
+    """A nightly index of this module's own, so a test can re-upload into it."""
+    root = tmp_path_factory.mktemp("gate-nightly")
+    write_simple_index(root, nightly_wheels(root / "built"))
+    server = IndexServer(root).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def base_repo(tmp_path_factory, local_indexes, gate_index):
+    repo = tmp_path_factory.mktemp("gate-base") / "repo"
+    spec = write_lock_spec(repo, gate_index.url)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("UV_DEFAULT_INDEX", local_indexes.pypi.url)
+        mp.setenv("UV_CACHE_DIR", str(tmp_path_factory.mktemp("uv-cache")))
+        assert main(["lock", "--spec", str(spec)]) == 0
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "base locks")
+    return repo
+
+
+@pytest.fixture
+def repo(base_repo, uv_offline_env, tmp_path):
+    dest = tmp_path / "repo"
+    shutil.copytree(base_repo, dest, symlinks=True)
+    return dest
+
+
+def relock(capsys, repo, *targets):
+    rc, out, err = run(capsys, "lock", *targets, "--spec", str(repo / "stack.yaml"))
+    return rc, out + err
+
+
+def gate(capsys, repo, *extra):
+    return run(capsys, "gate", "--base", "main", "--spec", str(repo / "stack.yaml"), *extra)
+
+
+def ack(repo, *entries):
+    body = "".join("[[ack]]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in e.items()) + "\n" for e in entries)
+    (repo / "locks" / "ACKNOWLEDGED.toml").write_text(body)
+
+
+def test_no_change_passes(repo, capsys):
+    rc, out, _ = gate(capsys, repo)
+    assert rc == 0
+    assert out.splitlines()[1] == "No lock changes."
+    assert out.rstrip().endswith("Verdict: PASS")
+
+
+def test_reupload_same_version_new_hash_fails_until_acknowledged(repo, gate_index, capsys, monkeypatch, tmp_path):
+    root = gate_index.root
+    saved = tmp_path / "saved"
+    shutil.copytree(root, saved)
+    try:  # re-upload torch 2.13.0.dev20261101+cu132 with new bytes at the same URL
+        write_simple_index(root, nightly_wheels(tmp_path / "reup", salt="re-uploaded"))
+        monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "fresh-cache"))
+        assert relock(capsys, repo, "gpu", "cpu")[0] == 0
+    finally:
+        shutil.rmtree(root)
+        shutil.copytree(saved, root)
+    rc, out, _ = gate(capsys, repo)
+    assert rc == 1
+    assert (
+        "gpu linux/arm64: torch hashes-changed (same version, different hashes): re-uploaded torch-2.13.0.dev20261101+cu132"
+        in out
+    )
+    assert "cpu linux/amd64: torch hashes-changed" in out
+    assert out.rstrip().endswith(
+        "Verdict: FAIL: 2 unacknowledged violation(s); acknowledge them in locks/ACKNOWLEDGED.toml"
+    )
+    ack(repo, {"package": "torch", "change": "hashes-changed", "reason": "upstream rebuilt the nightly; verified"})
+    rc, out, _ = gate(capsys, repo)
+    assert rc == 0, out
+    assert "Verdict: PASS (2 acknowledged change(s))" in out
+
+
+def test_index_swap_is_detected(repo, gate_index, capsys):
+    other = IndexServer(gate_index.root).start()  # same files, another index URL
+    other_url = other.url
+    try:
+        spec = repo / "stack.yaml"
+        spec.write_text(spec.read_text().replace(gate_index.url, other.url))
+        assert relock(capsys, repo, "gpu", "cpu")[0] == 0
+        rc, out, _ = gate(capsys, repo, "--format", "markdown")
+    finally:
+        other.stop()
+    assert rc == 1
+    assert f"index {gate_index.url} -> {other_url}" in out
+    assert "| `torch` | yes | index-changed | 2.13.0.dev20261101+cu132 | 2.13.0.dev20261101+cu132 |" in out
+    ack(
+        repo,
+        *(
+            {"package": p, "change": "index-changed", "reason": "moved to the mirror"}
+            for p in ("torch", "pytorch-triton")
+        ),
+    )
+    assert gate(capsys, repo)[0] == 0
+
+
+def test_downgrade_fails_and_plain_upgrade_passes(repo, capsys):
+    spec = repo / "stack.yaml"
+    spec.write_text(spec.read_text().replace("fastpath, numpy]", "fastpath, numpy==2.4.6]"))
+    assert relock(capsys, repo, "gpu", "cpu")[0] == 0
+    rc, out, _ = gate(capsys, repo, "--json")
+    data = json.loads(out)
+    assert rc == 1 and not data["passed"]
+    assert {(v["lock"], v["package"], v["change"], v["rule"]) for v in data["violations"]} == {
+        ("gpu linux/arm64", "numpy", "downgraded", "downgrade"),
+        ("cpu linux/amd64", "numpy", "downgraded", "downgrade"),
+    }
+    ack(repo, {"package": "numpy", "change": "downgraded", "reason": "2.5 breaks the kernels", "version": "2.4.6"})
+    assert gate(capsys, repo)[0] == 0
+
+    spec.write_text(spec.read_text().replace("[attrs, six, fastpath]", "[attrs, six, fastpath, numpy]"))
+    assert relock(capsys, repo, "smoke")[0] == 0
+    rc, out, _ = gate(capsys, repo)
+    assert rc == 0 and "numpy                            added" in out
+
+
+def test_toolchain_package_move_fails(repo, capsys):
+    spec = repo / "stack.yaml"
+    spec.write_text(spec.read_text().replace('"torch>=2.13.0.dev0,<2.14"', '"torch<2.13"'))
+    assert relock(capsys, repo, "gpu", "cpu")[0] == 0
+    rc, out, _ = gate(capsys, repo)
+    assert rc == 1
+    assert "gpu linux/arm64: torch downgraded (downgrade)" in out
+    assert "gpu linux/arm64: pytorch-triton removed (toolchain package)" in out
+
+
+def test_divergence_in_new_locks_fails_unless_acknowledged(repo, capsys):
+    shutil.copy(DIVERGENCE / "pylock.aarch64.toml", repo / "locks" / "pylock.gpu.linux-arm64.toml")
+    shutil.copy(DIVERGENCE / "pylock.x86_64.toml", repo / "locks" / "pylock.cpu.linux-amd64.toml")
+    rc, out, _ = gate(capsys, repo, "--json")
+    data = json.loads(out)
+    assert rc == 1
+    diverged = {v["package"] for v in data["violations"] if v["change"] == "divergence"}
+    assert {"vllm", "pydantic", "numpy", "flashinfer-python"} <= diverged
+    assert all(v["change"] != "upgraded" for v in data["violations"] if v["package"] == "vllm")
+    ack(
+        repo,
+        *(
+            {"package": p, "change": "divergence", "reason": "tracked in #12", "target": "gpu"}
+            for p in sorted(diverged)
+        ),
+    )
+    rc, out, _ = gate(capsys, repo)
+    assert rc == 1  # the torch moves (toolchain) are still unacknowledged
+    assert "divergence" not in out.split("Violations:")[1].split("Acknowledged:")[0]
+
+
+def test_bad_ack_file_and_unknown_ref(repo, capsys):
+    (repo / "locks" / "ACKNOWLEDGED.toml").write_text('[[ack]]\npackage = "torch"\nchange = "upgraded"\n')
+    rc, _, err = gate(capsys, repo)
+    assert rc == 1
+    assert "ACKNOWLEDGED.toml: ack[0].reason: missing 'reason'" in err
+    rc, _, err = run(capsys, "gate", "--base", "nope", "--spec", str(repo / "stack.yaml"))
+    assert rc == 1 and "unknown git ref 'nope'" in err
+
+
+def test_markdown_shape(repo, capsys):
+    spec = repo / "stack.yaml"
+    spec.write_text(spec.read_text().replace("[attrs, six, fastpath]", "[attrs, six, fastpath, numpy]"))
+    assert relock(capsys, repo, "smoke")[0] == 0
+    rc, out, _ = gate(capsys, repo, "--format", "markdown")
+    lines = out.rstrip().splitlines()
+    assert rc == 0
+    assert lines[0] == "<!-- megacpp-env-lock-gate -->"
+    assert lines[1].startswith("## megacpp-env lock gate (base `main`")
+    assert "### `smoke linux/amd64`" in lines and "| package | direct | change | old | new | details |" in lines
+    assert lines[-1] == "**Verdict: PASS**"
+
+
+def test_gate_help_documents_exit_codes(capsys):
+    assert main(["gate", "--help"]) == 0
+    assert "exit codes: 0 pass" in capsys.readouterr().out

@@ -1,0 +1,60 @@
+"""The exact inputs of a lock and their hash."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+from packaging.requirements import Requirement
+
+from megacpp_env.layout import TOOL_REQUIREMENTS
+from megacpp_env.lock.inputs import lock_inputs, lock_requirements
+from megacpp_env.spec import load_spec
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_tool_requirements_match_pyproject_minus_uv():
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert sorted(TOOL_REQUIREMENTS) == sorted(d for d in deps if Requirement(d).name != "uv")
+
+
+def test_inputs_of_the_real_spec():
+    spec = load_spec(ROOT / "stack.yaml")
+    smoke = lock_inputs(spec, spec.targets["smoke"], "linux/arm64")
+    assert smoke.requirements == (
+        "attrs>=24.2",
+        "six>=1.16",
+        "idna>=3.7",
+        "setuptools>=69",
+        "wheel",
+        "uv==0.13.9",
+        "jinja2>=3.1.4",
+        "pyyaml>=6.0.1",
+        "packaging>=24.2",
+    )
+    assert smoke.needed_indexes() == ()
+    gb10 = lock_inputs(spec, spec.targets["gb10"], "linux/arm64")
+    assert [i.name for i in gb10.needed_indexes()] == ["pytorch-nightly-cu132"]
+    assert gb10.prerelease_packages() == ("pytorch-triton", "torch", "torchvision")
+    reqs = lock_requirements(spec.targets["gb10"])
+    assert len(reqs) == len(set(reqs)) and "packaging>=24.2" in reqs and reqs[-3:] == TOOL_REQUIREMENTS
+
+
+def test_hash_is_stable_and_sensitive():
+    spec = load_spec(ROOT / "stack.yaml")
+    a = lock_inputs(spec, spec.targets["smoke"], "linux/amd64")
+    assert a.digest() == lock_inputs(spec, spec.targets["smoke"], "linux/amd64").digest()
+    assert a.digest() != lock_inputs(spec, spec.targets["smoke"], "linux/arm64").digest()
+    from dataclasses import replace
+
+    assert replace(a, requirements=(*a.requirements, "idna")).digest() != a.digest()
+    assert replace(a, python="3.12").digest() != a.digest()
+
+
+def test_committed_smoke_lock_records_current_inputs():
+    spec = load_spec(ROOT / "stack.yaml")
+    data = tomllib.loads((ROOT / "locks" / "pylock.smoke.linux-amd64.toml").read_text())
+    tool = data["tool"]["megacpp-env"]
+    assert tool["inputs-hash"] == lock_inputs(spec, spec.targets["smoke"], "linux/amd64").digest()
+    assert tool["uv-version"] == "0.13.9"
