@@ -13,6 +13,8 @@ import yaml
 
 from megacpp_env.errors import SpecError
 
+# libyaml's parser when PyYAML was built with it (about 5x faster on stack.yaml), else the pure-Python one.
+Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 MAX_NODES = 200_000
 MAX_DEPTH = 64
 
@@ -77,7 +79,7 @@ class _Converter:
 
 def parse_yaml(text: str, file: str) -> Parsed:
     try:
-        loader = yaml.SafeLoader(text)
+        loader = Loader(text)
     except yaml.reader.ReaderError as exc:
         raise SpecError(f"invalid YAML: {exc.reason} (character {exc.character!r})", file=file) from None
     try:
