@@ -1,0 +1,40 @@
+"""`megacpp-env doctor TARGET`: the live machine against what a target promises; exit 1 on errors."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from megacpp_env.commands._common import add_json
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("target", help="a target of the spec (e.g. gb10, cloud)")
+    add_json(parser)
+    parser.add_argument(
+        "--snapshot", metavar="FILE", type=Path, help="check this snapshot instead of taking a live one"
+    )
+    parser.add_argument(
+        "--python", metavar="PATH", help="the interpreter to inspect (default: $VIRTUAL_ENV's, else the tool's own)"
+    )
+    parser.add_argument("--torch", action="store_true", help="import torch for its cuDNN/NCCL and loaded libraries")
+    parser.add_argument("--paths", metavar="DIR", nargs="+", type=Path, default=[], help="more checkouts to inspect")
+
+
+def run(args: argparse.Namespace) -> int:
+    from megacpp_env.commands._common import load
+    from megacpp_env.commands.snapshot import take
+    from megacpp_env.snapshot.doctor import run_doctor
+    from megacpp_env.snapshot.document import load_snapshot
+    from megacpp_env.ui import print_json
+
+    spec = load(args)
+    spec.target(args.target)  # fail on an unknown target before the snapshot
+    snap = load_snapshot(args.snapshot) if args.snapshot else take(args, spec)
+    report = run_doctor(spec, args.target, snap)
+    if args.json:
+        print_json({**report.to_dict(), "snapshot_digest": snap.digest})
+    else:
+        sys.stdout.write(report.render_text())
+    return 0 if report.ok else 1

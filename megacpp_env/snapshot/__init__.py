@@ -1,0 +1,9 @@
+"""Environment snapshots: collect facts about the live machine, fingerprint them, explain drift.
+
+``collect.take_snapshot(options)`` runs the independent collectors (one module per area) and
+returns a ``document.Snapshot``; ``diff.diff_snapshots`` explains the drift between two of them;
+``golden`` stores and checks named ones; ``doctor`` compares one with what a target promises.
+Nothing here prints or exits.
+"""
+
+from __future__ import annotations

@@ -1,0 +1,148 @@
+"""Compilers and build tools: gcc/g++, nvcc, the ptxas Triton will use, cmake, ninja.
+
+Looked up on the inspected environment's PATH (its scripts directory first, where pip-installed
+cmake/ninja live). Each tool is time-bounded; a missing one records why.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from megacpp_env.errors import ToolError
+from megacpp_env.fsutil import atomic_write_text
+from megacpp_env.snapshot.proc import run_program, which
+
+# name -> (argv after the program, regex whose group 1 is the version)
+TOOLS: dict[str, tuple[tuple[str, ...], str]] = {
+    "gcc": (("-dumpfullversion",), r"^\s*(\d+(?:\.\d+)*)"),
+    "g++": (("-dumpfullversion",), r"^\s*(\d+(?:\.\d+)*)"),
+    "nvcc": (("--version",), r"V(\d+(?:\.\d+)+)"),
+    "cmake": (("--version",), r"version\s+(\S+)"),
+    "ninja": (("--version",), r"^\s*(\S+)"),
+}
+PTXAS_ARGS = ("--version",)
+PTXAS_RE = r"V(\d+(?:\.\d+)+)"
+TIMEOUT = 10.0
+
+
+def search_path(environ: Mapping[str, str], scripts_dir: str) -> str:
+    parts = [scripts_dir] if scripts_dir else []
+    parts += [p for p in environ.get("PATH", os.defpath).split(os.pathsep) if p]
+    return os.pathsep.join(parts)
+
+
+class ToolCache:
+    """Version output per executable, keyed on the resolved file's (size, mtime, inode, ctime):
+    ``nvcc --version`` alone costs a quarter of a second, and a compiler only changes when its file
+    does. Only successful probes are kept."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self.entries: dict[str, Any] = {}
+        self.lock = threading.Lock()
+        self.dirty = False
+        if path is not None:
+            try:
+                data = json.loads(path.read_text(encoding="utf-8"))
+                self.entries = data if isinstance(data, dict) else {}
+            except (OSError, ValueError):
+                self.entries = {}
+
+    @staticmethod
+    def key(program: str, args: Sequence[str]) -> tuple[str, list[Any]] | None:
+        try:
+            real = os.path.realpath(program)
+            st = Path(real).stat()
+        except OSError:
+            return None
+        return f"{program}\0{real}\0{' '.join(args)}", [st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns]
+
+    def get(self, program: str, args: Sequence[str]) -> dict[str, Any] | None:
+        k = self.key(program, args)
+        hit = self.entries.get(k[0]) if k else None
+        return dict(hit["result"]) if k and isinstance(hit, dict) and hit.get("stat") == k[1] else None
+
+    def put(self, program: str, args: Sequence[str], result: dict[str, Any]) -> None:
+        k = self.key(program, args)
+        if k and "error" not in result:
+            with self.lock:
+                self.entries[k[0]] = {"stat": k[1], "result": result}
+                self.dirty = True
+
+    def save(self) -> None:
+        if self.path is not None and self.dirty:
+            try:
+                atomic_write_text(self.path, json.dumps(self.entries, sort_keys=True))
+            except OSError:
+                return
+
+
+def probe_tool(
+    program: str, args: Sequence[str], pattern: str, environ: Mapping[str, str], cache: ToolCache
+) -> dict[str, Any]:
+    cached = cache.get(program, args)
+    if cached is not None:
+        return cached
+    try:
+        result = run_program([program, *args], timeout=TIMEOUT, env=environ)
+    except ToolError as exc:
+        return {"path": program, "error": str(exc)}
+    text = result.stdout + result.stderr
+    match = re.search(pattern, text, re.MULTILINE)
+    out: dict[str, Any] = {"path": program, "version": match.group(1) if match else ""}
+    if program.endswith(("nvcc", "ptxas")):
+        release = re.search(r"release (\d+\.\d+)", text)
+        out["release"] = release.group(1) if release else ""
+    cache.put(program, args, out)
+    return out
+
+
+def triton_ptxas(environ: Mapping[str, str], site_dirs: Sequence[str], path: str) -> tuple[str, str]:
+    """(path, how it was chosen) of the ptxas Triton will run."""
+    if environ.get("TRITON_PTXAS_PATH"):
+        return environ["TRITON_PTXAS_PATH"], "TRITON_PTXAS_PATH"
+    for site in site_dirs:
+        bundled = Path(site) / "triton" / "backends" / "nvidia" / "bin" / "ptxas"
+        if bundled.is_file():
+            return str(bundled), "bundled with triton"
+    found = which("ptxas", path=path)
+    return (found, "PATH") if found else ("", "")
+
+
+def collect(
+    environ: Mapping[str, str],
+    scripts_dir: str,
+    site_dirs: Callable[[], Sequence[str]],
+    cache_dir: Path | None = None,
+) -> dict[str, Any]:
+    """``site_dirs`` is called (it may wait for the probe) only to find Triton's bundled ptxas."""
+    path = search_path(environ, scripts_dir)
+    env = {**environ, "PATH": path}
+    cache = ToolCache(cache_dir / "tools.json" if cache_dir else None)
+    out: dict[str, Any] = {}
+    with ThreadPoolExecutor(max_workers=len(TOOLS) + 1) as pool:
+        futures = {}
+        for name, (args, pattern) in TOOLS.items():
+            program = which(name, path=path)
+            if program is None:
+                out[name] = {"error": f"{name} not found"}
+            else:
+                futures[name] = pool.submit(probe_tool, program, args, pattern, env, cache)
+        ptxas, how = triton_ptxas(environ, site_dirs(), path)
+        if ptxas:
+            futures["triton_ptxas"] = pool.submit(probe_tool, ptxas, PTXAS_ARGS, PTXAS_RE, env, cache)
+        else:
+            out["triton_ptxas"] = {"error": "no ptxas for Triton (TRITON_PTXAS_PATH unset, no bundled or PATH ptxas)"}
+        for name, future in futures.items():
+            out[name] = future.result()
+    cache.save()
+    if how and "error" not in out["triton_ptxas"]:
+        out["triton_ptxas"]["chosen_by"] = how
+    return dict(sorted(out.items()))

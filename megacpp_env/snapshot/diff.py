@@ -1,0 +1,435 @@
+"""Explain the drift between two snapshots: findings grouped by area, ranked by severity.
+
+Every difference in the hashed facts is a finding (nothing is silently dropped: areas without a
+dedicated explainer fall back to ``key: old -> new``). Host/timing differences are ``note``s,
+shown but never drift. ``--ignore`` patterns (fnmatch) are matched against a finding's dotted key
+and every prefix of it, so ``gpu`` ignores the whole area and ``env.NCCL_*`` some variables.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from megacpp_env.snapshot.document import AREAS, Snapshot
+
+SEVERITIES = ("error", "warning", "info", "note")
+AREA_SEVERITY = {
+    "python": "error",
+    "checkouts": "error",
+    "torch": "error",
+    "gpu": "warning",
+    "compilers": "warning",
+    "runtime": "warning",
+    "env": "warning",
+    "system": "info",
+    "host": "note",
+}
+SHOW_FILES = 5
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Finding:
+    area: str
+    severity: str
+    key: str
+    message: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"area": self.area, "severity": self.severity, "key": self.key, "message": self.message}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DiffReport:
+    a_label: str
+    b_label: str
+    a_digest: str
+    b_digest: str
+    findings: tuple[Finding, ...]
+    ignored: tuple[Finding, ...] = ()
+
+    @property
+    def drift(self) -> bool:
+        return any(f.severity != "note" for f in self.findings)
+
+    def by_area(self) -> list[tuple[str, list[Finding]]]:
+        groups: dict[str, list[Finding]] = {}
+        for f in self.findings:
+            groups.setdefault(f.area, []).append(f)
+        order = [*AREAS, "host"]
+        return sorted(
+            groups.items(),
+            key=lambda kv: (SEVERITIES.index(kv[1][0].severity), order.index(kv[0]) if kv[0] in order else 99),
+        )
+
+    def counts(self) -> dict[str, int]:
+        return {s: sum(1 for f in self.findings if f.severity == s) for s in SEVERITIES}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "a": {"label": self.a_label, "digest": self.a_digest},
+            "b": {"label": self.b_label, "digest": self.b_digest},
+            "same_digest": self.a_digest == self.b_digest,
+            "drift": self.drift,
+            "counts": self.counts(),
+            "findings": [f.to_dict() for f in self.findings],
+            "ignored": [f.to_dict() for f in self.ignored],
+        }
+
+
+def show(value: Any) -> str:
+    if value is None:
+        return "unset"
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, separators=(",", ":"))
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+def _files(items: Sequence[str]) -> str:
+    shown = ", ".join(items[:SHOW_FILES])
+    return shown + (f" (+{len(items) - SHOW_FILES} more)" if len(items) > SHOW_FILES else "")
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+# ---- generic ----------------------------------------------------------------------------------
+
+
+def flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(obj, dict) and obj:
+        out: dict[str, Any] = {}
+        for k, v in obj.items():
+            out.update(flatten(v, f"{prefix}.{k}" if prefix else str(k)))
+        return out
+    return {prefix: obj}
+
+
+def generic(
+    area: str, a: Any, b: Any, *, severity: str | None = None, base: str = "", label: str = ""
+) -> list[Finding]:
+    """``label: key: old -> new`` for every differing leaf (keys relative to ``base``)."""
+    fa, fb = flatten(a, base), flatten(b, base)
+    sev = severity or AREA_SEVERITY.get(area, "info")
+    out = []
+    for key in sorted(fa.keys() | fb.keys()):
+        if fa.get(key) == fb.get(key):
+            continue
+        rel = key.removeprefix(base).lstrip(".") or key
+        out.append(
+            Finding(
+                area=area,
+                severity=sev,
+                key=f"{area}.{key}" if key else area,
+                message=f"{label or area}: {rel}: {show(fa.get(key))} -> {show(fb.get(key))}",
+            )
+        )
+    return out
+
+
+# ---- python -----------------------------------------------------------------------------------
+
+
+def _source(dist: Mapping[str, Any]) -> str:
+    url = dist.get("direct_url")
+    if not url:
+        return "an index"
+    vcs = url.get("vcs_info") or {}
+    if vcs.get("commit_id"):
+        return f"{url.get('url', '')}@{vcs['commit_id']}"
+    if (url.get("dir_info") or {}).get("editable"):
+        return f"editable {url.get('url', '')}"
+    return str(url.get("url", "?"))
+
+
+def _source_kind(dist: Mapping[str, Any]) -> str:
+    url = dist.get("direct_url") or {}
+    if not url:
+        return "index"
+    return "vcs" if "vcs_info" in url else "dir" if "dir_info" in url else "url"
+
+
+def _integrity(name: str, key: str, a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Finding]:
+    out = []
+    ia, ib = a.get("integrity") or {}, b.get("integrity") or {}
+    for kind, phrase in (
+        ("modified", "modified since install"),
+        ("removed", "removed since install"),
+        ("added", "added to the package since install"),
+    ):
+        new = [f for f in ib.get(kind, []) if f not in set(ia.get(kind, []))]
+        gone = [f for f in ia.get(kind, []) if f not in set(ib.get(kind, []))]
+        if new:
+            out.append(
+                Finding(
+                    area="python",
+                    severity="error",
+                    key=f"python.distributions.{key}.{kind}",
+                    message=f"{name}: {_plural(len(new), 'file')} {phrase}: {_files(new)}",
+                )
+            )
+        if gone:
+            out.append(
+                Finding(
+                    area="python",
+                    severity="warning",
+                    key=f"python.distributions.{key}.{kind}",
+                    message=f"{name}: {_plural(len(gone), 'file')} no longer {kind}: {_files(gone)}",
+                )
+            )
+    return out
+
+
+def _dist(key: str, a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> list[Finding]:
+    k = f"python.distributions.{key}"
+    if a is None or b is None:
+        d = b or a or {}
+        verb = "installed" if a is None else "no longer installed"
+        return [
+            Finding(
+                area="python", severity="error", key=k, message=f"{d.get('name', key)} {d.get('version', '')}: {verb}"
+            )
+        ]
+    name = f"{b.get('name', key)} {b.get('version', '')}"
+    out: list[Finding] = []
+    if a.get("version") != b.get("version"):
+        out.append(
+            Finding(
+                area="python",
+                severity="error",
+                key=f"{k}.version",
+                message=f"{b.get('name', key)} {a.get('version')} -> {b.get('version')}",
+            )
+        )
+    elif a.get("record_sha256") != b.get("record_sha256"):
+        out.append(
+            Finding(
+                area="python",
+                severity="error",
+                key=f"{k}.record_sha256",
+                message=f"{name}: reinstalled with different files (RECORD differs)",
+            )
+        )
+    new_version = a.get("version") != b.get("version")
+    if _source(a) != _source(b) and not (new_version and _source_kind(a) == _source_kind(b) == "url"):
+        out.append(
+            Finding(
+                area="python",
+                severity="error",
+                key=f"{k}.direct_url",
+                message=f"{name}: installed from {_source(a)} -> {_source(b)}",
+            )
+        )
+    out += _integrity(name, key, a, b)
+    rest = {"version", "record_sha256", "direct_url", "integrity", "name"} | (
+        {"metadata_dir"} if new_version else set()
+    )
+    ra = {x: v for x, v in a.items() if x not in rest}
+    rb = {x: v for x, v in b.items() if x not in rest}
+    out += generic("python", ra, rb, severity="warning", base=f"distributions.{key}", label=name)
+    return out
+
+
+def diff_python(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Finding]:
+    da, db = a.get("distributions") or {}, b.get("distributions") or {}
+    out: list[Finding] = []
+    for key in sorted(da.keys() | db.keys()):
+        if da.get(key) != db.get(key):
+            out += _dist(key, da.get(key), db.get(key))
+    ia, ib = a.get("interpreter") or {}, b.get("interpreter") or {}
+    if ia.get("version") != ib.get("version"):
+        out.append(
+            Finding(
+                area="python",
+                severity="error",
+                key="python.interpreter.version",
+                message=f"python {ia.get('version')} -> {ib.get('version')}",
+            )
+        )
+    rest_a = {k: v for k, v in a.items() if k != "distributions"}
+    rest_b = {k: v for k, v in b.items() if k != "distributions"}
+    rest_a["interpreter"] = {k: v for k, v in ia.items() if k != "version"}
+    rest_b["interpreter"] = {k: v for k, v in ib.items() if k != "version"}
+    return out + generic("python", rest_a, rest_b, severity="warning")
+
+
+# ---- checkouts and env ------------------------------------------------------------------------
+
+
+def _checkout(name: str, a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> list[Finding]:
+    k = f"checkouts.{name}"
+    if b is not None and b.get("has_git") is False and (a is None or a.get("has_git") is not False):
+        return [
+            Finding(area="checkouts", severity="error", key=f"{k}.has_git", message=f"{name}: checkout has no .git")
+        ]
+    if a is None or b is None:
+        verb = "appeared" if a is None else "is gone"
+        where = (b or a or {}).get("path", "")
+        return [Finding(area="checkouts", severity="warning", key=k, message=f"{name}: checkout {verb} ({where})")]
+    out: list[Finding] = []
+    if a.get("head") != b.get("head"):
+        pin = "" if b.get("matches_pin") is not False else f" (pin {str(b.get('expected'))[:12]})"
+        out.append(
+            Finding(
+                area="checkouts",
+                severity="error",
+                key=f"{k}.head",
+                message=f"{name}: HEAD {str(a.get('head'))[:12]} -> {str(b.get('head'))[:12]}{pin}",
+            )
+        )
+    if (a.get("dirty"), a.get("diff_hash")) != (b.get("dirty"), b.get("diff_hash")) and b.get("dirty"):
+        what = "local changes differ" if a.get("dirty") else "local changes"
+        out.append(
+            Finding(
+                area="checkouts",
+                severity="error",
+                key=f"{k}.dirty",
+                message=f"{name}: {what} (diff {str(b.get('diff_hash'))[:19]})",
+            )
+        )
+    skip = {"head", "matches_pin"} | ({"dirty", "diff_hash"} if out and b.get("dirty") else set())
+    ra = {x: v for x, v in a.items() if x not in skip}
+    rb = {x: v for x, v in b.items() if x not in skip}
+    return out + generic("checkouts", ra, rb, severity="error", base=name, label=name)
+
+
+def diff_checkouts(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Finding]:
+    out: list[Finding] = []
+    for name in sorted(a.keys() | b.keys()):
+        if a.get(name) != b.get(name):
+            out += _checkout(name, a.get(name), b.get(name))
+    return out
+
+
+def diff_env(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Finding]:
+    va, vb = a.get("variables") or {}, b.get("variables") or {}
+    out = [
+        Finding(
+            area="env",
+            severity="warning",
+            key=f"env.{name}",
+            message=f"env {name}: {show(va.get(name))} -> {show(vb.get(name))}",
+        )
+        for name in sorted(va.keys() | vb.keys())
+        if va.get(name) != vb.get(name)
+    ]
+    rest_a = {k: v for k, v in a.items() if k != "variables"}
+    rest_b = {k: v for k, v in b.items() if k != "variables"}
+    return out + generic("env", rest_a, rest_b)
+
+
+def diff_runtime(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Finding]:
+    out: list[Finding] = []
+    ga, gb = a.get("patch_gates") or {}, b.get("patch_gates") or {}
+    for name in sorted(ga.keys() | gb.keys()):
+        xa, xb = ga.get(name) or {}, gb.get(name) or {}
+        if xa.get("value") != xb.get("value"):
+            env = xb.get("env") or xa.get("env")
+            out.append(
+                Finding(
+                    area="runtime",
+                    severity="warning",
+                    key=f"runtime.patch_gates.{name}",
+                    message=f"runtime patch {name} ({env}): {show(xa.get('value'))} -> {show(xb.get('value'))}",
+                )
+            )
+    ha, hb = a.get("hook_files") or {}, b.get("hook_files") or {}
+    for path in sorted(ha.keys() | hb.keys()):
+        if ha.get(path) != hb.get(path):
+            state = "installed" if path not in ha else "removed" if path not in hb else "changed"
+            out.append(
+                Finding(
+                    area="runtime",
+                    severity="warning",
+                    key="runtime.hook_files",
+                    message=f"runtime hook {path}: {state}",
+                )
+            )
+    return out
+
+
+def diff_torch(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Finding]:
+    """One note, not one finding per fact, when only one snapshot imported torch (``--torch``)."""
+    ia, ib = a.get("imported"), b.get("imported")
+    if isinstance(ia, dict) == isinstance(ib, dict):
+        return generic("torch", a, b)
+    side = "B" if isinstance(ib, dict) else "A"
+    out = [
+        Finding(
+            area="torch",
+            severity="note",
+            key="torch.imported",
+            message=f"torch: only {side} imported torch (taken with --torch); its import facts are not compared",
+        )
+    ]
+    rest_a = {k: v for k, v in a.items() if k != "imported"}
+    rest_b = {k: v for k, v in b.items() if k != "imported"}
+    return out + generic("torch", rest_a, rest_b)
+
+
+EXPLAINERS = {
+    "python": diff_python,
+    "checkouts": diff_checkouts,
+    "env": diff_env,
+    "runtime": diff_runtime,
+    "torch": diff_torch,
+}
+
+
+def _ignored(finding: Finding, patterns: Iterable[str]) -> bool:
+    parts = finding.key.split(".")
+    prefixes = [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
+    return any(fnmatch.fnmatchcase(p, pat) for pat in patterns for p in prefixes)
+
+
+def _rank(findings: Iterable[Finding]) -> tuple[Finding, ...]:
+    order = [*AREAS, "host"]
+    return tuple(
+        sorted(
+            findings,
+            key=lambda f: (
+                SEVERITIES.index(f.severity),
+                order.index(f.area) if f.area in order else 99,
+                f.key,
+                f.message,
+            ),
+        )
+    )
+
+
+def diff_snapshots(
+    a: Snapshot, b: Snapshot, *, ignore: Sequence[str] = (), a_label: str = "A", b_label: str = "B"
+) -> DiffReport:
+    findings: list[Finding] = []
+    for area in sorted(a.facts.keys() | b.facts.keys()):
+        fa, fb = a.facts.get(area), b.facts.get(area)
+        if fa == fb:
+            continue
+        explain = EXPLAINERS.get(area)
+        if explain and isinstance(fa, dict) and isinstance(fb, dict):
+            findings += explain(fa, fb)
+        else:
+            findings += generic(area, fa, fb)
+    for key in ("hostname", "memory_total_gib", "tool", "inspected_python"):
+        if a.host.get(key) != b.host.get(key):
+            findings.append(
+                Finding(
+                    area="host",
+                    severity="note",
+                    key=f"host.{key}",
+                    message=f"{key}: {show(a.host.get(key))} -> {show(b.host.get(key))}",
+                )
+            )
+    kept = [f for f in findings if not _ignored(f, ignore)]
+    dropped = [f for f in findings if _ignored(f, ignore)]
+    return DiffReport(
+        a_label=a_label,
+        b_label=b_label,
+        a_digest=a.digest,
+        b_digest=b.digest,
+        findings=_rank(kept),
+        ignored=_rank(dropped),
+    )

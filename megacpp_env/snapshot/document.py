@@ -1,0 +1,87 @@
+"""The snapshot document: schema-versioned JSON with a digest over the hashed ``facts`` only.
+
+``host`` (hostname, memory, tool version, when and how it ran) and ``timing`` are kept beside the
+facts, unhashed: two snapshots of an unchanged environment have the same digest wherever and
+whenever they are taken. A document whose digest does not match its facts is refused on load.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from megacpp_env.errors import VerificationError
+
+SCHEMA = "megacpp-env/snapshot"
+SCHEMA_VERSION = 1
+AREAS = ("python", "checkouts", "torch", "gpu", "compilers", "runtime", "env", "system")
+
+
+def digest_of(facts: dict[str, Any]) -> str:
+    data = json.dumps(
+        {"schema_version": SCHEMA_VERSION, "facts": facts}, sort_keys=True, separators=(",", ":"), ensure_ascii=True
+    )
+    return "sha256:" + hashlib.sha256(data.encode()).hexdigest()
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Snapshot:
+    facts: dict[str, Any]
+    host: dict[str, Any] = field(default_factory=dict)
+    timing: dict[str, Any] = field(default_factory=dict)
+    digest: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.digest:
+            object.__setattr__(self, "digest", digest_of(self.facts))
+
+    def area(self, name: str) -> dict[str, Any]:
+        value = self.facts.get(name)
+        return value if isinstance(value, dict) else {}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA,
+            "schema_version": SCHEMA_VERSION,
+            "digest": self.digest,
+            "facts": self.facts,
+            "host": self.host,
+            "timing": self.timing,
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], *, origin: str = "snapshot") -> Snapshot:
+        if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+            raise VerificationError(f"{origin}: not a megacpp-env snapshot (no schema {SCHEMA!r})")
+        version = data.get("schema_version")
+        if version != SCHEMA_VERSION:
+            raise VerificationError(
+                f"{origin}: snapshot schema_version {version}, this megacpp-env reads {SCHEMA_VERSION} "
+                "(take a new snapshot with this version)"
+            )
+        facts = data.get("facts")
+        if not isinstance(facts, dict):
+            raise VerificationError(f"{origin}: snapshot has no facts")
+        snap = cls(facts=facts, host=dict(data.get("host") or {}), timing=dict(data.get("timing") or {}))
+        if data.get("digest") != snap.digest:
+            raise VerificationError(
+                f"{origin}: digest {data.get('digest')} does not match the facts ({snap.digest}); "
+                "the file was edited or truncated"
+            )
+        return snap
+
+
+def load_snapshot(path: Path) -> Snapshot:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise VerificationError(f"{path}: no such snapshot file") from None
+    except (OSError, ValueError) as exc:
+        raise VerificationError(f"{path}: unreadable snapshot: {exc}") from None
+    return Snapshot.from_dict(data, origin=str(path))

@@ -1,0 +1,48 @@
+"""Golden snapshots: named snapshots stored before a benchmark, checked before the next one."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from megacpp_env.errors import SpecError, VerificationError
+from megacpp_env.fsutil import atomic_write_text
+from megacpp_env.snapshot.diff import DiffReport, diff_snapshots
+from megacpp_env.snapshot.document import Snapshot, load_snapshot
+
+if TYPE_CHECKING:
+    from megacpp_env.spec.model import Spec
+
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+DEFAULT_DIR = ".megacpp/golden"
+
+
+def golden_dir(spec: Spec | None, override: Path | None) -> Path:
+    """``--golden-dir``, else the spec's ``snapshot.golden_dir`` (relative to the spec's directory),
+    else ``.megacpp/golden`` in the current directory."""
+    if override is not None:
+        return Path(override)
+    if spec is not None:
+        return spec.root / spec.snapshot.golden_dir
+    return Path(DEFAULT_DIR)
+
+
+def golden_path(directory: Path, name: str) -> Path:
+    if not NAME_RE.match(name):
+        raise SpecError(f"golden name {name!r}: use letters, digits, '.', '_' and '-' (at most 128)", key="--golden")
+    return Path(directory) / f"{name}.json"
+
+
+def store_golden(snapshot: Snapshot, directory: Path, name: str) -> tuple[Path, bool]:
+    """Write the snapshot as golden ``name``; returns (path, whether the file changed)."""
+    path = golden_path(directory, name)
+    return path, atomic_write_text(path, snapshot.to_json())
+
+
+def check_golden(snapshot: Snapshot, directory: Path, name: str, *, ignore: Sequence[str] = ()) -> DiffReport:
+    path = golden_path(directory, name)
+    if not path.is_file():
+        raise VerificationError(f"no golden snapshot {name!r} in {directory} (store one with --golden {name})")
+    return diff_snapshots(load_snapshot(path), snapshot, ignore=ignore, a_label=f"golden {name}", b_label="live")

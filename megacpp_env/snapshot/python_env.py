@@ -1,0 +1,261 @@
+"""The inspected Python environment: interpreter facts and every installed distribution.
+
+A small stdlib-only probe runs *in the inspected interpreter* (the active venv or ``--python``) and
+lists ``sys.path``, the install scheme and the distributions importlib.metadata sees there, in
+import order. Everything else (INSTALLER, REQUESTED, ``direct_url.json``, RECORD integrity) is read
+from the tool's own process, in parallel.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from megacpp_env.errors import ToolError
+from megacpp_env.snapshot import integrity
+from megacpp_env.snapshot.envvars import Scrubber
+from megacpp_env.snapshot.proc import run_program
+
+PROBE = r"""
+import json, os, platform, sys, sysconfig
+del sys.path[0]  # '' (the current directory) that -c puts first: not part of the environment
+out = {
+    "executable": sys.executable,
+    "version": platform.python_version(),
+    "implementation": platform.python_implementation(),
+    "prefix": sys.prefix,
+    "base_prefix": getattr(sys, "base_prefix", sys.prefix),
+    "sys_path": [p for p in sys.path if p],
+    "purelib": sysconfig.get_path("purelib"),
+    "platlib": sysconfig.get_path("platlib"),
+    "scripts": sysconfig.get_path("scripts"),
+    "markers": {
+        "implementation_name": sys.implementation.name,
+        "os_name": os.name,
+        "platform_machine": platform.machine(),
+        "platform_python_implementation": platform.python_implementation(),
+        "platform_system": platform.system(),
+        "python_full_version": platform.python_version(),
+        "python_version": ".".join(platform.python_version_tuple()[:2]),
+        "sys_platform": sys.platform,
+    },
+    "distributions": [],
+}
+def head(d):
+    text = d.read_text("METADATA") or d.read_text("PKG-INFO") or ""
+    name = version = ""
+    for line in text.splitlines():
+        if not line.strip():
+            break
+        if line.startswith("Name:") and not name:
+            name = line[5:].strip()
+        elif line.startswith("Version:") and not version:
+            version = line[8:].strip()
+    return name, version
+try:
+    from importlib import metadata
+    for d in metadata.distributions():
+        p = getattr(d, "_path", None)
+        if p is not None:
+            name, version = head(d)
+            out["distributions"].append({"name": name, "version": version, "path": os.path.abspath(str(p))})
+except Exception as exc:
+    out["error"] = "importlib.metadata: %s" % exc
+sys.stdout.write(json.dumps(out))
+"""
+PROBE_TIMEOUT = 60.0
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Probe:
+    """What the probe printed, parsed."""
+
+    data: Mapping[str, Any]
+    seconds: float = 0.0
+
+    @property
+    def site_dirs(self) -> list[str]:
+        seen: list[str] = []
+        for p in (self.data.get("purelib"), self.data.get("platlib"), *self.data.get("sys_path", [])):
+            if p and p not in seen and Path(p).is_dir():
+                seen.append(str(p))
+        return seen
+
+    @property
+    def scripts(self) -> str:
+        return str(self.data.get("scripts") or "")
+
+
+def interpreter_for(python: str | None, environ: Mapping[str, str]) -> str:
+    """``--python`` if given, else the active virtual environment's python, else this interpreter."""
+    if python:
+        return python
+    venv = environ.get("VIRTUAL_ENV")
+    if venv:
+        candidate = Path(venv) / "bin" / "python"
+        if candidate.exists():
+            return str(candidate)
+    return sys.executable
+
+
+def run_probe(python: str, environ: Mapping[str, str]) -> Probe:
+    env = {k: v for k, v in environ.items() if k not in ("PYTHONHOME", "PYTHONSTARTUP")}
+    start = time.perf_counter()
+    result = run_program([python, "-c", PROBE], timeout=PROBE_TIMEOUT, env=env)
+    try:
+        return Probe(data=json.loads(result.stdout), seconds=round(time.perf_counter() - start, 3))
+    except ValueError:
+        raise ToolError(f"{python}: the probe printed no JSON: {result.first_line[:200]}") from None
+
+
+def dist_key(name: str) -> str:
+    from packaging.utils import canonicalize_name
+
+    return str(canonicalize_name(name))
+
+
+def _read_text(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+
+
+def _direct_url(dist_info: Path, scrubber: Scrubber) -> dict[str, Any] | None:
+    text = _read_text(dist_info / "direct_url.json")
+    if text is None:
+        return None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return {"error": "direct_url.json is not JSON"}
+    return scrubber.clean_tree(data) if isinstance(data, dict) else {"error": "direct_url.json is not an object"}
+
+
+def dist_facts(entry: Mapping[str, Any], scrubber: Scrubber) -> dict[str, Any]:
+    dist_info = Path(entry["path"])
+    installer = _read_text(dist_info / "INSTALLER")
+    return {
+        "name": entry["name"],
+        "version": entry["version"],
+        "location": str(dist_info.parent),
+        "metadata_dir": dist_info.name,
+        "installer": installer.strip() if installer else "",
+        "requested": (dist_info / "REQUESTED").exists(),
+        "direct_url": _direct_url(dist_info, scrubber),
+    }
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PythonResult:
+    facts: dict[str, Any]
+    stats: dict[str, int]
+    owner_of: Callable[[str], str | None]  # installed path -> dist key (for torch's loaded libraries)
+    probe_seconds: float
+
+
+def _split_shadowed(probe: Probe) -> tuple[dict[str, Mapping[str, Any]], dict[str, list[dict[str, str]]]]:
+    active: dict[str, Mapping[str, Any]] = {}
+    shadowed: dict[str, list[dict[str, str]]] = {}
+    for entry in probe.data.get("distributions", []):
+        key = dist_key(entry["name"]) if entry["name"] else Path(entry["path"]).name
+        if key in active:
+            where = str(Path(entry["path"]).parent)
+            shadowed.setdefault(key, []).append({"version": entry["version"], "location": where})
+        else:
+            active[key] = entry
+    return active, shadowed
+
+
+def cache_dir_for(cache_dir: Path | None, python: str) -> Path | None:
+    """One hash-cache directory per inspected interpreter path (not resolved: venvs share a base python)."""
+    if cache_dir is None:
+        return None
+    tag = hashlib.sha256(str(Path(python).absolute()).encode()).hexdigest()[:16]
+    return cache_dir / f"record-hashes-{tag}"
+
+
+def guess_dist_infos(python: str) -> list[str]:
+    """The ``*.dist-info`` directories of ``python``'s own site-packages, found without running it
+    (a virtual environment's layout), so verification can start while the probe runs."""
+    root = Path(python).absolute().parent.parent
+    out: list[str] = []
+    for site in sorted(root.glob("lib/python3*/site-packages")):
+        try:
+            out += sorted(e.path for e in os.scandir(site) if e.name.endswith(".dist-info") and e.is_dir())
+        except OSError:
+            continue
+    return out
+
+
+def speculate(
+    python: str, *, cache_dir: Path | None, workers: int, cpus: int, launched: threading.Event
+) -> integrity.Verified | None:
+    """Verify the guessed dists; ``launched`` is set once the workers start (or nothing was guessed)."""
+    try:
+        guessed = guess_dist_infos(python)
+        if not guessed:
+            return None
+        where = cache_dir_for(cache_dir, python)
+        return integrity.verify(
+            [(p, p) for p in guessed], cache_dir=where, workers=workers, cpus=cpus, launched=launched
+        )
+    finally:
+        launched.set()
+
+
+def _verified(
+    paths: dict[str, str], speculative: integrity.Verified | None, cache_dir: Path | None, workers: int, cpus: int
+) -> integrity.Verified:
+    """Reuse the speculative run for every active dist it covered; verify the rest now."""
+    missing = [(p, p) for p in paths if speculative is None or p not in speculative.attempted]
+    verified = speculative
+    if missing:
+        extra = integrity.verify(missing, cache_dir=cache_dir, workers=workers, cpus=cpus)
+        verified = extra if verified is None else verified.merged(extra)
+    assert verified is not None
+    integrity.prune_cache(cache_dir, verified.group_ids)
+    return verified.restricted(set(paths))
+
+
+def collect(
+    probe: Probe,
+    scrubber: Scrubber,
+    *,
+    python: str,
+    cache_dir: Path | None,
+    workers: int,
+    cpus: int,
+    speculative: Callable[[], integrity.Verified | None] = lambda: None,
+) -> PythonResult:
+    """``speculative`` is asked for only after the cheap facts are read (while its workers run)."""
+    active, shadowed = _split_shadowed(probe)
+    dists = {k: dist_facts(e, scrubber) for k, e in active.items()}
+    paths = {str(e["path"]): k for k, e in active.items()}
+    verified = _verified(paths, speculative(), cache_dir_for(cache_dir, python), workers, cpus)
+    sha = verified.record_sha256
+    for path, key in paths.items():
+        dists[key]["integrity"] = verified.reports.get(path) or {"status": "no RECORD"}
+        if path in sha:
+            dists[key]["record_sha256"] = sha[path]
+    interpreter = {k: v for k, v in probe.data.items() if k != "distributions"}
+    facts = {
+        "interpreter": scrubber.clean_tree(interpreter),
+        "distributions": dict(sorted(dists.items())),
+        "shadowed": dict(sorted(shadowed.items())),
+        "unowned_site_files": integrity.unowned(verified.records),
+    }
+    return PythonResult(
+        facts=facts,
+        stats=verified.stats,
+        probe_seconds=probe.seconds,
+        owner_of=lambda p: paths.get(verified.owner_of(p) or ""),
+    )

@@ -1,0 +1,51 @@
+"""Collectors other than the Python environment: runtime hooks and gates, torch facts, GPU parsing."""
+
+from __future__ import annotations
+
+from megacpp_env.snapshot import gpu, integrity, torch_facts
+from megacpp_env.snapshot.collect import take_snapshot
+from tests.fixtures.snapshot import make_wheel
+
+
+def test_runtime_gates_and_pth_hook_are_recorded(snap_options, snap_venv):
+    hook = snap_venv.site / "megacpp_env_runtime.pth"
+    hook.write_text("import megacpp_env.runtime\n")
+    environ = {"PATH": "/usr/bin:/bin", "MEGACPP_PATCH_DYNAMO_CAPTURE_SCALAR": "1"}
+    runtime = take_snapshot(snap_options(environ=environ)).facts["runtime"]
+    assert runtime["patch_gates"]["dynamo_capture_scalar"] == {"env": "MEGACPP_PATCH_DYNAMO_CAPTURE_SCALAR", "value": "1"}
+    assert runtime["patch_gates"]["triton_ptxas"]["value"] is None
+    assert list(runtime["hook_files"]) == [str(hook)]
+    assert runtime["hook_files"][str(hook)].startswith("sha256:")
+
+
+def test_torch_static_facts_without_importing_it(snap_options, snap_venv):
+    (snap_venv.site / "torch").mkdir()
+    (snap_venv.site / "torch" / "version.py").write_text(
+        "from typing import Optional\n__version__ = '2.13.0.dev20260415+cu132'\ndebug = False\n"
+        "cuda: Optional[str] = '13.2'\ngit_version = 'abc123'\nhip = None\n")
+    torch = take_snapshot(snap_options()).facts["torch"]
+    assert torch["installed"] is True
+    assert torch["static"]["version"] == "2.13.0.dev20260415+cu132"
+    assert (torch["static"]["cuda"], torch["static"]["git_version"]) == ("13.2", "abc123")
+    assert torch["imported"].startswith("skipped")
+
+
+def test_loaded_libraries_map_to_the_wheel_that_installed_them(snap_venv, tmp_path):
+    wheel = make_wheel(tmp_path, "nvidia-cuda-runtime", "13.0.96", {"nvidia/cu13/lib/libcudart.so.13": "ELF"})
+    snap_venv.install(wheel)
+    dist_info = str(next(snap_venv.site.glob("nvidia_cuda_runtime-*.dist-info")))
+    verified = integrity.verify([("nvidia-cuda-runtime", dist_info)], cache_dir=None, workers=1, cpus=1)
+    lib = str(snap_venv.site / "nvidia" / "cu13" / "lib" / "libcudart.so.13")
+    dists = {"nvidia-cuda-runtime": {"name": "nvidia-cuda-runtime", "version": "13.0.96"}}
+    libs = torch_facts.loaded_cuda_libraries([lib, "/usr/lib/libc.so.6"], verified.owner_of, dists)
+    assert libs == {"libcudart.so.13": {"path": lib, "file": "libcudart.so.13",
+                                        "distribution": "nvidia-cuda-runtime 13.0.96"}}
+
+
+def test_nvidia_smi_fallback_parsing_hashes_uuids():
+    text = "NVIDIA H200, GPU-0a1b2c3d-aaaa-bbbb-cccc-000000000001, 9.0, 143771, 580.159.04\n"
+    out = gpu.parse_smi(text)
+    assert out["driver_version"] == "580.159.04"
+    (dev,) = out["devices"]
+    assert (dev["name"], dev["compute_capability"], dev["memory_total_mib"]) == ("NVIDIA H200", "9.0", 143771)
+    assert dev["uuid_hash"].startswith("sha256:") and "0a1b2c3d" not in dev["uuid_hash"]

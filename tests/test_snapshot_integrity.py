@@ -1,0 +1,144 @@
+"""Integrity of installed distributions in a real venv: edit, delete, add, and the hash cache."""
+
+from __future__ import annotations
+
+import os
+
+from megacpp_env.snapshot.collect import take_snapshot
+from megacpp_env.snapshot.diff import diff_snapshots
+
+
+def _messages(report):
+    return [f.message for f in report.findings]
+
+
+def test_unchanged_environment_has_the_same_digest_and_uses_the_cache(snap_options):
+    first = take_snapshot(snap_options())
+    second = take_snapshot(snap_options())
+    assert first.digest == second.digest
+    assert first.timing["integrity"]["hashed"] == first.timing["integrity"]["files"] > 0
+    assert second.timing["integrity"]["hashed"] == 0
+    assert second.timing["integrity"]["cache_hits"] == second.timing["integrity"]["files"]
+    assert not diff_snapshots(first, second).drift
+
+
+def test_inspects_the_given_interpreter_not_the_tool(snap_options, snap_venv):
+    snap = take_snapshot(snap_options())
+    dists = snap.facts["python"]["distributions"]
+    assert set(dists) == {"demo-pkg", "other-thing"}
+    demo = dists["demo-pkg"]
+    assert demo["version"] == "1.0"
+    assert demo["installer"] == "uv"
+    integrity = demo["integrity"]
+    assert integrity["files"] >= 7  # the four files, METADATA, WHEEL and what uv adds (INSTALLER, ...)
+    assert (integrity["status"], integrity["modified"], integrity["removed"], integrity["added"]) == ("ok", [], [], [])
+    assert snap.facts["python"]["interpreter"]["executable"].startswith(str(snap_venv.root))
+
+
+def test_virtual_env_variable_selects_the_venv(snap_options, snap_venv):
+    environ = {**os.environ, "VIRTUAL_ENV": str(snap_venv.root)}
+    snap = take_snapshot(snap_options(python=None, environ=environ))
+    assert set(snap.facts["python"]["distributions"]) == {"demo-pkg", "other-thing"}
+
+
+def test_edit_in_place_names_distribution_and_file(snap_options, snap_venv):
+    before = take_snapshot(snap_options())
+    target = snap_venv.site / "demo_pkg" / "ops" / "x.py"
+    target.write_text("def f(a):\n    return a + 2\n")  # same size: only the hash tells
+    after = take_snapshot(snap_options())
+    assert after.facts["python"]["distributions"]["demo-pkg"]["integrity"]["modified"] == ["demo_pkg/ops/x.py"]
+    report = diff_snapshots(before, after)
+    assert report.drift
+    assert _messages(report) == ["demo_pkg 1.0: 1 file modified since install: demo_pkg/ops/x.py"]
+    assert report.findings[0].severity == "error"
+
+
+def test_edit_that_restores_mtime_still_misses_the_cache(snap_options, snap_venv):
+    take_snapshot(snap_options())  # warm the cache
+    target = snap_venv.site / "demo_pkg" / "ops" / "x.py"
+    st = target.stat()
+    target.write_text("def f(a):\n    return a + 3\n")
+    os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))
+    after = take_snapshot(snap_options())
+    assert after.facts["python"]["distributions"]["demo-pkg"]["integrity"]["modified"] == ["demo_pkg/ops/x.py"]
+
+
+def test_deleted_file_is_reported(snap_options, snap_venv):
+    before = take_snapshot(snap_options())
+    (snap_venv.site / "demo_pkg" / "data" / "table.bin").unlink()
+    after = take_snapshot(snap_options())
+    assert _messages(diff_snapshots(before, after)) == [
+        "demo_pkg 1.0: 1 file removed since install: demo_pkg/data/table.bin"
+    ]
+
+
+def test_stray_file_in_a_package_is_reported(snap_options, snap_venv):
+    before = take_snapshot(snap_options())
+    (snap_venv.site / "demo_pkg" / "ops" / "patched.py").write_text("HOT = 1\n")
+    (snap_venv.site / "demo_pkg" / "ops" / "__pycache__").mkdir(exist_ok=True)
+    (snap_venv.site / "demo_pkg" / "ops" / "__pycache__" / "x.cpython-311.pyc").write_bytes(b"ignored")
+    after = take_snapshot(snap_options())
+    assert _messages(diff_snapshots(before, after)) == [
+        "demo_pkg 1.0: 1 file added to the package since install: demo_pkg/ops/patched.py"
+    ]
+
+
+def test_unowned_pth_file_in_site_packages_is_recorded(snap_options, snap_venv):
+    before = take_snapshot(snap_options())
+    (snap_venv.site / "zz_hook.pth").write_text("import os\n")
+    after = take_snapshot(snap_options())
+    unowned = after.facts["python"]["unowned_site_files"][str(snap_venv.site)]
+    assert "zz_hook.pth" in unowned
+    assert any("zz_hook.pth" in m for m in _messages(diff_snapshots(before, after)))
+
+
+def test_version_change_is_one_finding(snap_options, snap_venv, tmp_path):
+    from tests.fixtures.snapshot import DEMO_FILES, make_wheel
+
+    before = take_snapshot(snap_options())
+    snap_venv.install(make_wheel(tmp_path / "wheels", "demo_pkg", "1.1", DEMO_FILES))
+    after = take_snapshot(snap_options())
+    assert _messages(diff_snapshots(before, after)) == ["demo_pkg 1.0 -> 1.1"]
+
+
+def test_runs_with_no_gpu_no_git_no_compilers(snap_options, tmp_path, monkeypatch):
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    bare = tmp_path / "tree"
+    (bare / "src").mkdir(parents=True)
+    environ = {"PATH": str(empty), "HOME": str(tmp_path)}
+    snap = take_snapshot(snap_options(environ=environ, paths=(bare,)))
+    assert snap.facts["compilers"]["gcc"] == {"error": "gcc not found"}
+    assert snap.facts["compilers"]["nvcc"] == {"error": "nvcc not found"}
+    assert "nvidia-smi not found" in snap.facts["gpu"]["error"]
+    assert snap.facts["gpu"]["devices"] == []
+    assert snap.facts["checkouts"][str(bare)]["has_git"] is False
+    assert set(snap.facts["python"]["distributions"]) == {"demo-pkg", "other-thing"}
+
+
+def test_split_units_find_the_same_drift(snap_options, snap_venv, monkeypatch):
+    from megacpp_env.snapshot import integrity
+
+    whole = take_snapshot(snap_options(workers=1))
+    monkeypatch.setattr(integrity, "SPLIT_MIN", 1)  # split demo_pkg into ops/, data/ and the rest
+    split = take_snapshot(snap_options(workers=8))
+    assert split.timing["integrity"]["workers"] > 1
+    assert split.digest == whole.digest
+    (snap_venv.site / "demo_pkg" / "ops" / "x.py").write_text("patched = True\n")
+    (snap_venv.site / "demo_pkg" / "data" / "extra.bin").write_bytes(b"x")
+    (snap_venv.site / "demo_pkg" / "stray.py").write_text("")
+    integ = take_snapshot(snap_options(workers=8)).facts["python"]["distributions"]["demo-pkg"]["integrity"]
+    assert integ["modified"] == ["demo_pkg/ops/x.py"]
+    assert integ["added"] == ["demo_pkg/data/extra.bin", "demo_pkg/stray.py"]
+    assert integ["files"] == whole.facts["python"]["distributions"]["demo-pkg"]["integrity"]["files"]
+
+
+def test_a_failed_probe_is_recorded_not_raised(snap_options, tmp_path):
+    bogus = tmp_path / "bin" / "python"
+    bogus.parent.mkdir()
+    bogus.write_text("#!/bin/sh\nexit 3\n")
+    bogus.chmod(0o755)
+    snap = take_snapshot(snap_options(python=str(bogus)))
+    assert "python failed (exit 3)" in snap.facts["python"]["error"]
+    assert "system" in snap.facts and "error" not in snap.facts["system"]
