@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# test.sh: the whole test suite on a fresh Debian machine (root): installs what the tests need, starts
+# dockerd, builds the Debian forky base images (amd64, and arm64 under qemu), serves the smoke source
+# repository on git://127.0.0.1:9418, then runs pytest. Extra arguments go to pytest.
+#   env: MEGACPP_TEST_ARM64=0 skips the arm64 lane (base image + the tests marked arm64).
+set -euo pipefail
+# shellcheck source=scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+start=$SECONDS
+bash scripts/bootstrap.sh
+apt_install shellcheck || log "shellcheck unavailable: its test will be skipped"
+bash scripts/docker-up.sh
+bash scripts/make-base-image.sh amd64
+markers=()
+if [ "${MEGACPP_TEST_ARM64:-1}" = 1 ]; then
+  bash scripts/binfmt-up.sh
+  bash scripts/make-base-image.sh arm64
+else
+  markers=(-m "not arm64")
+fi
+bash scripts/smoke-source.sh --serve
+log "set-up took $((SECONDS - start)) s; running pytest"
+
+set +e
+python3 -m pytest -ra "${markers[@]}" "$@"
+rc=$?
+set -e
+if [ "$rc" -eq 5 ]; then
+  die "pytest collected no tests (exit 5): treating as a failure"
+fi
+exit "$rc"
