@@ -17,3 +17,17 @@ def load(args: argparse.Namespace) -> Spec:
     from megacpp_env.spec import load_spec
 
     return load_spec(args.spec)
+
+
+def load_optional(args: argparse.Namespace) -> Spec | None:
+    """The spec when its file exists (errors in it still fail); None on a machine without one.
+
+    Verbs that also work without stack.yaml (snapshot, verify-checkout, overlay) use this.
+    """
+    from pathlib import Path
+
+    if not Path(args.spec).is_file():
+        return None
+    from megacpp_env.spec import load_spec
+
+    return load_spec(args.spec)
