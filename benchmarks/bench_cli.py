@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _timing import fmt, time_command  # noqa: E402
+from _timing import fmt, time_command
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -39,22 +39,27 @@ VERBS: dict[str, tuple[str, str]] = {
 SPEC_ENV = "MEGACPP_ENV_SPEC"
 
 
-def _common_parent() -> argparse.ArgumentParser:
-    parent = argparse.ArgumentParser(add_help=False)
-    parent.add_argument(
-        "--spec",
-        default=os.environ.get(SPEC_ENV, "stack.yaml"),
-        metavar="PATH",
-        help=f"the stack spec (default: ${SPEC_ENV} or ./stack.yaml)",
+def _add_spec(parser: argparse.ArgumentParser, default: str) -> None:
+    parser.add_argument(
+        "--spec", default=default, metavar="PATH", help=f"the stack spec (default: ${SPEC_ENV} or ./stack.yaml)"
     )
+
+
+def _common_parent() -> argparse.ArgumentParser:
+    """``--spec`` is accepted before and after the verb; after the verb it wins."""
+    parent = argparse.ArgumentParser(add_help=False)
+    _add_spec(parent, argparse.SUPPRESS)
     return parent
 
 
 def _chosen_verb(argv: Sequence[str]) -> str | None:
-    for token in argv:
-        if token in VERBS:
-            return token
-        if not token.startswith("-"):
+    args = iter(argv)
+    for arg in args:
+        if arg in VERBS:
+            return arg
+        if arg == "--spec":
+            next(args, None)
+        elif not arg.startswith("-"):
             return None
     return None
 
@@ -70,6 +75,7 @@ def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
         epilog="exit codes: 0 ok, 1 findings or user error, 2 usage, 3 bug, 130 interrupted",
     )
     parser.add_argument("--version", action="version", version=f"megacpp-env {__version__}")
+    _add_spec(parser, os.environ.get(SPEC_ENV, "stack.yaml"))
     sub = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
     chosen = _chosen_verb(argv)
     parent = _common_parent()

@@ -29,9 +29,7 @@ class SpecError(MegacppEnvError, ValueError):
     The message is one line: ``FILE:LINE: KEY.PATH: what is wrong[ (remedy)]``.
     """
 
-    def __init__(
-        self, message: str, *, file: str = "", line: int = 0, key: str = "", remedy: str = ""
-    ) -> None:
+    def __init__(self, message: str, *, file: str = "", line: int = 0, key: str = "", remedy: str = "") -> None:
         self.file = file
         self.line = line
         self.key = key

@@ -104,14 +104,17 @@ def is_gb10_class(target: Target) -> bool:
 
 
 def _admits_below(spec_text: str, floor: str) -> bool:
-    """Whether a specifier set admits any version below ``floor`` (probing typical versions)."""
-    spec = SpecifierSet(spec_text)
+    """Whether a specifier set admits some version below ``floor``.
+
+    It does unless one of its clauses is a lower bound at or above the floor (``>=4.4.2``, ``>4.4.2``,
+    ``==4.5.0``, ``~=4.4.2``); ``>4.4.1`` admits 4.4.1.5 and so counts as below.
+    """
     floor_v = Version(floor)
-    probes = [f"{floor_v.major}.{floor_v.minor}.{max(floor_v.micro - 1, 0)}", f"{floor_v.major}.0", "0.1"]
-    if floor_v.pre:
-        probes.append(f"{floor_v.major}.{floor_v.minor}.{floor_v.micro}rc1")
-    probes.append(f"{floor_v.major}.{max(floor_v.minor - 1, 0)}.99")
-    return any(Version(p) < floor_v and spec.contains(p, prereleases=True) for p in probes)
+    lower_bounds = (">=", "~=", ">", "==", "===")
+    for s in SpecifierSet(spec_text):
+        if s.operator in lower_bounds and "*" not in s.version and Version(s.version) >= floor_v:
+            return False
+    return True
 
 
 def _requirements(target: Target) -> list[tuple[str, Requirement]]:
@@ -310,8 +313,7 @@ def _torch_cuda(spec: Spec) -> Iterator[tuple[str, str, str]]:
             if index and m and m.group(1) != want:
                 yield (
                     f"indexes.{index.name}.url",
-                    f"torch comes from a {m.group(1)} index but target {t.name} pins "
-                    f"CUDA {t.toolchain.cuda}",
+                    f"torch comes from a {m.group(1)} index but target {t.name} pins CUDA {t.toolchain.cuda}",
                     f"use the {want} index",
                 )
 
@@ -319,8 +321,16 @@ def _torch_cuda(spec: Spec) -> Iterator[tuple[str, str, str]]:
 @rule("TC002", "error", "every source is pinned to a real full commit SHA")
 def _placeholder_commit(spec: Spec) -> Iterator[tuple[str, str, str]]:
     for src in spec.sources.values():
-        if set(src.commit) == {"0"}:
-            yield (f"sources.{src.name}.commit", "the commit is a placeholder (all zeros)", "pin the real 40-hex SHA")
+        if _looks_like_placeholder(src.commit):
+            yield (f"sources.{src.name}.commit", f"the commit {src.commit} is a placeholder", "pin the real 40-hex SHA")
+
+
+def _looks_like_placeholder(commit: str) -> bool:
+    """Two or fewer distinct characters, or a pattern repeating with a period up to 20
+    (``abcdabcd…``, ``0123456789abcdef0123…``): never the case for a real SHA-1."""
+    if len(set(commit)) <= 2:
+        return True
+    return any(commit == (commit[:n] * (len(commit) // n + 1))[: len(commit)] for n in range(1, 21))
 
 
 @rule("TC003", "error", "the torch family comes only from an explicit index on CUDA targets")
@@ -346,7 +356,7 @@ def _torch_index(spec: Spec) -> Iterator[tuple[str, str, str]]:
                 )
 
 
-@rule("TC004", "error", "aligned targets share GCC, CUDA, Python and uv")
+@rule("TC004", "error", "aligned targets share toolchain, requirements and sources")
 def _aligned_toolchains(spec: Spec) -> Iterator[tuple[str, str, str]]:
     for i, group in enumerate(spec.aligned):
         first = spec.targets[group.targets[0]]
@@ -366,6 +376,12 @@ def _aligned_toolchains(spec: Spec) -> Iterator[tuple[str, str, str]]:
                     f"targets.{name}.requirements",
                     f"requirements differ from {first.name}'s",
                     "keep aligned targets on one requirement list",
+                )
+            if [s.name for s in first.sources] != [s.name for s in other.sources]:
+                yield (
+                    f"targets.{name}.sources",
+                    f"sources differ from {first.name}'s",
+                    "build the same pinned sources, in the same order, for aligned targets",
                 )
 
 

@@ -91,3 +91,14 @@ def test_spec_from_environment(tmp_path):
 def test_missing_spec_in_cwd_names_remedy(tmp_path):
     proc = run_cli("targets", cwd=tmp_path)
     assert proc.returncode == 1 and "spec file not found" in proc.stderr and "--spec" in proc.stderr
+
+
+def test_check_refuses_an_unknown_rule(capsys):
+    assert main(["check", "--rule", "TC999"]) == 1
+    err = capsys.readouterr().err
+    assert "unknown rule 'TC999'" in err and "GB001" in err
+
+
+def test_spec_option_before_the_verb(capsys):
+    assert main(["--spec", str(STACK_YAML), "targets", "--json"]) == 0
+    assert '"smoke"' in capsys.readouterr().out

@@ -12,16 +12,15 @@ from tests.fixtures.spec import load_data
 
 def fired(data, rule_id, tmp_path):
     spec = load_data(data, tmp_path / "stack.yaml")
-    return [f for f in run_rules(spec, only=(rule_id,))]
+    return list(run_rules(spec, only=(rule_id,)))
 
 
 @pytest.fixture
 def clean(stack_data, tmp_path):
-    """The shipped spec, in a temp dir that holds the overlays it names and with a real smoke commit."""
+    """The shipped spec, loaded from a temp dir that holds the overlays it names."""
     for src in stack_data["sources"].values():
         if "overlay" in src:
             (tmp_path / "overlays" / src["overlay"]).mkdir(parents=True, exist_ok=True)
-    stack_data["sources"]["megacpp_smoke_ext"]["commit"] = "1" * 40
     return stack_data
 
 
@@ -108,3 +107,27 @@ def test_torch_local_version_must_match_cuda(clean, tmp_path):
     data = copy.deepcopy(clean)
     gb10(data)["requirements"][0] = "torch==2.13.0.dev20260413+cu130"
     assert any("cu130 build" in f.message for f in fired(data, "TC001", tmp_path))
+
+
+@pytest.mark.parametrize(
+    ("constraint", "admits"),
+    [(">=4.4.2", False), (">4.4.2", False), ("==4.5.0", False), ("~=4.4.2", False), (">=4.4.2,<5", False),
+     (">4.4.1", True), (">=4.2", True), ("<5", True), ("!=4.4.1", True), ("==4.4.*", True), ("==4.4.1", True)],
+)  # fmt: skip
+def test_cutlass_floor_is_a_real_lower_bound(clean, tmp_path, constraint, admits):
+    data = copy.deepcopy(clean)
+    tc(data)["cutlass"] = constraint
+    assert bool(fired(data, "GB004", tmp_path)) is admits
+
+
+@pytest.mark.parametrize("commit", ["0" * 40, "1" * 40, "ab" * 20, "deadbeef" * 5, ("0123456789abcdef" * 3)[:40]])
+def test_placeholder_commits_are_refused(clean, tmp_path, commit):
+    data = copy.deepcopy(clean)
+    data["sources"]["vllm"]["commit"] = commit
+    assert fired(data, "TC002", tmp_path)
+
+
+def test_aligned_targets_build_the_same_sources(clean, tmp_path):
+    data = copy.deepcopy(clean)
+    data["targets"]["cloud"]["sources"] = data["targets"]["cloud"]["sources"][:-1]
+    assert [f.key for f in fired(data, "TC004", tmp_path)] == ["targets.cloud.sources"]

@@ -50,7 +50,7 @@ def test_digest_ignores_formatting_and_comments(stack_text):
 
 def test_error_message_names_file_line_key_and_remedy(stack_text):
     bad = stack_text.replace("commit: a14b1dff0454a3bc27d9eb31355dc01e4b2490ec", "commit: main")
-    line = next(i for i, l in enumerate(bad.splitlines(), 1) if "commit: main" in l)
+    line = next(i for i, text in enumerate(bad.splitlines(), 1) if "commit: main" in text)
     with pytest.raises(SpecError) as exc:
         load_spec_text(bad, "stack.yaml")
     assert str(exc.value) == (
@@ -175,3 +175,29 @@ def test_missing_file_names_remedy(tmp_path):
     with pytest.raises(SpecError) as exc:
         load_spec(tmp_path / "nope.yaml")
     assert "spec file not found" in str(exc.value) and "--spec" in str(exc.value)
+
+
+@pytest.mark.parametrize(
+    ("repo", "ok"),
+    [
+        ("ssh://git@github.example/org/repo.git", True),
+        ("git@github.example:org/repo.git", True),
+        ("ssh://git:hunter2secret@github.example/org/repo.git", False),
+        ("https://token@github.example/org/repo.git", False),
+        ("https://user:pw@github.example/org/repo.git", False),
+    ],
+)
+def test_repo_urls_never_carry_credentials(stack_data, repo, ok):
+    stack_data["sources"]["vllm"]["repo"] = repo
+    if ok:
+        assert load_data(stack_data).sources["vllm"].repo == repo
+    else:
+        with pytest.raises(SpecError, match="credentials in a URL"):
+            load_data(stack_data)
+
+
+@pytest.mark.parametrize("url", ["git://host/simple", "ssh://git@host/simple", "ftp://host/simple"])
+def test_index_urls_are_http_or_file(stack_data, url):
+    stack_data["indexes"]["pytorch-nightly-cu132"]["url"] = url
+    with pytest.raises(SpecError, match=r"indexes.pytorch-nightly-cu132.url: expected a URL \(https://, http://, file://\)"):
+        load_data(stack_data)

@@ -20,6 +20,12 @@ def run(args: argparse.Namespace) -> int:
 
     if args.list_rules:
         return _list_rules(args.json)
+    known = {r.id for r in policy.RULES}
+    unknown = [r for r in args.rule if r not in known]
+    if unknown:
+        from megacpp_env.errors import MegacppEnvError
+
+        raise MegacppEnvError(f"unknown rule {unknown[0]!r} (rules: {', '.join(sorted(known))}; see --list-rules)")
     spec = load(args)
     findings = policy.run_rules(spec, only=tuple(args.rule))
     errors = [f for f in findings if f.severity == "error" or args.strict]

@@ -43,6 +43,10 @@ def _print_view(view: dict[str, Any], indent: int = 0) -> None:
                 print(f"{pad}  - {item.get('name', '')}")
                 _print_view({k: v for k, v in item.items() if k != "name"}, indent + 2)
         elif isinstance(value, list):
-            print(f"{pad}{key}: {', '.join(str(v) for v in value) or '[]'}")
-        else:
+            if not value:
+                continue
+            print(f"{pad}{key}:")
+            for item in value:
+                print(f"{pad}  - {item}")
+        elif value not in ("", None):
             print(f"{pad}{key}: {value}")

@@ -191,12 +191,15 @@ class Reader:
             "pin the full SHA: `git rev-parse <ref>` in a checkout",
         )
 
-    def url(self, value: Any, key: str) -> str:
+    def url(self, value: Any, key: str, *, schemes: tuple[str, ...] = ("https", "http", "git", "ssh", "file")) -> str:
         s = self.string(value, key)
-        if not (URL_RE.match(s) or SCP_URL_RE.match(s)):
-            raise self.fail(key, f"expected a URL (https://, git://, ssh://, file://), got {s!r}")
-        authority = s.split("://", 1)[1].split("/", 1)[0] if "://" in s else ""
-        if "@" in authority and not s.startswith("ssh://"):
+        scheme = s.split("://", 1)[0] if "://" in s else ("ssh" if SCP_URL_RE.match(s) else "")
+        if not (URL_RE.match(s) or SCP_URL_RE.match(s)) or scheme not in schemes:
+            wanted = ", ".join(f"{x}://" for x in schemes)
+            raise self.fail(key, f"expected a URL ({wanted}), got {s!r}")
+        authority = s.split("://", 1)[1].split("/", 1)[0] if "://" in s else s.split(":", 1)[0]
+        userinfo = authority.rpartition("@")[0]
+        if userinfo and (scheme != "ssh" or ":" in userinfo):
             raise self.fail(key, "credentials in a URL", "keep secrets out of the spec: use a netrc, keyring or env")
         return s
 

@@ -113,7 +113,7 @@ def _index(r: F.Reader, value: Any, key: str, name: str) -> Index:
     d = r.mapping(value, key, allowed=INDEX_KEYS, required=("url",))
     return Index(
         name=name,
-        url=r.url(d["url"], join_key(key, "url")),
+        url=r.url(d["url"], join_key(key, "url"), schemes=("https", "http", "file")),
         explicit=r.boolean(d.get("explicit", False), join_key(key, "explicit")),
         packages=r.str_list(d.get("packages", []), join_key(key, "packages"), _package_name(r)),
         prerelease=r.boolean(d.get("prerelease", False), join_key(key, "prerelease")),
