@@ -30,8 +30,9 @@ PROVENANCE_SCHEMA = 1
 class Provenance:
     """What ``checkout`` made, written to ``DEST/.megacpp-checkout.json`` (kept out of ``git status``).
 
-    ``overlay`` is set by ``overlay apply`` (name, diff_hash, untracked_hash of the applied state)
-    and cleared by ``overlay restore``; ``verify-checkout`` accepts exactly that recorded state.
+    ``overlay`` is set by ``overlay apply`` (name, diff_hash, untracked_hash of the applied state and
+    the overlay's paths) and cleared by ``overlay restore``; ``verify-checkout`` accepts exactly that
+    recorded state.
     """
 
     source: str
@@ -41,7 +42,7 @@ class Provenance:
     submodules: dict[str, str] = field(default_factory=dict)
     shallow: bool = False
     tool_version: str = __version__
-    overlay: dict[str, str] | None = None
+    overlay: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -83,6 +84,7 @@ class CheckoutState:
     diff_hash: str | None = None
     untracked: int = 0
     untracked_hash: str | None = None
+    changed: tuple[str, ...] = ()  # paths that differ from HEAD (tracked or untracked), sorted
     submodules: tuple[git.SubmoduleState, ...] = ()
     provenance: Provenance | None = None
 
@@ -93,11 +95,15 @@ class CheckoutState:
 
     @property
     def matches_recorded_overlay(self) -> bool:
-        """The local changes are exactly the ones ``overlay apply`` recorded."""
+        """The local changes are exactly the ones ``overlay apply`` recorded: the same diff and
+        untracked files, touching exactly the overlay's paths (nothing outside it)."""
         rec = self.provenance.overlay if self.provenance else None
-        if not rec:
+        if not rec or not isinstance(rec.get("paths"), list):
             return False
-        return rec.get("diff_hash") == self.diff_hash and rec.get("untracked_hash") == self.untracked_hash
+        same_paths = set(self.changed) == {str(p) for p in rec["paths"]}
+        return (
+            same_paths and rec.get("diff_hash") == self.diff_hash and rec.get("untracked_hash") == self.untracked_hash
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -111,6 +117,7 @@ class CheckoutState:
             "diff_hash": self.diff_hash,
             "untracked": self.untracked,
             "untracked_hash": self.untracked_hash,
+            "changed": list(self.changed),
             "submodules": [s.to_dict() for s in self.submodules],
             "overlay": self.provenance.overlay if self.provenance else None,
             "provenance": self.provenance.to_dict() if self.provenance else None,
@@ -157,7 +164,7 @@ def write_provenance(path: Path, prov: Provenance) -> bool:
     return atomic_write_text(Path(path) / PROVENANCE_NAME, text)
 
 
-def record_overlay(path: Path, overlay: dict[str, str] | None, *, source: str = "", commit: str = "") -> None:
+def record_overlay(path: Path, overlay: dict[str, Any] | None, *, source: str = "", commit: str = "") -> None:
     """Record (or clear, with None) the overlay state in the provenance record. A checkout made by
     hand gets a minimal record (``source``, ``commit``, origin URL) so the state is still recorded."""
     prov = read_provenance(path)
@@ -190,6 +197,7 @@ def inspect_checkout(path: Path | str, source: Source | None = None) -> Checkout
         diff_hash=git.diff_hash(path) if head else None,
         untracked=git.untracked_count(path),
         untracked_hash=git.untracked_hash(path),
+        changed=tuple(c.path for c in git.changes(path)) if head else (),
         submodules=git.submodule_status(path),
         provenance=prov,
     )
@@ -219,6 +227,8 @@ def problems_of(state: CheckoutState, *, require_submodules: bool = False) -> tu
 
 def unverifiable_message(state: CheckoutState) -> str:
     name = state.source or "NAME"
+    if not Path(state.path).exists():
+        return f"{state.path} does not exist (make a checkout with `megacpp-env checkout {name} --dest {state.path}`)"
     return (
         f"{state.path} has no .git: it is unverifiable (a copied or exported tree cannot be tied to a "
         f"commit). Make a real checkout with `megacpp-env checkout {name} --dest {state.path}` "
@@ -241,10 +251,10 @@ def checkout_source(source: Source, dest: Path | str) -> CheckoutResult:
     dest = Path(dest)
     if dest.exists() and not (dest.is_dir() and not any(dest.iterdir())):
         return _reuse_existing(source, dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{dest.name}.partial-", dir=dest.parent))
+    work = _make_work_dir(dest)
     try:
         shallow = _fetch_into(source, work)
+        work.chmod(0o755 & ~_umask())  # mkdtemp made it 0700; a checkout is an ordinary directory
         if dest.exists():
             dest.rmdir()
         os.replace(work, dest)
@@ -253,6 +263,21 @@ def checkout_source(source: Source, dest: Path | str) -> CheckoutResult:
         raise
     _write_record(source, dest, shallow=shallow)
     return CheckoutResult(action="created", state=inspect_checkout(dest, source))
+
+
+def _make_work_dir(dest: Path) -> Path:
+    """A temporary sibling of ``dest`` to build the checkout in; a one-line error when impossible."""
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(prefix=f".{dest.name}.partial-", dir=dest.parent))
+    except OSError as exc:
+        raise RefusedError(f"cannot create a checkout at {dest}: {exc.strerror or exc} (pass another --dest)") from None
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def _fetch_into(source: Source, work: Path) -> bool:
@@ -283,8 +308,7 @@ def _reuse_existing(source: Source, dest: Path) -> CheckoutResult:
     state = inspect_checkout(dest, source)
     if not state.has_git:
         raise RefusedError(
-            f"{dest} exists and is not a git checkout; refusing to overwrite it "
-            f"(move it away, or pass another --dest)"
+            f"{dest} exists and is not a git checkout; refusing to overwrite it (move it away, or pass another --dest)"
         )
     if state.head != source.commit:
         raise RefusedError(

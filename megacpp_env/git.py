@@ -21,6 +21,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from megacpp_env.errors import ToolError, ToolNotFoundError
+from megacpp_env.snapshot.envvars import strip_url_credentials
 
 log = logging.getLogger("megacpp_env.git")
 
@@ -96,12 +97,16 @@ def run_git(
     for key, value in (config or {}).items():
         argv += ["-c", f"{key}={value}"]
     argv += list(args)
-    log.debug("git: %s (cwd=%s)", " ".join(argv[1:]), cwd or ".")
-    proc = subprocess.run(argv, cwd=cwd, env=_env(env), input=input_bytes, capture_output=True, check=False)
+    shown = strip_url_credentials(" ".join(args))
+    log.debug("git: %s (cwd=%s)", strip_url_credentials(" ".join(argv[1:])), cwd or ".")
+    try:
+        proc = subprocess.run(argv, cwd=cwd, env=_env(env), input=input_bytes, capture_output=True, check=False)
+    except OSError as exc:  # a missing or unreadable cwd, an unusable git executable
+        raise ToolError(f"git {shown} could not run in {cwd or '.'}: {exc.strerror or exc}") from None
     if check and proc.returncode != 0:
         detail = proc.stderr.decode("utf-8", "replace").strip().splitlines()
-        tail = detail[-1] if detail else f"exit {proc.returncode}"
-        raise ToolError(f"git {' '.join(args)} failed in {cwd or '.'}: {tail}")
+        tail = strip_url_credentials(detail[-1]) if detail else f"exit {proc.returncode}"
+        raise ToolError(f"git {shown} failed in {cwd or '.'}: {tail}")
     return proc
 
 
@@ -278,7 +283,8 @@ def fetch_commit(path: Path, url: str, sha: str) -> bool:
     proc = run_git(["fetch", "--quiet", "--depth", "1", "--no-tags", url, sha], path, check=False, config=cfg)
     if proc.returncode == 0 and has_commit(path, sha):
         return True
-    log.debug("shallow fetch by SHA refused (%s); fetching all refs", proc.stderr.decode(errors="replace").strip())
+    refused = strip_url_credentials(proc.stderr.decode(errors="replace").strip())
+    log.debug("shallow fetch by SHA refused (%s); fetching all refs", refused)
     refspecs = ["+refs/heads/*:refs/remotes/origin/*", "+refs/tags/*:refs/tags/*"]
     unshallow = ["--unshallow"] if git_path(path, "shallow").exists() else []
     run_git(["fetch", "--quiet", *unshallow, url, *refspecs], path, config=cfg)

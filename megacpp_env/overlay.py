@@ -378,6 +378,7 @@ def _preflight(overlay_dir: Path, root: Path) -> OverlayStatus:
             f"{root}: an overlay apply ({(st.journal or {}).get('name')}) was interrupted or another overlay "
             f"is recorded; run `megacpp-env overlay restore {(st.journal or {}).get('name', m.name)} --to {root}`"
         )
+    _refuse_foreign_changes(root, m)
     bad = [f for f in st.files if f.state != "base"]
     if st.state != "applied" and bad:
         detail = "; ".join(f"{f.path}: expected {_base_of(m, f.path)}, found {f.sha256 or '(absent)'}" for f in bad)
@@ -386,6 +387,20 @@ def _preflight(overlay_dir: Path, root: Path) -> OverlayStatus:
             f"(see `megacpp-env overlay status {m.name} --to {root}`)"
         )
     return st
+
+
+def _refuse_foreign_changes(root: Path, m: Manifest) -> None:
+    """Local changes outside the overlay would be recorded as part of it (and then pass
+    ``verify-checkout``): refuse instead."""
+    mine = {f.path for f in m.files}
+    foreign = [c.path for c in git.changes(root) if c.path not in mine]
+    if foreign:
+        shown = ", ".join(foreign[:10]) + (f" and {len(foreign) - 10} more" if len(foreign) > 10 else "")
+        raise RefusedError(
+            f"{root} has local changes outside overlay {m.name}: {shown}; refusing to apply over them, nothing "
+            f"was changed (discard them: see `git -C {root} status`; or capture them into the overlay with "
+            f"`megacpp-env overlay new {m.name} --from CHECKOUT --force`)"
+        )
 
 
 def _base_of(m: Manifest, rel: str) -> str:
@@ -417,7 +432,13 @@ def _lay_files(overlay_dir: Path, root: Path, m: Manifest) -> None:
 def _finish(root: Path, m: Manifest, created_dirs: list[str]) -> None:
     """Record the applied state (keeping the directories apply created, for ``restore``)."""
     _write_journal(root, {"name": m.name, "commit": m.commit, "state": "applied", "created_dirs": created_dirs})
-    state = {"name": m.name, "diff_hash": git.diff_hash(root), "untracked_hash": git.untracked_hash(root)}
+    mine = {f.path for f in m.files}
+    state = {
+        "name": m.name,
+        "diff_hash": git.diff_hash(root),
+        "untracked_hash": git.untracked_hash(root),
+        "paths": sorted(c.path for c in git.changes(root) if c.path in mine),  # what it changed, nothing else
+    }
     record_overlay(root, state, source=m.source, commit=m.commit)
 
 

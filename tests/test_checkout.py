@@ -2,7 +2,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import shutil
+import stat
 from pathlib import Path
 
 import pytest
@@ -17,7 +19,7 @@ from megacpp_env.checkout import (
 )
 from megacpp_env.errors import RefusedError, ToolError
 from tests.conftest import REPO_ROOT
-from tests.fixtures.git_repos import commit_all, run_smoke_script, write_files
+from tests.fixtures.git_repos import commit_all, one_line_error, run_smoke_script, write_files
 
 
 def test_checkout_by_sha_with_submodule(upstream, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -127,7 +129,9 @@ def test_verify_reports_dirty_wrong_commit_and_submodule(upstream, tmp_path: Pat
     assert not v.ok
     text = "\n".join(v.problems)
     assert "local changes not recorded by an overlay" in text
-    assert f"submodule third_party/lib is at {git.head_commit(sub)}, its superproject pins {upstream.sub_commit}" in text
+    assert (
+        f"submodule third_party/lib is at {git.head_commit(sub)}, its superproject pins {upstream.sub_commit}" in text
+    )
 
 
 def test_verify_accepts_exactly_the_recorded_overlay_state(upstream, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -135,10 +139,39 @@ def test_verify_accepts_exactly_the_recorded_overlay_state(upstream, tmp_path: P
     checkout_source(upstream.source(), dest)
     write_files(dest, {"README.md": "changed\n", "new.txt": "n\n"})
     st = inspect_checkout(dest)
-    record_overlay(dest, {"name": "x", "diff_hash": st.diff_hash or "", "untracked_hash": st.untracked_hash or ""})
+    assert st.changed == ("README.md", "new.txt")
+    rec = {"name": "x", "diff_hash": st.diff_hash, "untracked_hash": st.untracked_hash, "paths": list(st.changed)}
+    record_overlay(dest, rec)
     assert verify_checkout(dest, upstream.source()).ok
     write_files(dest, {"new.txt": "n2\n"})
     assert not verify_checkout(dest, upstream.source()).ok
+
+
+def test_recorded_overlay_must_cover_exactly_the_changed_paths(upstream, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A record whose hashes include an edit outside the overlay's paths does not vouch for it."""
+    dest = tmp_path / "demo"
+    checkout_source(upstream.source(), dest)
+    write_files(dest, {"README.md": "overlay\n", "pkg/__init__.py": "foreign = 1\n"})
+    st = inspect_checkout(dest)
+    rec = {"name": "x", "diff_hash": st.diff_hash, "untracked_hash": st.untracked_hash, "paths": ["README.md"]}
+    record_overlay(dest, rec)
+    v = verify_checkout(dest, upstream.source())
+    assert not v.ok and "local changes not recorded by an overlay" in v.problems[0]
+    record_overlay(dest, {k: v for k, v in rec.items() if k != "paths"})  # a record without paths: no
+    assert not verify_checkout(dest, upstream.source()).ok
+    record_overlay(dest, {**rec, "paths": ["README.md", "pkg/__init__.py"]})
+    assert verify_checkout(dest, upstream.source()).ok
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o027])
+def test_checkout_directory_mode_follows_the_umask(upstream, tmp_path: Path, umask: int) -> None:  # type: ignore[no-untyped-def]
+    old = os.umask(umask)
+    try:
+        dest = tmp_path / "demo"
+        checkout_source(upstream.source(), dest)
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(dest.stat().st_mode) == 0o755 & ~umask
 
 
 def test_verify_without_git_is_unverifiable(upstream, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -237,6 +270,35 @@ def test_cli_checkout_and_verify(smoke_spec: Path, capsys: pytest.CaptureFixture
     assert "megacpp-env checkout megacpp_smoke_ext --dest" in out
     assert main(["checkout", "megacpp_smoke_ext", "--spec", str(smoke_spec)]) == 1
     assert "is not a git checkout; refusing" in capsys.readouterr().err
+
+
+def test_cli_checkout_to_an_unwritable_dest_is_aone_line_error(smoke_spec: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    from megacpp_env.cli import main
+
+    assert main(["checkout", "megacpp_smoke_ext", "--dest", "/proc/x", "--spec", str(smoke_spec)]) == 1
+    assert "cannot create a checkout at /proc/x: " in one_line_error(capsys)
+    blocker = smoke_spec.parent / "file"
+    blocker.write_text("x")
+    assert main(["checkout", "megacpp_smoke_ext", "--dest", str(blocker / "sub"), "--spec", str(smoke_spec)]) == 1
+    assert f"cannot create a checkout at {blocker / 'sub'}: " in one_line_error(capsys)
+
+
+def test_cli_verify_missing_path_says_it_does_not_exist(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    from megacpp_env.cli import main
+
+    missing = tmp_path / "nonexistent"
+    assert main(["verify-checkout", str(missing), "--spec", str(tmp_path / "no.yaml")]) == 1
+    assert (
+        one_line_error(capsys)
+        == f"megacpp-env verify-checkout: error: {missing} does not exist: there is no checkout to verify\n"
+    )
+
+
+def test_unverifiable_message_for_a_missing_path(tmp_path: Path) -> None:
+    v = verify_checkout(tmp_path / "gone")
+    assert v.problems == (
+        f"{tmp_path / 'gone'} does not exist (make a checkout with `megacpp-env checkout NAME --dest {tmp_path / 'gone'}`)",
+    )
 
 
 def test_cli_unknown_source_is_a_user_error(smoke_spec: Path, capsys: pytest.CaptureFixture[str]) -> None:

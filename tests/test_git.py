@@ -149,3 +149,28 @@ def test_unusable_git_dir_raises_instead_of_looking_unversioned(tmp_path: Path) 
     (repo / ".git").write_text("gitdir: /nonexistent/place\n")
     with pytest.raises(ToolError):
         git.is_git_checkout(repo)
+
+
+def test_missing_cwd_is_a_tool_error(tmp_path: Path) -> None:
+    missing = tmp_path / "nonexistent"
+    with pytest.raises(ToolError) as exc:
+        git.run_git(["rev-parse", "HEAD"], missing)
+    assert str(exc.value) == f"git rev-parse HEAD could not run in {missing}: No such file or directory"
+    with pytest.raises(ToolError, match="could not run in"):  # check=False too: git did not run at all
+        git.head_commit(missing)
+
+
+def test_credentials_never_reach_messages_or_logs(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger="megacpp_env.git")
+    work = tmp_path / "w"
+    git.init(work)
+    url = "https://user:tok3n@127.0.0.1:1/x.git"
+    with pytest.raises(ToolError) as exc:
+        git.fetch_commit(work, url, "1" * 40)
+    message = str(exc.value)
+    assert "tok3n" not in message and "127.0.0.1:1/x.git" in message
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    assert "tok3n" not in logged and "fetch --quiet --depth 1 --no-tags https://127.0.0.1:1/x.git" in logged
+    with pytest.raises(ToolError) as exc:
+        git.run_git(["ls-remote", url], work)
+    assert "tok3n" not in str(exc.value)

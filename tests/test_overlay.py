@@ -26,7 +26,7 @@ from megacpp_env.overlay import (
     verify_overlay,
 )
 from tests.conftest import REPO_ROOT
-from tests.fixtures.git_repos import write_files
+from tests.fixtures.git_repos import one_line_error, write_files
 
 PATCHED = {
     "pkg/core.py": b"def f():\n    return 42\n",
@@ -333,3 +333,134 @@ def test_apply_to_a_hand_made_clone_records_a_minimal_provenance(overlay_setup, 
     assert prov is not None and prov.source == "demo" and prov.commit == upstream.commit and prov.url == upstream.url
     assert git.status_porcelain(clone) != ()  # the overlay's files; the record itself stays excluded
     assert ".megacpp-checkout.json" not in "".join(git.status_porcelain(clone))
+
+
+# ---- local changes outside the overlay ----------------------------------------------------------
+
+
+def test_apply_refuses_local_changes_outside_the_overlay(overlay_setup) -> None:  # type: ignore[no-untyped-def]
+    odir, target, _u = overlay_setup
+    write_files(target, {"pkg/__init__.py": "VERSION = 'mine'\n", "notes.txt": "scratch\n"})
+    before = _tree(target)
+    with pytest.raises(RefusedError) as exc:
+        apply_overlay(odir, target)
+    assert f"{target} has local changes outside overlay demo: notes.txt, pkg/__init__.py; refusing" in str(exc.value)
+    assert f"git -C {target} status" in str(exc.value)
+    assert _tree(target) == before
+    assert not git.git_path(target, JOURNAL_NAME).exists()
+    assert inspect_checkout(target).provenance.overlay is None  # type: ignore[union-attr]
+
+
+def test_reapply_refuses_a_foreign_edit_made_after_apply(overlay_setup) -> None:  # type: ignore[no-untyped-def]
+    odir, target, upstream = overlay_setup
+    apply_overlay(odir, target)
+    assert verify_checkout(target, upstream.source()).ok
+    write_files(target, {"pkg/__init__.py": "VERSION = 'mine'\n"})
+    v = verify_checkout(target, upstream.source())
+    assert not v.ok and "local changes not recorded by an overlay" in v.problems[0]
+    with pytest.raises(RefusedError, match=r"outside overlay demo: pkg/__init__\.py"):
+        apply_overlay(odir, target)  # re-recording would make the foreign edit look like the overlay
+
+
+def test_apply_records_the_overlay_paths(overlay_setup) -> None:  # type: ignore[no-untyped-def]
+    odir, target, _u = overlay_setup
+    apply_overlay(odir, target)
+    rec = inspect_checkout(target).to_dict()["overlay"]
+    assert rec["paths"] == ["README.md", "data/blob.bin", "pkg/core.py", "pkg/extra/new_mod.py", "tools/new.sh"]
+    assert inspect_checkout(target).changed == tuple(rec["paths"])
+
+
+def test_cli_apply_with_a_foreign_edit_is_refused(smoke_spec: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from megacpp_env.cli import main
+
+    spec = ["--spec", str(smoke_spec)]
+    dest = smoke_spec.parent / "x"
+    assert main(["checkout", "megacpp_smoke_ext", "--dest", str(dest), *spec]) == 0
+    with open(dest / "setup.py", "a") as fh:
+        fh.write("# local edit\n")
+    capsys.readouterr()
+    assert main(["overlay", "apply", "smoke-ext", "--to", str(dest), *spec]) == 1
+    err = one_line_error(capsys)
+    assert "has local changes outside overlay smoke-ext: setup.py; refusing to apply over them" in err
+    assert main(["verify-checkout", str(dest), "--expect", "megacpp_smoke_ext", *spec]) == 1
+    assert "local changes not recorded by an overlay" in capsys.readouterr().out
+
+
+# ---- arguments: names, paths, defaults ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["../../escaped", "../../../tmp/rv/evil", "a/b", ".hidden", "_x", "x\n", "..", "a\\b"])
+def test_cli_overlay_name_must_be_one_directory_name(
+    smoke_spec: Path, upstream, tmp_path: Path, capsys, name: str
+) -> None:  # type: ignore[no-untyped-def]
+    from megacpp_env.cli import main
+
+    ck = tmp_path / "ck"
+    checkout_source(upstream.source(), ck)
+    write_files(ck, {"pkg/core.py": "x = 1\n"})
+    before = sorted(p for p in tmp_path.rglob("*") if ".git" not in p.parts)
+    args = ["overlay", "new", name, "--from", str(ck), "--source", "demo", "--spec", str(smoke_spec)]
+    assert main(args) == 1
+    assert f"overlay name {name!r} is not valid: expected one directory name matching" in one_line_error(capsys)
+    assert sorted(p for p in tmp_path.rglob("*") if ".git" not in p.parts) == before
+    assert main(["overlay", "status", name, "--to", str(ck), "--spec", str(smoke_spec)]) == 1
+    assert "is not valid" in one_line_error(capsys)
+
+
+def test_cli_overlay_new_from_a_missing_dir_is_aone_line_error(smoke_spec: Path, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    from megacpp_env.cli import main
+
+    missing = tmp_path / "nonexistent"
+    args = ["overlay", "new", "x", "--from", str(missing), "--source", "megacpp_smoke_ext", "--spec", str(smoke_spec)]
+    assert main(args) == 1
+    assert one_line_error(capsys) == f"megacpp-env overlay: error: --from {missing}: no such directory\n"
+    assert main(["overlay", "apply", "smoke-ext", "--to", str(missing), "--spec", str(smoke_spec)]) == 1
+    assert one_line_error(capsys) == f"megacpp-env overlay: error: --to {missing}: no such directory\n"
+
+
+def test_cli_overlay_new_from_a_plain_dir_says_it_is_not_a_checkout(smoke_spec: Path, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    from megacpp_env.cli import main
+
+    plain = tmp_path / "somedir"
+    plain.mkdir()
+    (plain / "f.py").write_text("x\n")
+    args = ["overlay", "new", "x", "--from", str(plain), "--source", "megacpp_smoke_ext", "--spec", str(smoke_spec)]
+    assert main(args) == 1
+    err = one_line_error(capsys)
+    assert f"{plain} is not a git checkout (no .git at its top)" in err and "None" not in err
+    assert not (smoke_spec.parent / "overlays" / "x").exists()
+
+
+def test_cli_overlay_to_defaults_to_the_spec_checkout(smoke_spec: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from megacpp_env.cli import main
+
+    spec = ["--spec", str(smoke_spec)]
+    dest = smoke_spec.parent / ".megacpp" / "src" / "megacpp-smoke-ext"
+    assert main(["overlay", "status", "smoke-ext", *spec]) == 1
+    assert one_line_error(capsys) == (
+        f"megacpp-env overlay: error: {dest} (the default checkout of megacpp_smoke_ext) does not exist: "
+        "make it with `megacpp-env checkout megacpp_smoke_ext`, or pass --to CHECKOUT\n"
+    )
+    assert main(["checkout", "megacpp_smoke_ext", *spec]) == 0
+    capsys.readouterr()
+    assert main(["overlay", "apply", "smoke-ext", "--json", *spec]) == 0
+    assert json.loads(capsys.readouterr().out)["checkout"] == str(dest)
+    assert main(["overlay", "verify", "smoke-ext", *spec]) == 0
+    assert main(["overlay", "status", "smoke-ext", *spec]) == 0
+    assert main(["overlay", "restore", "smoke-ext", *spec]) == 0
+    assert git.status_porcelain(dest) == ()
+
+
+def test_cli_overlay_without_spec_needs_to(overlay_setup, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    from megacpp_env.cli import main
+
+    odir, target, _u = overlay_setup
+    base = ["overlay", "status", "demo", "--overlays", str(odir.parent), "--spec", str(tmp_path / "none.yaml")]
+    assert main(base) == 1
+    assert one_line_error(capsys) == (
+        f"megacpp-env overlay: error: pass --to CHECKOUT: there is no spec at {tmp_path / 'none.yaml'} "
+        "to find the default checkout of demo\n"
+    )
+    assert main([*base, "--to", str(target)]) == 0

@@ -85,7 +85,11 @@ def _clean_env(**extra: str) -> dict[str, str]:
 def probe(py: Path, *paths: Path, **env: str) -> dict:  # type: ignore[type-arg]
     pythonpath = os.pathsep.join([str(REPO_ROOT), *map(str, paths)])
     proc = subprocess.run(
-        [str(py), "-c", PROBE], env=_clean_env(PYTHONPATH=pythonpath, **env), capture_output=True, text=True, check=False
+        [str(py), "-c", PROBE],
+        env=_clean_env(PYTHONPATH=pythonpath, **env),
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)  # type: ignore[no-any-return]
@@ -175,12 +179,28 @@ def test_status_in_process_without_hook(monkeypatch: pytest.MonkeyPatch) -> None
     for gate in GATES.values():
         monkeypatch.delenv(gate, raising=False)
     monkeypatch.setenv("MEGACPP_PATCH_SMOKE_SHADOW", "1")
+    monkeypatch.delitem(sys.modules, "megacpp_env.runtime.hook", raising=False)  # the .pth hook did not run here
     st = runtime.status()
     assert set(st) == set(PATCHES)
-    assert st["smoke_shadow"]["enabled"] is True
-    assert st["smoke_shadow"]["state"] in ("not-hooked", "armed", "applied", "skipped")
+    assert st["smoke_shadow"] == {
+        "gate": "MEGACPP_PATCH_SMOKE_SHADOW", "enabled": True, "applied": False, "state": "not-hooked", "detail": ""
+    }  # fmt: skip
     assert st["triton_ptxas"] == {
         "gate": "MEGACPP_PATCH_TRITON_PTXAS", "enabled": False, "applied": False, "state": "off", "detail": ""
+    }  # fmt: skip
+
+
+def test_status_reports_what_the_hook_recorded(monkeypatch: pytest.MonkeyPatch) -> None:
+    from megacpp_env.runtime import hook
+
+    for gate in GATES.values():
+        monkeypatch.delenv(gate, raising=False)
+    monkeypatch.setenv("MEGACPP_PATCH_SMOKE_SHADOW", "1")
+    monkeypatch.setattr(hook, "STATE", {})
+    hook.record("smoke_shadow", "armed", "patches x when it is imported")
+    assert runtime.status()["smoke_shadow"] == {
+        "gate": "MEGACPP_PATCH_SMOKE_SHADOW", "enabled": True, "applied": False, "state": "armed",
+        "detail": "patches x when it is imported",
     }  # fmt: skip
 
 
@@ -192,7 +212,11 @@ def test_runtime_package_stays_light() -> None:
     code = "import sys, megacpp_env.runtime, megacpp_env.runtime.hook, megacpp_env.runtime.patches; " \
         "print(sorted(m for m in ('yaml', 'jinja2', 'packaging', 'megacpp_env.spec') if m in sys.modules))"  # fmt: skip
     proc = subprocess.run(
-        [sys.executable, "-c", code], env=_clean_env(PYTHONPATH=str(REPO_ROOT)), capture_output=True, text=True, check=True
+        [sys.executable, "-c", code],
+        env=_clean_env(PYTHONPATH=str(REPO_ROOT)),
+        capture_output=True,
+        text=True,
+        check=True,
     )
     assert proc.stdout.strip() == "[]"
 
@@ -293,7 +317,9 @@ def test_purelib_is_where_install_writes() -> None:
 
 
 def test_status_command(venv: Path, fake_torch: Path) -> None:
-    env = _clean_env(PYTHONPATH=os.pathsep.join([str(REPO_ROOT), str(fake_torch)]), MEGACPP_PATCH_DYNAMO_CAPTURE_SCALAR="1")
+    env = _clean_env(
+        PYTHONPATH=os.pathsep.join([str(REPO_ROOT), str(fake_torch)]), MEGACPP_PATCH_DYNAMO_CAPTURE_SCALAR="1"
+    )
     proc = subprocess.run(
         [str(venv), "-m", "megacpp_env.runtime", "status"], env=env, capture_output=True, text=True, check=True
     )

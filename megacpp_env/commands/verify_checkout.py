@@ -12,7 +12,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from megacpp_env.commands._common import add_json, load
+from megacpp_env.commands._common import add_json, load, load_optional
 
 if TYPE_CHECKING:
     from megacpp_env.spec.model import Source
@@ -31,16 +31,17 @@ def _expected_source(args: argparse.Namespace) -> Source | None:
     if args.expect:
         return find_source(load(args), args.expect)
     prov = read_provenance(args.path)
-    if prov is None or not Path(args.spec).is_file():
-        return None
-    spec = load(args)
-    return spec.sources.get(prov.source)
+    spec = load_optional(args) if prov is not None else None
+    return spec.sources.get(prov.source) if spec and prov else None
 
 
 def run(args: argparse.Namespace) -> int:
     from megacpp_env.checkout import verify_checkout
+    from megacpp_env.errors import VerificationError
     from megacpp_env.ui import print_json
 
+    if not args.path.exists():
+        raise VerificationError(f"{args.path} does not exist: there is no checkout to verify")
     result = verify_checkout(args.path, _expected_source(args))
     if args.json:
         print_json(result.to_dict())

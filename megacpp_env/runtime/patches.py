@@ -36,9 +36,7 @@ SHADOW_MANIFEST = "shadow.toml"
 
 
 def ptxas_candidates() -> list[str]:
-    out = [
-        f"{os.environ[var]}/bin/ptxas" for var in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(var)
-    ]
+    out = [f"{os.environ[var]}/bin/ptxas" for var in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(var)]
     out.append("/usr/local/cuda/bin/ptxas")
     on_path = shutil.which("ptxas")
     if on_path:

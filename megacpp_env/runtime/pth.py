@@ -23,7 +23,7 @@ def pth_text() -> str:
     gates = tuple(sorted(gate for gate, _desc in PATCHES.values()))
     return (
         "import os; any(os.environ.get(g, '').strip().lower() in "
-        f"{TRUTHY!r} for g in {gates!r}) and exec(\"{_ON_PATH}\")\n"
+        f'{TRUTHY!r} for g in {gates!r}) and exec("{_ON_PATH}")\n'
     )
 
 
