@@ -5,7 +5,8 @@
 uv is always run with ``--no-config`` (no user/system ``uv.toml`` changes a lock) and
 ``--no-python-downloads`` (cross-resolution needs no interpreter of the target version). The
 environment variables ``UV_DEFAULT_INDEX`` and ``UV_CACHE_DIR`` still apply: tests point the default
-index at a local PEP 503 index with them.
+index at a local PEP 503 index with them. A uv run that takes longer than ``timeout()`` seconds
+(default 900, env ``MEGACPP_ENV_UV_TIMEOUT``) is killed and reported as a ToolError.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ log = logging.getLogger("megacpp_env.uv")
 
 PYPI_SIMPLE = "https://pypi.org/simple"
 MANYLINUX = "manylinux_2_28"  # the glibc floor of every image (Ubuntu 24.04: 2.39, Debian forky: 2.41)
+TIMEOUT_ENV = "MEGACPP_ENV_UV_TIMEOUT"
+DEFAULT_TIMEOUT_S = 900.0
 COMMANDS: list[tuple[str, ...]] = []  # every argv run, in order (read by tests and --verbose)
 _LOCK = threading.Lock()
 
@@ -48,15 +51,38 @@ def uv_executable() -> str:
     return exe
 
 
+def timeout() -> float:
+    """Seconds one uv run may take: ``$MEGACPP_ENV_UV_TIMEOUT`` or 900."""
+    raw = os.environ.get(TIMEOUT_ENV, "").strip()
+    if not raw:
+        return DEFAULT_TIMEOUT_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = 0.0
+    if value <= 0:
+        raise ToolError(f"{TIMEOUT_ENV}={raw!r}: expected a positive number of seconds")
+    return value
+
+
 def run_uv(args: Sequence[str], *, cwd: Path | None = None, env: Mapping[str, str] | None = None) -> UvRun:
-    """Run ``uv ARGS``; raise ToolError with uv's own error lines when it fails."""
+    """Run ``uv ARGS``; raise ToolError with uv's own error lines when it fails, cannot start or
+    runs longer than ``timeout()``."""
     argv = (uv_executable(), *args)
     with _LOCK:
         COMMANDS.append(tuple(argv))
     log.debug("uv: %s", " ".join(argv[1:]))
     full_env = {**os.environ, "UV_PYTHON_DOWNLOADS": "never", "NO_COLOR": "1", **(env or {})}
+    limit = timeout()
     start = time.monotonic()
-    proc = subprocess.run(argv, cwd=cwd, env=full_env, capture_output=True, text=True, check=False)
+    try:
+        proc = subprocess.run(argv, cwd=cwd, env=full_env, capture_output=True, text=True, check=False, timeout=limit)
+    except subprocess.TimeoutExpired:
+        raise ToolError(
+            f"uv {' '.join(args[:2])} did not finish in {limit:g}s and was killed (raise {TIMEOUT_ENV})"
+        ) from None
+    except OSError as exc:
+        raise ToolError(f"cannot run {argv[0]}: {exc.strerror or exc}") from None
     seconds = time.monotonic() - start
     if proc.returncode != 0:
         raise ToolError(f"uv {' '.join(args[:2])} failed:\n{_error_lines(proc.stderr)}")

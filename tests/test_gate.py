@@ -204,3 +204,13 @@ def test_markdown_shape(repo, capsys):
 def test_gate_help_documents_exit_codes(capsys):
     assert main(["gate", "--help"]) == 0
     assert "exit codes: 0 pass" in capsys.readouterr().out
+
+
+def test_explicit_ack_file_must_exist(repo, capsys):
+    missing = repo / "locks" / "ACKS-typo.toml"
+    rc, out, err = gate(capsys, repo, "--ack", str(missing))
+    assert (rc, out) == (1, "")
+    assert err == f"megacpp-env gate: error: {missing}: --ack: acknowledgement file does not exist\n"
+    given = repo / "acks.toml"
+    given.write_text("")
+    assert gate(capsys, repo, "--ack", str(given))[0] == 0  # an explicit, empty file is fine

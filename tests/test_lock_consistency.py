@@ -56,3 +56,22 @@ def test_align_tries_the_newest_resolution_first():
     locks = fixture_locks()
     report = consistency.compare(Group(name="g", members=(ARM, X86), allowed=frozenset()), locks)
     assert reference_order(report, locks) == [X86, ARM]  # vllm 0.32.0 leads, not the 0.2.5 fallback
+
+
+def test_check_locks_reads_committed_locks_and_prefers_fresh_ones(tmp_path):
+    import shutil
+
+    from tests.fixtures.index import write_lock_spec
+
+    path = write_lock_spec(tmp_path / "repo", "http://127.0.0.1:9/simple")
+    (tmp_path / "repo" / "locks").mkdir()
+    shutil.copy(DATA / "pylock.aarch64.toml", tmp_path / "repo" / "locks" / "pylock.gpu.linux-arm64.toml")
+    shutil.copy(DATA / "pylock.x86_64.toml", tmp_path / "repo" / "locks" / "pylock.cpu.linux-amd64.toml")
+    from megacpp_env.spec import load_spec
+
+    spec = load_spec(path)
+    [report] = consistency.check_locks(spec)  # smoke has no lock: only the aligned group is compared
+    assert report.group.name == "aligned gpu+cpu" and "vllm" in {d.package for d in report.failing}
+    same = read_pylock(DATA / "pylock.x86_64.toml")
+    [report] = consistency.check_locks(spec, {("gpu", "linux/arm64"): same})
+    assert report.failing == ()

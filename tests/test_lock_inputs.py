@@ -6,10 +6,11 @@ import tomllib
 from pathlib import Path
 
 from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from megacpp_env.layout import TOOL_REQUIREMENTS
 from megacpp_env.lock.inputs import lock_inputs, lock_requirements
-from megacpp_env.spec import load_spec
+from megacpp_env.spec import load_spec, load_spec_text
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -22,23 +23,24 @@ def test_tool_requirements_match_pyproject_minus_uv():
 def test_inputs_of_the_real_spec():
     spec = load_spec(ROOT / "stack.yaml")
     smoke = lock_inputs(spec, spec.targets["smoke"], "linux/arm64")
-    assert smoke.requirements == (
+    assert smoke.requirements == (  # sorted by canonical name: stack.yaml order does not matter
         "attrs>=24.2",
-        "six>=1.16",
         "idna>=3.7",
-        "setuptools>=69",
-        "wheel",
-        "uv==0.13.9",
         "jinja2>=3.1.4",
-        "pyyaml>=6.0.1",
         "packaging>=24.2",
+        "pyyaml>=6.0.1",
+        "setuptools>=69",
+        "six>=1.16",
+        "uv==0.13.9",
+        "wheel",
     )
     assert smoke.needed_indexes() == ()
     gb10 = lock_inputs(spec, spec.targets["gb10"], "linux/arm64")
     assert [i.name for i in gb10.needed_indexes()] == ["pytorch-nightly-cu132"]
     assert gb10.prerelease_packages() == ("pytorch-triton", "torch", "torchvision")
     reqs = lock_requirements(spec.targets["gb10"])
-    assert len(reqs) == len(set(reqs)) and "packaging>=24.2" in reqs and reqs[-3:] == TOOL_REQUIREMENTS
+    assert len(reqs) == len(set(reqs)) and set(TOOL_REQUIREMENTS) <= set(reqs)
+    assert list(reqs) == sorted(reqs, key=lambda r: (canonicalize_name(Requirement(r).name), r))
 
 
 def test_hash_is_stable_and_sensitive():
@@ -58,3 +60,19 @@ def test_committed_smoke_lock_records_current_inputs():
     tool = data["tool"]["megacpp-env"]
     assert tool["inputs-hash"] == lock_inputs(spec, spec.targets["smoke"], "linux/amd64").digest()
     assert tool["uv-version"] == "0.13.9"
+
+
+def test_requirement_order_does_not_change_the_hash():
+    path = ROOT / "stack.yaml"
+    text = path.read_text()
+    line = "    requirements: [attrs>=24.2, six>=1.16, idna>=3.7]\n"
+    assert text.count(line) == 1
+    reordered = load_spec_text(text.replace(line, "    requirements: [idna>=3.7, six>=1.16, attrs>=24.2]\n"), path)
+    spec = load_spec(path)
+    for platform in ("linux/amd64", "linux/arm64"):
+        a = lock_inputs(spec, spec.targets["smoke"], platform)
+        b = lock_inputs(reordered, reordered.targets["smoke"], platform)
+        assert a.requirements == b.requirements and a.digest() == b.digest()
+    from dataclasses import replace
+
+    assert replace(a, requirements=a.requirements[::-1]).digest() == a.digest()  # built by hand, too

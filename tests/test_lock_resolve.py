@@ -182,3 +182,34 @@ def test_existing_lock_of_an_unreachable_index_is_checked_offline(uv_offline_env
     spec.write_text(spec.read_text().replace("fastpath, numpy]", "fastpath]"))
     rc, out, _ = run(capsys, "lock", "--check", "gpu", "--spec", str(spec))
     assert rc == 1 and "stale: gpu linux/arm64: locks/pylock.gpu.linux-arm64.toml: requirements removed: numpy" in out
+
+
+def _fake_uv(tmp_path, body):
+    exe = tmp_path / "fake-uv"
+    exe.write_text(body)
+    exe.chmod(0o755)
+    return exe
+
+
+def test_a_stuck_uv_is_killed_after_the_timeout(tmp_path, monkeypatch):
+    from megacpp_env.errors import ToolError
+
+    monkeypatch.setenv("MEGACPP_ENV_UV", str(_fake_uv(tmp_path, "#!/bin/sh\nexec sleep 30\n")))
+    monkeypatch.setenv("MEGACPP_ENV_UV_TIMEOUT", "0.5")
+    with pytest.raises(ToolError) as exc:
+        uv.run_uv(["pip", "compile", "pyproject.toml"])
+    assert str(exc.value) == "uv pip compile did not finish in 0.5s and was killed (raise MEGACPP_ENV_UV_TIMEOUT)"
+    monkeypatch.setenv("MEGACPP_ENV_UV_TIMEOUT", "soon")
+    with pytest.raises(ToolError, match="MEGACPP_ENV_UV_TIMEOUT='soon': expected a positive number of seconds"):
+        uv.run_uv(["--version"])
+    monkeypatch.delenv("MEGACPP_ENV_UV_TIMEOUT")
+    assert uv.timeout() == 900
+
+
+def test_a_uv_that_cannot_start_is_a_tool_error(tmp_path, monkeypatch):
+    from megacpp_env.errors import ToolError
+
+    exe = _fake_uv(tmp_path, "\x7fELF not really\n")  # executable bit, no valid format: exec fails
+    monkeypatch.setenv("MEGACPP_ENV_UV", str(exe))
+    with pytest.raises(ToolError, match=f"cannot run {exe}: Exec format error"):
+        uv.run_uv(["--version"])

@@ -110,3 +110,30 @@ def test_refuses_non_http_urls(tmp_path):
     )
     with pytest.raises(VerificationError, match="not an http"):
         mirror_lock(lock, tmp_path)
+
+
+def test_unreachable_artifact_is_a_one_line_error(private_indexes, tmp_path, capsys):
+    pypi, nightly = private_indexes
+    spec = write_lock_spec(tmp_path / "repo", nightly.url)
+    assert main(["lock", "smoke", "--platform", "linux/amd64", "--spec", str(spec)]) == 0
+    capsys.readouterr()
+    files_url = pypi.url.removesuffix("/simple")
+    pypi.stop()
+    nightly.stop()
+    rc = main(["mirror", "smoke", "--to", str(tmp_path / "m"), "--platform", "linux/amd64", "--spec", str(spec)])
+    err = capsys.readouterr().err
+    assert rc == 1
+    assert err.startswith(f"megacpp-env mirror: error: cannot download {files_url}/")
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_download_errors_name_the_url(local_indexes, tmp_path):
+    from megacpp_env.lock.mirror import DownloadError
+
+    missing = local_indexes.pypi.url.removesuffix("/simple") + "/files/nothere-1.0-py3-none-any.whl"
+    with pytest.raises(DownloadError, match=f"^cannot download {missing}: HTTP 404 File not found$"):
+        fetch(tmp_path / "m", Artifact(kind="wheel", url=missing, sha256="1" * 64))
+    closed = "http://127.0.0.1:9/x-1-py3-none-any.whl"
+    with pytest.raises(DownloadError, match=f"^cannot download {closed}: "):
+        fetch(tmp_path / "m", Artifact(kind="wheel", url=closed, sha256="1" * 64))
+    assert not any((tmp_path / "m" / "sha256").iterdir())

@@ -7,12 +7,12 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
+from megacpp_env.commands._common import add_json
+
 if TYPE_CHECKING:
     from megacpp_env.lock.consistency import GroupReport
     from megacpp_env.lock.diff import LockDiff
     from megacpp_env.lock.gate import Verdict
-    from megacpp_env.lock.pylock import Lock
-    from megacpp_env.spec.model import Spec
 
 MARKER = "<!-- megacpp-env-lock-gate -->"
 EPILOG = """\
@@ -26,7 +26,7 @@ ack file entries: [[ack]] package = "torch", change = "upgraded", reason = "..."
   optional target / platform / version.
 
 exit codes: 0 pass (no violations, or all acknowledged); 1 unacknowledged violations, an unknown
-  ref, or a malformed ack file; 2 usage.
+  ref, a malformed ack file or an --ack FILE that does not exist; 2 usage.
 """
 
 
@@ -35,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("--base", required=True, metavar="GITREF", help="the ref to compare against (origin/main)")
     parser.add_argument("--format", choices=("text", "markdown", "json"), default="text")
-    parser.add_argument("--json", action="store_true", help="same as --format json")
+    add_json(parser)
     parser.add_argument("--ack", metavar="FILE", help="acknowledgement file (default: locks/ACKNOWLEDGED.toml)")
 
 
@@ -43,6 +43,7 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from megacpp_env.lock import gate
+    from megacpp_env.lock.consistency import check_locks
     from megacpp_env.lock.gitlocks import lock_pairs
     from megacpp_env.spec import load_spec
 
@@ -53,26 +54,14 @@ def run(args: argparse.Namespace) -> int:
     violations = [
         v for p, d in zip(pairs, diffs, strict=True) for v in gate.diff_violations(d, new_lock=p.base is None)
     ]
-    reports = _head_consistency(spec)
+    reports = check_locks(spec)
     violations += gate.divergence_violations(reports)
     ack_file = Path(args.ack) if args.ack else gate.ack_path(root)
-    verdict = gate.apply_acks(violations, gate.load_acks(ack_file))
+    verdict = gate.apply_acks(violations, gate.load_acks(ack_file, required=bool(args.ack)))
     fmt = "json" if args.json else args.format
     new = {p.title for p in pairs if p.base is None}
     sys.stdout.write(_render(fmt, args.base, commit, diffs, new, reports, verdict, ack_file.name))
     return 0 if verdict.passed else 1
-
-
-def _head_consistency(spec: Spec) -> list[GroupReport]:
-    from megacpp_env import layout
-    from megacpp_env.lock import consistency
-    from megacpp_env.lock.pylock import read_pylock
-
-    def load(key: tuple[str, str]) -> Lock | None:
-        path = layout.lock_path(spec.root, *key)
-        return read_pylock(path) if path.exists() else None
-
-    return consistency.check(spec, load)
 
 
 def _verdict_line(verdict: Verdict, ack_name: str, markdown: bool) -> str:

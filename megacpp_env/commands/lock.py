@@ -7,6 +7,8 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
+from megacpp_env.commands._common import add_json
+
 if TYPE_CHECKING:
     from megacpp_env.lock.consistency import GroupReport
     from megacpp_env.lock.pylock import Lock
@@ -27,16 +29,44 @@ files: locks/pylock.<target>.<os-arch>.toml (PEP 751) and locks/<target>.<os-arc
   "unlocked: index NAME (URL) unreachable here" until its lock is committed.
 
 exit codes: 0 ok; 1 a lock is missing/stale/unlocked, locks diverge (lock), or a uv/spec error;
-  lock diff: 0 always when both files are readable (it explains; `gate` enforces); 2 usage.
+  lock diff: 0 always when both files are readable (it explains; `gate` enforces), 1 when one is not;
+  2 usage (a missing OLD/NEW, two modes at once, --format without diff).
 """
+
+FORMATS = ("text", "markdown", "json")
+MODES = (("--check", "check"), ("--export-requirements", "export_requirements"), ("--align", "align"))
+LOCK_ONLY = (
+    *MODES,
+    ("--platform", "platform"),
+    ("--allow-unlocked", "allow_unlocked"),
+    ("--try-unreachable", "try_unreachable"),
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.epilog = EPILOG
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.add_argument("names", nargs="*", metavar="TARGET", help="targets (default: all); or: diff OLD NEW")
+    _add_options(parser)
+    parser.add_argument("--format", choices=FORMATS, help="lock diff only: output format (default: text)")
+    # REMAINDER: argparse cannot parse options that follow a variable list of positionals, nor a
+    # sub-verb next to TARGET...; run() parses what follows the first TARGET (or `diff`) itself.
+    parser.add_argument(
+        "names", nargs=argparse.REMAINDER, metavar="TARGET", help="targets (default: all); or: diff OLD NEW"
+    )
+
+
+def _add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--platform", action="append", metavar="P", help="only this platform (repeatable)")
-    parser.add_argument("--check", action="store_true", help="verify locks offline against the spec")
+    modes = parser.add_mutually_exclusive_group()
+    modes.add_argument("--check", action="store_true", help="verify locks offline against the spec")
+    modes.add_argument(
+        "--export-requirements",
+        action="store_true",
+        help="only re-write the requirements exports from the existing locks (offline)",
+    )
+    modes.add_argument(
+        "--align", action="store_true", help="re-resolve diverging locks constrained by their group's first lock"
+    )
     parser.add_argument(
         "--allow-unlocked",
         action="store_true",
@@ -44,24 +74,64 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "targets whose index is unreachable here and that have no lock yet",
     )
     parser.add_argument(
-        "--export-requirements",
-        action="store_true",
-        help="only re-write the requirements exports from the existing locks (offline)",
-    )
-    parser.add_argument(
-        "--align", action="store_true", help="re-resolve diverging locks constrained by their group's first lock"
-    )
-    parser.add_argument(
         "--try-unreachable",
         action="store_true",
         help="resolve targets even if their index is marked reachable_here: false",
     )
-    parser.add_argument("--json", action="store_true", help="machine-readable output")
-    parser.add_argument("--format", choices=("text", "markdown", "json"), default=None, help="lock diff output")
+    add_json(parser)
+
+
+def _targets_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="megacpp-env lock", epilog=EPILOG)
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.add_argument("--spec", metavar="PATH", help=argparse.SUPPRESS)
+    _add_options(parser)
+    parser.add_argument("names", nargs="*", metavar="TARGET", help="targets (default: all)")
+    return parser
+
+
+def _diff_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="megacpp-env lock diff", description="explain the changes between two locks (PEP 751 or requirements)"
+    )
+    parser.add_argument("--spec", metavar="PATH", help=argparse.SUPPRESS)
+    parser.add_argument("old", metavar="OLD", help="the old lock")
+    parser.add_argument("new", metavar="NEW", help="the new lock")
+    parser.add_argument("--format", choices=FORMATS, help="output format (default: text)")
+    add_json(parser)
+    return parser
+
+
+def _finish_parsing(args: argparse.Namespace) -> bool:
+    """Parse the arguments REMAINDER left in ``args.names`` into ``args``; True for ``lock diff``.
+    Usage errors raise SystemExit(2) through argparse."""
+    rest = list(args.names)
+    del args.names
+    if rest[:1] == ["diff"]:
+        parser = _diff_parser()
+        given = [flag for flag, dest in LOCK_ONLY if getattr(args, dest)]
+        if given:
+            parser.error(f"{', '.join(given)}: not an option of lock diff")
+        parser.parse_intermixed_args(rest[1:], namespace=args)
+        return True
+    parser = _targets_parser()
+    parser.parse_intermixed_args(rest, namespace=args)
+    if args.format:
+        parser.error("--format: an option of lock diff only (megacpp-env lock diff OLD NEW --format F)")
+    modes = [flag for flag, dest in MODES if getattr(args, dest)]
+    if len(modes) > 1:
+        parser.error(f"{' and '.join(modes)} are mutually exclusive")
+    return False
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.names[:1] == ["diff"]:
+    from megacpp_env.errors import EXIT_USAGE
+
+    try:
+        is_diff = _finish_parsing(args)
+    except SystemExit as exc:  # argparse printed the usage error (exit 2) or the help (exit 0)
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    if is_diff:
         return _diff(args)
     from megacpp_env.spec import load_spec
 
@@ -77,24 +147,22 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _diff(args: argparse.Namespace) -> int:
-    from megacpp_env.errors import SpecError
     from megacpp_env.lock import diff
 
-    if len(args.names) != 3:
-        raise SpecError("usage: megacpp-env lock diff OLD NEW [--format text|markdown|json]")
     fmt = "json" if args.json else (args.format or "text")
-    old, new = diff.read_any(args.names[1]), diff.read_any(args.names[2])
-    result = diff.diff_locks(old, new, title=f"{args.names[1]} -> {args.names[2]}")
+    old, new = diff.read_any(args.old), diff.read_any(args.new)
+    result = diff.diff_locks(old, new, title=f"{args.old} -> {args.new}")
     sys.stdout.write(diff.render([result], fmt))
     return 0
 
 
 def _check(spec: Spec, jobs: list[LockJob], args: argparse.Namespace) -> int:
+    from megacpp_env.lock.consistency import check_locks
     from megacpp_env.lock.state import UNLOCKED, check_job
 
     states = [check_job(job, spec.root) for job in jobs]
     keys = {j.key for j in jobs}
-    reports = [r for r in _consistency(spec, None) if keys & set(r.group.members)]
+    reports = [r for r in check_locks(spec) if keys & set(r.group.members)]
     failing = [s for s in states if not s.ok and not (args.allow_unlocked and s.state == UNLOCKED)]
     if args.json:
         from megacpp_env.ui import print_json
@@ -125,20 +193,6 @@ def _report_dict(r: GroupReport) -> dict[str, Any]:
     }
 
 
-def _consistency(spec: Spec, fresh: dict[tuple[str, str], Lock] | None) -> list[GroupReport]:
-    from megacpp_env import layout
-    from megacpp_env.lock import consistency
-    from megacpp_env.lock.pylock import read_pylock
-
-    def load(key: tuple[str, str]) -> Lock | None:
-        if fresh and key in fresh:
-            return fresh[key]
-        path = layout.lock_path(spec.root, *key)
-        return read_pylock(path) if path.exists() else None
-
-    return consistency.check(spec, load)
-
-
 def _export(spec: Spec, jobs: list[LockJob]) -> int:
     from megacpp_env.lock.state import export_only, rel
 
@@ -154,6 +208,7 @@ def _export(spec: Spec, jobs: list[LockJob]) -> int:
 
 
 def _lock(spec: Spec, jobs: list[LockJob], args: argparse.Namespace) -> int:
+    from megacpp_env.lock.consistency import check_locks
     from megacpp_env.lock.state import unreachable_text
 
     runnable = [j for j in jobs if args.try_unreachable or not j.unreachable]
@@ -161,7 +216,7 @@ def _lock(spec: Spec, jobs: list[LockJob], args: argparse.Namespace) -> int:
     results = _resolve(runnable, None)
     fresh = {j.key: r.lock for j, r in zip(runnable, results, strict=True)}
     keys = {j.key for j in jobs}
-    reports = [r for r in _consistency(spec, fresh) if keys & set(r.group.members)]
+    reports = [r for r in check_locks(spec, fresh) if keys & set(r.group.members)]
     notes = _uv_version_notes(runnable)
     if args.align and any(r.failing for r in reports):
         results, reports, align_notes = _realign(spec, runnable, results, reports)
@@ -203,6 +258,7 @@ def _realign(
 ) -> tuple[list[Resolved], list[GroupReport], list[str]]:
     """Re-resolve diverging groups constrained to one member (see megacpp_env.lock.align)."""
     from megacpp_env.lock.align import align_group
+    from megacpp_env.lock.consistency import check_locks
 
     fresh = {j.key: r.lock for j, r in zip(jobs, results, strict=True)}
     inputs = {j.key: j.inputs for j in jobs}
@@ -214,7 +270,7 @@ def _realign(
         notes += aligned.notes
     results = [redone.get(j.key, r) for j, r in zip(jobs, results, strict=True)]
     fresh = {j.key: r.lock for j, r in zip(jobs, results, strict=True)}
-    return results, _consistency(spec, fresh), notes
+    return results, check_locks(spec, fresh), notes
 
 
 def _with_disk_locks(

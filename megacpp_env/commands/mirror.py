@@ -7,6 +7,8 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
+from megacpp_env.commands._common import add_json
+
 if TYPE_CHECKING:
     from pathlib import Path
 
@@ -16,8 +18,8 @@ layout: DIR/sha256/<hex> (content-addressed), DIR/files/<original filename> (har
   -r locks/<target>.<os-arch>.requirements.txt),
   DIR/mirror.json (manifest). Re-running fetches only what is missing.
 
-exit codes: 0 every artifact mirrored and verified; 1 a lock is missing or a download fails or does
-  not match its sha256; 2 usage.
+exit codes: 0 every artifact mirrored and verified; 1 a lock is missing, --platform names a platform
+  the target does not have, or a download fails or does not match its sha256; 2 usage.
 """
 
 
@@ -27,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("target", help="the target whose lock(s) to mirror")
     parser.add_argument("--platform", action="append", metavar="P", help="only this platform (repeatable)")
     parser.add_argument("--to", required=True, metavar="DIR", help="mirror directory (created if missing)")
-    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    add_json(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -37,10 +39,11 @@ def run(args: argparse.Namespace) -> int:
     from megacpp_env.ui import print_json
 
     spec = load_spec(args.spec)
-    target = spec.target(args.target)
+    from megacpp_env.lock.state import jobs_for
+
     root = Path(args.to)
-    platforms = [p for p in target.platforms if not args.platform or p in args.platform]
-    rows = [_mirror_one(spec.root, target.name, platform, root) for platform in platforms]
+    jobs = jobs_for(spec, [args.target], args.platform)  # a platform the target lacks is an error
+    rows = [_mirror_one(spec.root, *job.key, root) for job in jobs]
     if args.json:
         print_json({"mirror": str(root), "locks": rows})
     else:

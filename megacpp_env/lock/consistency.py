@@ -14,7 +14,8 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
-from megacpp_env.lock.pylock import Lock
+from megacpp_env import layout
+from megacpp_env.lock.pylock import Lock, read_pylock
 from megacpp_env.spec.model import Spec
 
 Key = tuple[str, str]  # (target, platform)
@@ -129,6 +130,19 @@ def check(spec: Spec, load: Callable[[Key], Lock | None]) -> list[GroupReport]:
         if len(locks) > 1:
             reports.append(compare(group, locks))
     return reports
+
+
+def check_locks(spec: Spec, fresh: Mapping[Key, Lock] | None = None) -> list[GroupReport]:
+    """``check`` over the committed locks of ``spec.root``, with ``fresh`` (just resolved) taking
+    precedence over the files on disk."""
+
+    def load(key: Key) -> Lock | None:
+        if fresh and key in fresh:
+            return fresh[key]
+        path = layout.lock_path(spec.root, *key)
+        return read_pylock(path) if path.exists() else None
+
+    return check(spec, load)
 
 
 def align_constraints(reference: Lock, allowed: frozenset[str]) -> dict[str, str]:

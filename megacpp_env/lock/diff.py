@@ -9,14 +9,15 @@ hashes-changed (same version, different artifact hashes), index-changed, commit-
 from __future__ import annotations
 
 import json
+import tomllib
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from megacpp_env.lock.pylock import Lock, LockedPackage, read_pylock_text
+from megacpp_env.lock.pylock import Lock, LockedPackage, LockFormatError, read_pylock_text
 from megacpp_env.lock.reqtxt import read_requirements_text
 
 ADDED, REMOVED, UPGRADED, DOWNGRADED = "added", "removed", "upgraded", "downgraded"
@@ -28,15 +29,21 @@ KINDS = (ADDED, REMOVED, UPGRADED, DOWNGRADED, HASHES, INDEX, COMMIT, MARKER)
 class PackageChange:
     name: str
     kinds: tuple[str, ...]
+    marker: str = ""  # set when the lock has several entries of this name (one per marker)
     old: str = ""  # version (or commit for VCS)
     new: str = ""
     level: str = ""  # for upgraded/downgraded
     direct: bool = False
     details: tuple[str, ...] = ()
 
+    @property
+    def label(self) -> str:
+        return f"{self.name} ; {self.marker}" if self.marker else self.name
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,
+            "marker": self.marker,
             "kinds": list(self.kinds),
             "old": self.old,
             "new": self.new,
@@ -71,15 +78,25 @@ class LockDiff:
 
 
 def read_any_text(text: str, path: str) -> Lock:
-    """PEP 751 if it parses as one, else pip-compile requirements."""
-    head = text.lstrip()
-    if head.startswith(("lock-version", "[[packages]]", "created-by")) or "\n[[packages]]" in text:
+    """PEP 751 when the text is TOML with ``lock-version`` (or ``[[packages]]``), else pip-compile
+    requirements (a requirements file is rarely valid TOML, and never one with those keys)."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        data = {}
+    if "lock-version" in data or "packages" in data:
         return read_pylock_text(text, path=path)
     return read_requirements_text(text, path=path)
 
 
 def read_any(path: str | Path) -> Lock:
-    return read_any_text(Path(path).read_text(encoding="utf-8"), str(path))
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise LockFormatError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise LockFormatError(f"{path}: not a text file (not UTF-8)") from None
+    return read_any_text(text, str(path))
 
 
 def _version(text: str) -> Version | None:
@@ -159,18 +176,24 @@ def _label(p: LockedPackage) -> str:
     return p.version or (p.vcs.commit[:12] if p.vcs else "")
 
 
+def _one_side(key: tuple[str, str], pkg: LockedPackage, kind: str) -> PackageChange:
+    old, new = (_label(pkg), "") if kind == REMOVED else ("", _label(pkg))
+    return PackageChange(name=key[0], marker=key[1], kinds=(kind,), old=old, new=new, direct=pkg.direct)
+
+
 def diff_locks(old: Lock, new: Lock, *, title: str = "") -> LockDiff:
-    o, n = old.by_name(), new.by_name()
+    o, n = old.by_key(), new.by_key()
     changes: list[PackageChange] = []
-    for name in sorted(o.keys() | n.keys()):
-        if name not in n:
-            changes.append(PackageChange(name=name, kinds=(REMOVED,), old=_label(o[name]), direct=o[name].direct))
-        elif name not in o:
-            changes.append(PackageChange(name=name, kinds=(ADDED,), new=_label(n[name]), direct=n[name].direct))
-        elif change := _same_name_changes(o[name], n[name]):
-            changes.append(change)
-    changes.sort(key=lambda c: (not c.direct, c.name))
-    unchanged = len(o.keys() & n.keys()) - sum(1 for c in changes if c.name in o and c.name in n)
+    for key in sorted(o.keys() | n.keys()):
+        if key not in n:
+            changes.append(_one_side(key, o[key], REMOVED))
+        elif key not in o:
+            changes.append(_one_side(key, n[key], ADDED))
+        elif change := _same_name_changes(o[key], n[key]):
+            changes.append(replace(change, marker=key[1]))
+    changes.sort(key=lambda c: (not c.direct, c.name, c.marker))
+    both = o.keys() & n.keys()
+    unchanged = len(both) - sum(1 for c in changes if (c.name, c.marker) in both)
     return LockDiff(title=title, changes=tuple(changes), unchanged=unchanged, old_path=old.path, new_path=new.path)
 
 
@@ -194,7 +217,7 @@ def render_text(diffs: Sequence[LockDiff], verdict: str = "", extra: Sequence[st
         for c in d.changes:
             versions = f"{c.old or '-'} -> {c.new or '-'}"
             tail = f"  [{'; '.join(c.details)}]" if c.details else ""
-            out.append(f"  {'*' if c.direct else ' '} {c.name:<32} {change_text(c):<28} {versions}{tail}")
+            out.append(f"  {'*' if c.direct else ' '} {c.label:<32} {change_text(c):<28} {versions}{tail}")
         out += [f"  note: {note}" for note in d.notes]
     out += [line for line in extra if line or out]
     if verdict:
@@ -214,7 +237,7 @@ def render_markdown(diffs: Sequence[LockDiff], verdict: str = "", extra: Sequenc
             out += ["| package | direct | change | old | new | details |", "|---|---|---|---|---|---|"]
             for c in d.changes:
                 cells = [
-                    f"`{c.name}`",
+                    f"`{c.label}`",
                     "yes" if c.direct else "",
                     change_text(c),
                     c.old or "-",

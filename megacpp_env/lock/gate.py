@@ -88,12 +88,17 @@ class Ack:
         return {k: getattr(self, k) for k in ("package", "change", "reason", "target", "platform", "version")}
 
 
-def load_acks(path: Path) -> list[Ack]:
-    """Read the acknowledgement file; a missing file means no acknowledgements."""
+def load_acks(path: Path, *, required: bool = False) -> list[Ack]:
+    """Read the acknowledgement file; a missing file means no acknowledgements unless ``required``
+    (a path the user named explicitly must exist)."""
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
+        if required:
+            raise SpecError("acknowledgement file does not exist", file=str(path), key="--ack") from None
         return []
+    except OSError as exc:
+        raise SpecError(f"cannot read the acknowledgement file: {exc.strerror or exc}", file=str(path)) from None
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(f"not valid TOML: {exc}", file=str(path)) from None
     entries = data.get("ack", [])
@@ -141,6 +146,8 @@ def diff_violations(d: LockDiff, *, new_lock: bool = False) -> list[Violation]:
     out = []
     for c in d.changes:
         detail = "; ".join(c.details) or f"{c.old or '-'} -> {c.new or '-'}"
+        if c.marker:
+            detail = f"entry for {c.marker}: {detail}"
         for kind in c.kinds:
             if kind in RULES:
                 out.append(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +20,8 @@ from packaging.utils import canonicalize_name
 from megacpp_env.layout import TOOL_REQUIREMENTS
 from megacpp_env.spec.model import Index, Spec, Target, canonical_hash
 
-INPUTS_VERSION = 1  # bump when the meaning of the inputs changes: every lock becomes stale
+INPUTS_VERSION = 2  # bump when the meaning of the inputs changes: every lock becomes stale
+# 2: requirements are sorted canonically (their order in stack.yaml does not decide a resolution)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -27,7 +29,7 @@ class LockInputs:
     target: str
     platform: str
     python: str
-    requirements: tuple[str, ...]  # deduplicated, in first-seen order
+    requirements: tuple[str, ...]  # deduplicated, sorted canonically (see lock_requirements)
     indexes: tuple[Index, ...]  # every explicit index of the spec, by name
 
     @property
@@ -56,7 +58,7 @@ class LockInputs:
             "target": self.target,
             "platform": self.platform,
             "python": self.python,
-            "requirements": list(self.requirements),
+            "requirements": list(canonical_order(self.requirements)),
             "indexes": [_index_dict(i) for i in self.indexes],
         }
 
@@ -86,11 +88,15 @@ def parse_requirement(req: str) -> tuple[str, str]:
 
 
 def lock_requirements(target: Target) -> tuple[str, ...]:
-    """target + sources requirements, the pinned uv, the tool's own runtime deps; deduplicated."""
-    seen: dict[str, None] = {}
-    for req in (*target.all_requirements(), f"uv=={target.toolchain.uv}", *TOOL_REQUIREMENTS):
-        seen.setdefault(parse_requirement(req)[0], None)
-    return tuple(seen)
+    """target + sources requirements, the pinned uv, the tool's own runtime deps; deduplicated and
+    sorted by canonical name, then by the normalised string: reordering stack.yaml changes no lock."""
+    return canonical_order((*target.all_requirements(), f"uv=={target.toolchain.uv}", *TOOL_REQUIREMENTS))
+
+
+def canonical_order(requirements: Iterable[str]) -> tuple[str, ...]:
+    """Normalised, deduplicated, sorted by (canonical name, normalised string)."""
+    parsed = {parse_requirement(r) for r in requirements}
+    return tuple(text for text, _name in sorted(parsed, key=lambda r: (r[1], r[0])))
 
 
 def lock_inputs(spec: Spec, target: Target, platform: str) -> LockInputs:

@@ -13,10 +13,12 @@ store is not fetched again. PyTorch prunes nightlies after ~60 days: a mirrored 
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import shutil
 import tempfile
+import urllib.error
 import urllib.request
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -57,12 +59,23 @@ def links_dir(root: Path) -> Path:
     return root / "files"
 
 
+class DownloadError(VerificationError):
+    """An artifact of the lock cannot be downloaded (unreachable, HTTP error, timeout)."""
+
+
 def _download(url: str, dest: Path) -> None:
     if not url.startswith(("https://", "http://", "file://")):
         raise VerificationError(f"refusing to download {url!r}: not an http(s) or file URL")
-    with urllib.request.urlopen(url, timeout=TIMEOUT_S) as resp, open(dest, "wb") as fh:  # noqa: S310 (checked above)
-        while chunk := resp.read(CHUNK):
-            fh.write(chunk)
+    try:
+        with urllib.request.urlopen(url, timeout=TIMEOUT_S) as resp, open(dest, "wb") as fh:  # noqa: S310 (checked above)
+            while chunk := resp.read(CHUNK):
+                fh.write(chunk)
+    except urllib.error.HTTPError as exc:
+        raise DownloadError(f"cannot download {url}: HTTP {exc.code} {exc.reason}") from None
+    except urllib.error.URLError as exc:
+        raise DownloadError(f"cannot download {url}: {exc.reason}") from None
+    except (OSError, http.client.HTTPException) as exc:  # timeouts, resets, truncated responses
+        raise DownloadError(f"cannot download {url}: {exc or type(exc).__name__}") from None
 
 
 def fetch(root: Path, artifact: Artifact) -> bool:

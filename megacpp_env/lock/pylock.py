@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import tomllib
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -85,7 +86,13 @@ class Lock:
     path: str = ""  # where it was read from (for messages)
 
     def by_name(self) -> dict[str, LockedPackage]:
+        """Entries by name (of a name split by markers, the last entry); ``by_key`` keeps them all."""
         return {p.name: p for p in self.packages}
+
+    def by_key(self) -> dict[tuple[str, str], LockedPackage]:
+        """Entries by (name, ""), or by (name, marker) where the lock has one entry per marker of a name."""
+        counts = Counter(p.name for p in self.packages)
+        return {(p.name, p.marker if counts[p.name] > 1 else ""): p for p in self.packages}
 
     @property
     def inputs_hash(self) -> str:

@@ -11,11 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from megacpp_env import layout
+from megacpp_env.errors import SpecError
 from megacpp_env.fsutil import atomic_write_text
 from megacpp_env.lock.inputs import LockInputs, lock_inputs
 from megacpp_env.lock.pylock import Lock, LockFormatError, read_pylock
 from megacpp_env.lock.resolve import lock_command, render_outputs
-from megacpp_env.spec.model import Index, Spec
+from megacpp_env.spec.model import Index, Spec, Target
 
 OK, MISSING, STALE, UNLOCKED, EXPORT_STALE = "ok", "missing", "stale", "unlocked", "export-stale"
 
@@ -58,10 +59,14 @@ class LockState:
 
 
 def jobs_for(spec: Spec, targets: list[str] | None = None, platforms: list[str] | None = None) -> list[LockJob]:
-    """One job per selected target and platform, in spec order."""
+    """One job per selected target and platform, in spec order.
+
+    A platform none of the selected targets has, or one that a target named in ``targets`` lacks, is
+    a SpecError naming the platforms there are: a typo must not select nothing and pass."""
+    chosen = [spec.target(name) for name in targets or list(spec.targets)]
+    _check_platforms(chosen, platforms or [], named=bool(targets))
     out = []
-    for name in targets or list(spec.targets):
-        target = spec.target(name)
+    for target in chosen:
         for platform in target.platforms:
             if platforms and platform not in platforms:
                 continue
@@ -70,12 +75,28 @@ def jobs_for(spec: Spec, targets: list[str] | None = None, platforms: list[str] 
             out.append(
                 LockJob(
                     inputs=inputs,
-                    lock_path=layout.lock_path(spec.root, name, platform),
-                    export_path=layout.requirements_export_path(spec.root, name, platform),
+                    lock_path=layout.lock_path(spec.root, target.name, platform),
+                    export_path=layout.requirements_export_path(spec.root, target.name, platform),
                     unreachable=unreachable,
                 )
             )
     return out
+
+
+def _check_platforms(chosen: list[Target], platforms: list[str], *, named: bool) -> None:
+    for platform in platforms:
+        lacking = [t for t in chosen if platform not in t.platforms]
+        if named and lacking:
+            t = lacking[0]
+            raise SpecError(
+                f"target {t.name} has no platform {platform} (its platforms: {', '.join(t.platforms)})",
+                key="--platform",
+            )
+        if len(lacking) == len(chosen):
+            known = sorted({p for t in chosen for p in t.platforms})
+            raise SpecError(
+                f"no target has platform {platform} (the spec's platforms: {', '.join(known)})", key="--platform"
+            )
 
 
 def unreachable_text(indexes: tuple[Index, ...]) -> str:

@@ -1,0 +1,87 @@
+"""`lock` argument parsing: modes, sub-verb, platform selection (no uv, no network: every case fails
+before a resolution would start)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from megacpp_env import uv
+from megacpp_env.cli import main
+
+SPEC = str(Path(__file__).resolve().parent.parent / "stack.yaml")
+
+
+def run(capsys, *argv):
+    rc = main([*argv, "--spec", SPEC])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--check", "--align"], "argument --align: not allowed with argument --check"),
+        (["--check", "--export-requirements"], "argument --export-requirements: not allowed with argument --check"),
+        (["--check", "smoke", "--align"], "--check and --align are mutually exclusive"),
+        (["--export-requirements", "smoke", "--check"], "--check and --export-requirements are mutually exclusive"),
+        (["--format", "markdown"], "--format: an option of lock diff only"),
+        (["smoke", "--format", "json"], "unrecognized arguments: --format json"),
+    ],
+)
+def test_conflicting_or_misplaced_options_are_usage_errors(argv, message, capsys):
+    uv.COMMANDS.clear()
+    rc, out, err = run(capsys, "lock", *argv)
+    assert (rc, out) == (2, "")
+    assert err.startswith("usage: megacpp-env lock ") and message in err
+    assert uv.COMMANDS == []
+
+
+def test_options_after_targets_still_apply(capsys):
+    rc, out, _ = run(capsys, "lock", "smoke", "--check", "--platform", "linux/arm64")
+    assert rc == 0
+    assert out.splitlines()[0] == "ok: smoke linux/arm64: locks/pylock.smoke.linux-arm64.toml"
+    rc, out, _ = run(capsys, "lock", "--platform", "linux/amd64", "smoke", "--check", "--json")
+    assert rc == 0
+    assert [(x["target"], x["platform"]) for x in json.loads(out)["locks"]] == [("smoke", "linux/amd64")]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["lock", "--check", "--platform", "bogus"],
+            "no target has platform bogus (the spec's platforms: linux/amd64, linux/arm64)",
+        ),
+        (
+            ["lock", "--check", "gb10", "--platform", "linux/amd64"],
+            "target gb10 has no platform linux/amd64 (its platforms: linux/arm64)",
+        ),
+        (
+            ["lock", "smoke", "gb10", "--platform", "linux/amd64"],
+            "target gb10 has no platform linux/amd64 (its platforms: linux/arm64)",
+        ),
+        (
+            ["mirror", "smoke", "--to", "unused", "--platform", "linux/riscv64"],
+            "target smoke has no platform linux/riscv64 (its platforms: linux/amd64, linux/arm64)",
+        ),
+    ],
+)
+def test_a_platform_the_selection_lacks_is_an_error(argv, message, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    uv.COMMANDS.clear()
+    rc, out, err = run(capsys, *argv)
+    assert (rc, out) == (1, "")
+    assert err == f"megacpp-env {argv[0]}: error: --platform: {message}\n"
+    assert uv.COMMANDS == [] and not (tmp_path / "unused").exists()
+
+
+def test_platform_of_some_targets_selects_those(capsys):
+    rc, out, _ = run(capsys, "lock", "--check", "--platform", "linux/arm64", "--allow-unlocked")
+    assert rc == 0
+    assert [ln.split(":")[1].strip() for ln in out.splitlines() if ln.startswith(("ok", "unlocked"))] == [
+        "gb10 linux/arm64",
+        "smoke linux/arm64",
+    ]
