@@ -1,0 +1,421 @@
+"""Plan and run ``docker build`` for one target and platform. Never prints; reports via callbacks.
+
+* ``plan_build`` turns the spec and the options into an exact command line (``--dry-run`` prints it).
+* ``preflight`` refuses stale inputs: the rendered Dockerfile (``render --check``) and the lock
+  (``lock --check``) of that target and platform.
+* ``execute`` streams the BuildKit log, reports a failed step with the last lines of its log (and the
+  package, when pip's hash check failed), then reads the snapshot baked into the image and adds its
+  digest as a label in a metadata-only step (the digest exists only after the last RUN).
+
+The default tag is ``megacpp/<target>:<content hash>``; the hash covers the rendered Dockerfile, the
+lock files of the platform, stack.yaml (source pins), the overlays the image copies, the tool's own
+source, the platform and any base-image override: the same inputs give the same tag.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.server
+import json
+import socket
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from megacpp_env import docker, layout, render
+from megacpp_env.errors import RefusedError, StaleError, ToolError
+from megacpp_env.fsutil import sha256_bytes
+from megacpp_env.spec.model import Spec, Target, canonical_hash, platform_arch
+
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+SNAPSHOT_LABEL = f"{layout.LABEL_PREFIX}.snapshot-digest"
+
+
+class BuildFailedError(ToolError):
+    """``docker build`` failed; the message names the step and shows the end of its log."""
+
+    def __init__(self, message: str, *, step: str = "", package: str = "", tail: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.step = step
+        self.package = package
+        self.tail = tail
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class BuildOptions:
+    target: str
+    platform: str = ""
+    base_image: str = ""
+    tag: str = ""
+    push: bool = False
+    builder: str = ""
+    cache_from: tuple[str, ...] = ()
+    cache_to: tuple[str, ...] = ()
+    network: str = ""
+    ca_bundle: str = ""
+    mirror: str = ""
+    no_cache: bool = False
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class BuildPlan:
+    target: str
+    platform: str
+    tag: str
+    content_hash: str
+    root: Path
+    request: docker.BuildRequest
+    argv: tuple[str, ...]
+    mirror: str = ""
+    mirror_port: int = 0
+    notes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "target": self.target,
+            "platform": self.platform,
+            "tag": self.tag,
+            "content_hash": self.content_hash,
+            "cwd": str(self.root),
+            "argv": list(self.argv),
+            "buildx": self.request.needs_buildx,
+            "notes": list(self.notes),
+        }
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class BuildResult:
+    plan: BuildPlan
+    image_id: str
+    snapshot_digest: str
+    seconds: float
+    executed: tuple[str, ...] = ()
+    cached: int = 0
+    label_seconds: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **self.plan.to_dict(),
+            "image_id": self.image_id,
+            "snapshot_digest": self.snapshot_digest,
+            "seconds": round(self.seconds, 2),
+            "label_seconds": round(self.label_seconds, 2),
+            "executed_steps": list(self.executed),
+            "cached_steps": self.cached,
+        }
+
+
+# ---- planning ----------------------------------------------------------------------------------
+
+
+def resolve_platform(target: Target, platform: str) -> str:
+    if not platform:
+        return target.platforms[0]
+    if platform not in target.platforms:
+        raise RefusedError(
+            f"target {target.name} is not built for {platform} (platforms: {', '.join(target.platforms)})"
+        )
+    return platform
+
+
+def _files_digest(root: Path, paths: list[Path]) -> list[dict[str, str]]:
+    out = []
+    for path in paths:
+        files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+        for f in files:
+            if "__pycache__" in f.parts or f.suffix == ".pyc":
+                continue
+            rel = f.relative_to(root).as_posix()
+            out.append({"path": rel, "sha256": sha256_bytes(f.read_bytes()) if f.is_file() else "missing"})
+    return out
+
+
+def context_inputs(spec: Spec, target: Target, platform: str) -> list[Path]:
+    """Every build-context path the target's Dockerfile reads for ``platform``."""
+    root = spec.root
+    paths = [
+        layout.dockerfile_path(root, target.name),
+        layout.lock_path(root, target.name, platform),
+        layout.requirements_export_path(root, target.name, platform),
+        spec.path.resolve(),
+        root / "pyproject.toml",
+        root / "README.md",
+        root / "megacpp_env",
+    ]
+    paths += [layout.overlay_dir(root, s.overlay) for s in target.sources if s.overlay]
+    if target.runtime_patches:
+        paths.append(layout.overlay_dir(root, "runtime"))
+    return paths
+
+
+def content_hash(spec: Spec, target: Target, platform: str, base_image: str = "") -> str:
+    return canonical_hash(
+        {
+            "platform": platform,
+            "base_image": base_image,
+            "pins": [{"name": s.name, "repo": s.repo, "commit": s.commit} for s in target.sources],
+            "files": _files_digest(spec.root, context_inputs(spec, target, platform)),
+        }
+    )
+
+
+def _lock_sha(spec: Spec, target: Target, platform: str) -> str:
+    path = layout.lock_path(spec.root, target.name, platform)
+    return sha256_bytes(path.read_bytes()) if path.is_file() else "missing"
+
+
+def build_labels(spec: Spec, target: Target, platform: str, digest: str, base: str) -> tuple[tuple[str, str], ...]:
+    p = layout.LABEL_PREFIX
+    return (
+        ("org.opencontainers.image.version", digest[:16]),
+        ("org.opencontainers.image.base.name", base),
+        (f"{p}.platform", platform),
+        (f"{p}.spec-sha256", spec.digest()),
+        (f"{p}.lock-sha256", _lock_sha(spec, target, platform)),
+        (f"{p}.content-sha256", digest),
+    )
+
+
+def default_network(target: Target) -> str:
+    """``host`` when a source is served on loopback (the smoke repo), else Docker's default."""
+    for src in target.sources:
+        if any(f"://{h}" in src.repo for h in LOOPBACK_HOSTS):
+            return "host"
+    return ""
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def plan_build(spec: Spec, opts: BuildOptions, *, docker_bin: str = "docker") -> BuildPlan:
+    target = spec.target(opts.target)
+    platform = resolve_platform(target, opts.platform)
+    arch = platform_arch(platform)
+    digest = content_hash(spec, target, platform, opts.base_image)
+    tag = opts.tag or f"megacpp/{target.name}:{digest[:16]}"
+    base = opts.base_image or str(target.base_image(platform))
+    build_args: list[tuple[str, str]] = []
+    if opts.base_image:
+        build_args.append((f"BASE_IMAGE_{arch.upper()}", opts.base_image))
+    network, notes, port = opts.network or default_network(target), [], 0
+    if opts.mirror:
+        port, network = free_port(), opts.network or "host"
+        build_args.append(("PIP_MIRROR_URL", f"http://127.0.0.1:{port}/"))
+        notes.append(f"serves {opts.mirror} on 127.0.0.1:{port} for the build (pip --no-index --find-links)")
+    secrets = (("ca_bundle", str(Path(opts.ca_bundle).resolve())),) if opts.ca_bundle else ()
+    request = docker.BuildRequest(
+        dockerfile=layout.dockerfile_path(spec.root, target.name).relative_to(spec.root).as_posix(),
+        context=".",
+        tag=tag,
+        platform=platform,
+        build_args=tuple(build_args),
+        labels=build_labels(spec, target, platform, digest, base),
+        secrets=secrets,
+        network=network,
+        cache_from=opts.cache_from,
+        cache_to=opts.cache_to,
+        builder=opts.builder,
+        push=opts.push,
+        no_cache=opts.no_cache,
+    )
+    if request.needs_buildx:
+        notes.append("--builder/--cache-to need `docker buildx build` (the classic `docker build` lacks them)")
+    if opts.push and not request.needs_buildx:
+        notes.append(f"then: {docker_bin} push {tag}")
+    argv = tuple(docker.build_argv(request, docker=docker_bin))
+    return BuildPlan(
+        target=target.name, platform=platform, tag=tag, content_hash=digest, root=spec.root,
+        request=request, argv=argv, mirror=opts.mirror, mirror_port=port, notes=tuple(notes),
+    )
+
+
+# ---- preflight -----------------------------------------------------------------------------------
+
+
+def preflight(spec: Spec, target: str, platform: str) -> list[str]:
+    """Reasons not to build: a stale rendered Dockerfile or a lock that is not ``ok``."""
+    problems = [
+        f"{s.relpath} is stale (run `megacpp-env render {target}` and commit it)"
+        for s in render.check(spec, [target])
+    ]
+    return problems + _lock_problems(spec, target, platform)
+
+
+def _lock_problems(spec: Spec, target: str, platform: str) -> list[str]:
+    try:
+        from megacpp_env.lock.state import check_job, jobs_for
+    except ImportError:  # the lock package is optional at import time; fall back to presence
+        return [
+            f"{p.relative_to(spec.root)} does not exist (run `megacpp-env lock {target}`)"
+            for p in (layout.lock_path(spec.root, target, platform),
+                      layout.requirements_export_path(spec.root, target, platform))
+            if not p.is_file()
+        ]
+    return [check_job(job, spec.root).line() for job in jobs_for(spec, [target], [platform])
+            if not check_job(job, spec.root).ok]
+
+
+def refuse_if_stale(spec: Spec, target: str, platform: str) -> None:
+    problems = preflight(spec, target, platform)
+    if problems:
+        raise StaleError("refusing to build: " + "; ".join(problems))
+
+
+# ---- execution -----------------------------------------------------------------------------------
+
+
+def mirror_links(directory: str) -> str:
+    """The flat find-links directory of a `megacpp-env mirror` tree (``DIR/files``), else DIR itself."""
+    try:
+        from megacpp_env.lock.mirror import links_dir
+    except ImportError:
+        return directory
+    files = links_dir(Path(directory))
+    return str(files) if files.is_dir() else directory
+
+
+@contextlib.contextmanager
+def serve_mirror(directory: str, port: int) -> Iterator[None]:
+    """Serve a local mirror directory read-only on 127.0.0.1:port for the duration of a build."""
+    if not Path(directory).is_dir():
+        raise RefusedError(f"--mirror {directory}: not a directory")
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, directory=directory, **kwargs)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            return
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Quiet)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _failure(log: docker.BuildLog, rc: int) -> BuildFailedError:
+    step = log.failed_step()
+    tail = tuple(log.failed_tail())
+    package = hash_mismatch_package(tail)
+    lines = [f"docker build failed (exit {rc})" + (f" at step {_short(step)}" if step else "")]
+    if log.error:
+        lines.append(f"error: {_short(_executor_error(log.error))}")
+    if package:
+        lines.append(f"pip hash mismatch: {package} (the lock no longer matches the artifact; re-lock or mirror)")
+    shown = tail[-docker.LOG_TAIL :] if log.tails.get(log.failed or -1) else tail[-8:]
+    lines += ["last lines of its log:", *(f"  | {t}" for t in shown)]
+    return BuildFailedError("\n".join(lines), step=step, package=package, tail=tail)
+
+
+def _short(text: str, limit: int = 160) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _executor_error(error: str) -> str:
+    """BuildKit repeats the whole RUN line in ``executor failed running [...]: exit code: N``; keep the end."""
+    head, sep, tail = error.rpartition("]: ")
+    return tail if sep and head.startswith("executor failed running [") else error
+
+
+def hash_mismatch_package(lines: tuple[str, ...] | list[str]) -> str:
+    """The ``name==version`` pip names above ``Expected sha256`` in a hash-mismatch report."""
+    import re
+
+    last = ""
+    for line in lines:
+        if m := re.match(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*==[^\s]+) from ", line):
+            last = m[1]
+        elif "Expected sha256" in line and last:
+            return last
+    return ""
+
+
+def execute(plan: BuildPlan, *, on_line: Callable[[str], None] | None = None) -> BuildResult:
+    start = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="megacpp-build-") as tmp:
+        iid = Path(tmp) / "iid"
+        request = _with_iidfile(plan.request, str(iid))
+        argv = docker.build_argv(request, docker=docker.binary())
+        with serve_mirror(mirror_links(plan.mirror), plan.mirror_port) if plan.mirror else contextlib.nullcontext():
+            rc, log = _stream_in(plan.root, argv, on_line)
+        if rc != 0:
+            raise _failure(log, rc)
+        image_id = iid.read_text().strip() if iid.is_file() else ""
+    seconds = time.monotonic() - start
+    digest, label_s = _label_snapshot(plan, on_line) if not plan.request.needs_buildx else ("", 0.0)
+    if not plan.request.needs_buildx:
+        image_id = docker.image_id(plan.tag)
+    if plan.request.push and not plan.request.needs_buildx:
+        docker.run(docker.push_argv(plan.tag, docker=docker.binary()))
+    return BuildResult(
+        plan=plan, image_id=image_id, snapshot_digest=digest, seconds=seconds,
+        executed=tuple(log.executed()), cached=len(log.cached & set(log.instruction_steps)),
+        label_seconds=label_s,
+    )
+
+
+def _with_iidfile(req: docker.BuildRequest, path: str) -> docker.BuildRequest:
+    from dataclasses import replace
+
+    return replace(req, iidfile=path) if not req.needs_buildx or not req.push else req
+
+
+def _stream_in(root: Path, argv: list[str], on_line: Callable[[str], None] | None) -> tuple[int, docker.BuildLog]:
+    return docker.stream(argv, on_line=on_line, cwd=str(root))
+
+
+def read_baked_snapshot(image: str, platform: str = "") -> dict[str, Any]:
+    proc = docker.run_in_image(image, ["cat", layout.IMAGE_SNAPSHOT], platform=platform, entrypoint="")
+    if proc.returncode != 0:
+        raise ToolError(f"{image}: cannot read {layout.IMAGE_SNAPSHOT}: {proc.stderr.strip()[-300:]}")
+    doc: dict[str, Any] = json.loads(proc.stdout)
+    return doc
+
+
+def _label_snapshot(plan: BuildPlan, on_line: Callable[[str], None] | None) -> tuple[str, float]:
+    start = time.monotonic()
+    digest = str(read_baked_snapshot(plan.tag, plan.platform).get("digest", ""))
+    if not digest:
+        raise ToolError(f"{plan.tag}: the baked snapshot has no digest")
+    argv = docker.stdin_build_argv(plan.tag, plan.platform, {SNAPSHOT_LABEL: digest}, docker=docker.binary())
+    rc, log = docker.stream(argv, on_line=on_line, stdin=f"FROM {plan.tag}\n")
+    if rc != 0:
+        raise _failure(log, rc)
+    return digest, time.monotonic() - start
+
+
+# ---- verify-image --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class VerifyReport:
+    ok: bool
+    output: str
+    stderr: str = ""
+
+
+def verify_image(image: str, *, platform: str = "", as_json: bool = False) -> VerifyReport:
+    """Take a snapshot inside ``image`` and diff it against the one baked at build time (in the image,
+    with the image's own megacpp-env, so both sides come from the same tool version)."""
+    diff = "megacpp-env diff --json" if as_json else "megacpp-env diff"
+    script = (
+        'live="$(mktemp)"; '
+        f'megacpp-env snapshot -o "$live" >/dev/null && {diff} {layout.IMAGE_SNAPSHOT} "$live"'
+    )
+    proc = docker.run_in_image(image, ["bash", "-c", script], platform=platform)
+    if proc.returncode not in (0, 1):
+        raise ToolError(f"verify-image {image}: exit {proc.returncode}: {(proc.stderr or proc.stdout).strip()[-500:]}")
+    return VerifyReport(ok=proc.returncode == 0, output=proc.stdout, stderr=proc.stderr)

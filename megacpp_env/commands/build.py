@@ -1,0 +1,79 @@
+"""`megacpp-env build TARGET`: docker build (BuildKit) of a target's rendered Dockerfile."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from typing import TYPE_CHECKING
+
+from megacpp_env.commands._common import add_json, load
+
+if TYPE_CHECKING:
+    from megacpp_env.build import BuildPlan
+    from megacpp_env.spec.model import Spec
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("target", help="target to build (see `megacpp-env targets`)")
+    parser.add_argument("--platform", default="", help="linux/amd64 or linux/arm64 (default: the target's first)")
+    parser.add_argument("--base-image", default="", metavar="REF", help="override the base image for this platform")
+    parser.add_argument("--tag", default="", help="image tag (default: megacpp/<target>:<content hash>)")
+    parser.add_argument("--push", action="store_true", help="push the tag after building")
+    parser.add_argument("--builder", default="", metavar="NAME", help="BuildKit builder (uses docker buildx)")
+    parser.add_argument("--cache-from", action="append", default=[], metavar="X", help="BuildKit cache source")
+    parser.add_argument("--cache-to", action="append", default=[], metavar="X", help="BuildKit cache export (buildx)")
+    parser.add_argument("--network", default="", metavar="MODE", help="network for RUN steps (default: host when "
+                        "a source is served on loopback, else Docker's default)")
+    parser.add_argument("--ca-bundle", default="", metavar="PATH", help="CA bundle, mounted as a BuildKit secret")
+    parser.add_argument("--mirror", default="", metavar="DIR", help="install locked artifacts from this mirror only")
+    parser.add_argument("--no-cache", action="store_true", help="ignore the layer cache (cache mounts are kept)")
+    parser.add_argument("--dry-run", action="store_true", help="print the exact command line; build nothing")
+    add_json(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    from megacpp_env import build, docker
+    from megacpp_env.errors import ToolNotFoundError
+    from megacpp_env.ui import print_json
+
+    spec = load(args)
+    opts = build.BuildOptions(
+        target=args.target, platform=args.platform, base_image=args.base_image, tag=args.tag, push=args.push,
+        builder=args.builder, cache_from=tuple(args.cache_from), cache_to=tuple(args.cache_to),
+        network=args.network, ca_bundle=args.ca_bundle, mirror=args.mirror, no_cache=args.no_cache,
+    )
+    try:
+        docker_bin = docker.binary()
+    except ToolNotFoundError:
+        if not args.dry_run:
+            raise
+        docker_bin = "docker"
+    plan = build.plan_build(spec, opts, docker_bin=docker_bin)
+    if args.dry_run:
+        return _dry_run(spec, plan, args.json)
+    build.refuse_if_stale(spec, plan.target, plan.platform)
+    result = build.execute(plan, on_line=lambda line: print(line, file=sys.stderr, flush=True))
+    if args.json:
+        print_json(result.to_dict())
+    else:
+        print(f"built {result.plan.tag} ({result.plan.platform}) in {result.seconds:.1f}s; "
+              f"snapshot {result.snapshot_digest or 'not read'}")
+    return 0
+
+
+def _dry_run(spec: Spec, plan: BuildPlan, as_json: bool) -> int:
+    from megacpp_env import build
+    from megacpp_env.ui import print_json
+
+    problems = build.preflight(spec, plan.target, plan.platform)
+    if as_json:
+        print_json({**plan.to_dict(), "would_refuse": problems})
+        return 0
+    print(f"# cd {shlex.quote(str(plan.root))}")
+    print(shlex.join(plan.argv))
+    for note in plan.notes:
+        print(f"# {note}")
+    for problem in problems:
+        print(f"# a real build would refuse: {problem}")
+    return 0

@@ -1,0 +1,223 @@
+"""Render ``images/<target>/Dockerfile`` from the spec and the one template set; check freshness.
+
+Rendering reads only the typed ``Spec`` (never YAML) and the templates. The output is deterministic:
+the same spec and templates give the same bytes. The header records the command and the sha256 of
+the inputs (the target's resolved view and the template files). Never prints, never exits.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from megacpp_env import layout
+from megacpp_env.fsutil import atomic_write_bytes, sha256_bytes
+from megacpp_env.spec.model import Source, Spec, Target, canonical_hash, platform_arch
+from megacpp_env.templating import TemplateValueError, render_template
+
+TEMPLATE = "Dockerfile.j2"
+CUDA_HOME = "/usr/local/cuda"
+_ARCH_SENTINEL = "ARCHSENTINEL"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RenderedFile:
+    """One rendered file: its path relative to the spec root and its exact bytes."""
+
+    relpath: str
+    content: bytes
+
+    def path(self, root: Path) -> Path:
+        return root / self.relpath
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Staleness:
+    """A committed file that differs from what rendering gives now (``diff`` is a unified diff)."""
+
+    relpath: str
+    diff: str
+
+
+def templates_digest(templates: Path) -> str:
+    """sha256 over every template file (path and bytes), in sorted order."""
+    parts = []
+    for path in sorted(p for p in templates.rglob("*") if p.is_file()):
+        parts.append({"path": path.relative_to(templates).as_posix(), "sha256": sha256_bytes(path.read_bytes())})
+    return canonical_hash(parts)
+
+
+def inputs_digest(spec: Spec, target: Target, templates: Path) -> str:
+    """sha256 of everything a target's Dockerfile is rendered from."""
+    indexes = [i.to_dict() for i in _explicit_indexes(spec, target)]
+    return canonical_hash(
+        {
+            "target": target.to_dict(),
+            "sources": [s.to_dict() for s in target.sources],
+            "indexes": indexes,
+            "templates": templates_digest(templates),
+        }
+    )
+
+
+def _explicit_indexes(spec: Spec, target: Target) -> list[Any]:
+    seen: dict[str, Any] = {}
+    for req in target.all_requirements():
+        index = spec.index_for(_req_name(req))
+        if index is not None and index.explicit:
+            seen.setdefault(index.name, index)
+    return [seen[k] for k in sorted(seen)]
+
+
+def _req_name(requirement: str) -> str:
+    from packaging.requirements import Requirement
+
+    return Requirement(requirement).name
+
+
+def _split_on_arch(path: Path, root: Path) -> dict[str, str]:
+    rel = path.relative_to(root).as_posix()
+    prefix, _, suffix = rel.partition(_ARCH_SENTINEL)
+    return {"prefix": prefix, "suffix": suffix, "name_prefix": prefix.rpartition("/")[2]}
+
+
+def _sanity_args(src: Source) -> list[str]:
+    args: list[str] = []
+    for name in src.sanity.imports:
+        args += ["--import", name]
+    for stmt in src.sanity.statements:
+        args += ["--statement", stmt]
+    for model in src.sanity.vllm_models:
+        args += ["--vllm-model", model]
+    return args
+
+
+def _source_view(src: Source) -> dict[str, Any]:
+    return {
+        "name": src.name,
+        "commit": src.commit,
+        "ref": src.ref,
+        "dest": layout.image_checkout_dir(src.name),
+        "dist": src.dist_dir_name,
+        "overlay": src.overlay,
+        "install": src.install,
+        "pre_build": list(src.pre_build),
+        "build_env": sorted(src.build_env.items()),
+        "sanity_args": _sanity_args(src),
+    }
+
+
+def _build_env(target: Target) -> list[tuple[str, str]]:
+    env = dict(target.build_env)
+    if target.gpu is not None:
+        env.setdefault("TORCH_CUDA_ARCH_LIST", target.gpu.torch_cuda_arch_list)
+    return sorted(env.items())
+
+
+def _labels(target: Target, inputs: str) -> list[tuple[str, str]]:
+    return [
+        ("org.opencontainers.image.title", f"megacpp/{target.name}"),
+        ("org.opencontainers.image.description", target.description),
+        (f"{layout.LABEL_PREFIX}.target", target.name),
+        (f"{layout.LABEL_PREFIX}.toolchain", target.toolchain.name),
+        (f"{layout.LABEL_PREFIX}.inputs-sha256", inputs),
+        (f"{layout.LABEL_PREFIX}.snapshot-path", layout.IMAGE_SNAPSHOT),
+    ]
+
+
+def _apt_packages(target: Target) -> list[str]:
+    return sorted(set(target.toolchain.apt_packages))
+
+
+def view(spec: Spec, target: Target, templates: Path) -> dict[str, Any]:
+    """The template context for one target: plain data derived from the spec, nothing else."""
+    tc = target.toolchain
+    root = spec.root
+    sentinel = f"linux/{_ARCH_SENTINEL}"
+    inputs = inputs_digest(spec, target, templates)
+    python_bin = f"python{tc.python}"
+    return {
+        "dockerfile": layout.dockerfile_path(root, target.name).relative_to(root).as_posix(),
+        "command": f"megacpp-env render {target.name}",
+        "inputs_sha256": inputs,
+        "target": target.name,
+        "description": target.description,
+        "bases": [{"arch": platform_arch(p), "ref": str(target.base_image(p))} for p in target.platforms],
+        "apt_options": list(tc.apt_options),
+        "apt_repositories": list(tc.apt_repositories),
+        "apt_packages": _apt_packages(target),
+        "gcc": tc.gcc,
+        "python": tc.python,
+        "python_bin": python_bin,
+        "uv": tc.uv,
+        "cuda": target.uses_cuda,
+        "cuda_version": target.toolchain.cuda,
+        "cuda_home": CUDA_HOME,
+        "torch_cuda_arch_list": target.gpu.torch_cuda_arch_list if target.gpu else "",
+        "venv": layout.IMAGE_VENV,
+        "venv_python": f"{layout.IMAGE_VENV}/bin/python",
+        "venv_pip": f"{layout.IMAGE_VENV}/bin/pip",
+        "site_packages": f"{layout.IMAGE_VENV}/lib/{python_bin}/site-packages",
+        "home": layout.IMAGE_HOME,
+        "image_spec": layout.IMAGE_SPEC,
+        "snapshot": layout.IMAGE_SNAPSHOT,
+        "lock_export": _split_on_arch(layout.requirements_export_path(root, target.name, sentinel), root),
+        "lock_pylock": _split_on_arch(layout.lock_path(root, target.name, sentinel), root),
+        "extra_index_urls": [i.url for i in _explicit_indexes(spec, target)],
+        "build_env": _build_env(target),
+        "max_jobs": target.build.max_jobs,
+        "nvcc_threads": target.build.nvcc_threads,
+        "mem_per_job_gib": max(1, target.build.mem_per_job_gib),
+        "sources": [_source_view(s) for s in target.sources],
+        "runtime_patches": list(target.runtime_patches),
+        "runtime_env": sorted(target.runtime_env.items()),
+        "labels": _labels(target, inputs),
+    }
+
+
+def render_target(spec: Spec, name: str, *, templates: Path | None = None) -> tuple[RenderedFile, ...]:
+    """Every file ``images/<name>/`` holds, rendered in memory."""
+    target = spec.target(name)
+    tpl = templates or layout.templates_dir(spec.root)
+    try:
+        text = render_template(tpl, TEMPLATE, view(spec, target, tpl))
+    except TemplateValueError as exc:
+        raise TemplateValueError(f"target {name}: {exc}") from exc
+    relpath = layout.dockerfile_path(spec.root, name).relative_to(spec.root).as_posix()
+    return (RenderedFile(relpath=relpath, content=text.encode("utf-8")),)
+
+
+def render_all(spec: Spec, names: Iterable[str] = ()) -> tuple[RenderedFile, ...]:
+    chosen = list(names) or sorted(spec.targets)
+    return tuple(f for name in chosen for f in render_target(spec, name))
+
+
+def write(root: Path, files: Iterable[RenderedFile]) -> list[str]:
+    """Write rendered files atomically; returns the relpaths that changed."""
+    return [f.relpath for f in files if atomic_write_bytes(f.path(root), f.content)]
+
+
+def staleness(root: Path, files: Iterable[RenderedFile]) -> list[Staleness]:
+    """Rendered files whose committed copy differs, each with a unified diff (committed -> rendered)."""
+    out = []
+    for f in files:
+        path = f.path(root)
+        old = path.read_bytes() if path.is_file() else b""
+        if old == f.content:
+            continue
+        diff = difflib.unified_diff(
+            old.decode("utf-8", "replace").splitlines(keepends=True),
+            f.content.decode("utf-8").splitlines(keepends=True),
+            fromfile=f"a/{f.relpath}" if old else "/dev/null",
+            tofile=f"b/{f.relpath}",
+        )
+        out.append(Staleness(relpath=f.relpath, diff="".join(diff)))
+    return out
+
+
+def check(spec: Spec, names: Iterable[str] = ()) -> list[Staleness]:
+    """``render --check``: the stale files among the chosen targets (empty list: all fresh)."""
+    return staleness(spec.root, render_all(spec, names))

@@ -1,0 +1,237 @@
+"""build: exact command lines (dry run), content-addressed tags, refusal of stale inputs, log parsing.
+
+No daemon needed here; tests/test_build_docker.py builds and runs the smoke image for real.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+from pathlib import Path
+
+import pytest
+
+from megacpp_env import build, docker, layout
+from megacpp_env.commands import build as build_cmd
+from megacpp_env.errors import RefusedError, StaleError
+from megacpp_env.spec import load_spec
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def spec():
+    return load_spec(REPO_ROOT / "stack.yaml")
+
+
+def _args(target, **kw):
+    base = {
+        "spec": str(REPO_ROOT / "stack.yaml"), "target": target, "platform": "", "base_image": "", "tag": "",
+        "push": False, "builder": "", "cache_from": [], "cache_to": [], "network": "", "ca_bundle": "",
+        "mirror": "", "dry_run": True, "no_cache": False, "json": False,
+    }
+    base.update(kw)
+    return argparse.Namespace(**base)
+
+
+def _dry_run(capsys, target, **kw):
+    assert build_cmd.run(_args(target, **kw)) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"# cd {REPO_ROOT}"
+    return shlex.split(out[1]), out[2:]
+
+
+def _labels(argv):
+    return dict(argv[i + 1].split("=", 1) for i, a in enumerate(argv) if a == "--label")
+
+
+@pytest.mark.parametrize(("target", "platform", "base"), [
+    ("gb10", "linux/arm64", "nvidia/cuda:13.2.0-cudnn-devel-ubuntu24.04"),
+    ("cloud", "linux/amd64", "nvidia/cuda:13.2.0-cudnn-devel-ubuntu24.04"),
+])
+def test_dry_run_prints_the_full_buildkit_command(capsys, spec, target, platform, base):
+    argv, notes = _dry_run(capsys, target)
+    digest = build.content_hash(spec, spec.target(target), platform)
+    assert Path(argv[0]).name == "docker"
+    assert argv[1:10] == ["build", "--progress=plain", "--platform", platform, "-f", f"images/{target}/Dockerfile",
+                          "-t", f"megacpp/{target}:{digest[:16]}", "--label"]
+    assert argv[-1] == "."
+    assert "--network" not in argv  # the CUDA targets fetch from the internet: Docker's default network
+    assert _labels(argv) == {
+        "org.opencontainers.image.version": digest[:16],
+        "org.opencontainers.image.base.name": base,
+        "io.megacpp.env.platform": platform,
+        "io.megacpp.env.spec-sha256": spec.digest(),
+        "io.megacpp.env.lock-sha256": "missing",
+        "io.megacpp.env.content-sha256": digest,
+    }
+    assert notes == [f"# a real build would refuse: unlocked: {target} {platform}: index pytorch-nightly-cu132 "
+                     f"(https://download.pytorch.org/whl/nightly/cu132) unreachable here; lock it where it is "
+                     f"reachable and commit locks/pylock.{target}.{platform.replace('/', '-')}.toml"]
+
+
+def test_dry_run_secrets_cache_and_buildx(capsys, tmp_path):
+    ca = tmp_path / "corp-ca.pem"
+    ca.write_text("not a real certificate\n")
+    argv, notes = _dry_run(capsys, "cloud", ca_bundle=str(ca), builder="remote-bk",
+                           cache_from=["type=registry,ref=cache/cloud"], cache_to=["type=registry,ref=cache/cloud,mode=max"],
+                           push=True, base_image="nvidia/cuda:13.2.1-cudnn-devel-ubuntu24.04")
+    assert argv[1:3] == ["buildx", "build"]
+    joined = shlex.join(argv)
+    assert f"--secret id=ca_bundle,src={ca}" in joined
+    assert "--builder remote-bk" in joined
+    assert "--cache-from type=registry,ref=cache/cloud --cache-to type=registry,ref=cache/cloud,mode=max --push ." in joined
+    assert "--build-arg BASE_IMAGE_AMD64=nvidia/cuda:13.2.1-cudnn-devel-ubuntu24.04" in joined
+    assert "--load" not in argv and "not a real certificate" not in joined
+    assert notes[0] == "# --builder/--cache-to need `docker buildx build` (the classic `docker build` lacks them)"
+
+
+def test_classic_build_push_and_load(spec):
+    plan = build.plan_build(spec, build.BuildOptions(target="gb10", push=True, cache_from=("reg/x:cache",)))
+    assert plan.argv[1] == "build" and "--cache-from" in plan.argv
+    assert plan.notes == (f"then: docker push {plan.tag}",)
+    plan = build.plan_build(spec, build.BuildOptions(target="gb10", builder="bk"))
+    assert plan.argv[-2:] == ("--load", ".")
+
+
+def test_smoke_uses_host_network_for_its_loopback_source_and_mirror_is_served(spec, tmp_path):
+    plan = build.plan_build(spec, build.BuildOptions(target="smoke", platform="linux/arm64"))
+    assert plan.argv[plan.argv.index("--network"):plan.argv.index("--network") + 2] == ("--network", "host")
+    assert plan.argv[plan.argv.index("--platform") + 1] == "linux/arm64"
+    assert _labels(plan.argv)["org.opencontainers.image.base.name"] == "megacpp-base/debian-forky:arm64"
+    plan = build.plan_build(spec, build.BuildOptions(target="gb10", mirror=str(tmp_path)))
+    assert f"PIP_MIRROR_URL=http://127.0.0.1:{plan.mirror_port}/" in plan.argv
+    assert "host" in plan.argv
+
+
+def test_platform_not_in_target_is_refused(spec):
+    with pytest.raises(RefusedError, match=r"target gb10 is not built for linux/amd64 \(platforms: linux/arm64\)"):
+        build.plan_build(spec, build.BuildOptions(target="gb10", platform="linux/amd64"))
+
+
+def test_tag_is_content_addressed(repo_copy):
+    spec = load_spec(repo_copy / "stack.yaml")
+    smoke = spec.target("smoke")
+    h = build.content_hash(spec, smoke, "linux/amd64")
+    assert h == build.content_hash(spec, smoke, "linux/amd64")
+    assert h != build.content_hash(spec, smoke, "linux/arm64")
+    assert h != build.content_hash(spec, smoke, "linux/amd64", "other/base:1")
+    overlay_file = next(p for p in (repo_copy / "overlays" / "smoke-ext" / "files").rglob("*.py"))
+    overlay_file.write_text(overlay_file.read_text() + "# touched\n")
+    h2 = build.content_hash(spec, smoke, "linux/amd64")
+    assert h2 != h
+    (repo_copy / "locks" / "smoke.linux-amd64.requirements.txt").write_text("# touched\n")
+    assert build.content_hash(spec, smoke, "linux/amd64") != h2
+
+
+def test_preflight_refuses_stale_render_and_lock(repo_copy):
+    spec = load_spec(repo_copy / "stack.yaml")
+    assert build.preflight(spec, "smoke", "linux/amd64") == []
+    dockerfile = layout.dockerfile_path(repo_copy, "smoke")
+    dockerfile.write_text(dockerfile.read_text() + "# edited by hand\n")
+    layout.requirements_export_path(repo_copy, "smoke", "linux/amd64").unlink()
+    problems = build.preflight(spec, "smoke", "linux/amd64")
+    assert problems[0] == "images/smoke/Dockerfile is stale (run `megacpp-env render smoke` and commit it)"
+    assert problems[1].startswith("export-stale: smoke linux/amd64: locks/smoke.linux-amd64.requirements.txt does not exist")
+    with pytest.raises(StaleError, match=r"^refusing to build: images/smoke/Dockerfile is stale"):
+        build.refuse_if_stale(spec, "smoke", "linux/amd64")
+
+
+def test_dry_run_json(capsys):
+    assert build_cmd.run(_args("smoke", json=True)) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["target"] == "smoke" and doc["platform"] == "linux/amd64" and doc["buildx"] is False
+    assert doc["argv"][-1] == "." and doc["would_refuse"] == []
+
+
+# ---- log parsing (a real BuildKit --progress=plain transcript, shortened) --------------------------
+
+TRANSCRIPT = """\
+#5 [toolchain 1/2] RUN --mount=type=secret,id=ca_bundle     apt-get update
+#5 sha256:d4ef35b3715a86f61c70737f8c8e1b86b194bc99439794722e4556a5a5cfaf83
+#5 CACHED
+
+#9 [lock 2/2] RUN --mount=type=secret,id=ca_bundle     --mount=type=cache,target=/root/.cache/pip,id=megacpp-pip     /opt/venv/bin/pip install --require-hashes --no-deps -r /opt/megacpp-env/locks/smoke.linux-amd64.requirements.txt
+#9 sha256:7eee7cd70d661a3e5642bcd655a8ddfc6cc4d843179021a740aa0feb7123a52b
+#9 0.951 Collecting attrs==26.1.0 (from -r /opt/megacpp-env/locks/smoke.linux-amd64.requirements.txt (line 5))
+#9 1.020 ERROR: THESE PACKAGES DO NOT MATCH THE HASHES FROM THE REQUIREMENTS FILE. If you have updated the package versions, please update the hashes. Otherwise, examine the package contents carefully; someone may have tampered with them.
+#9 1.020     attrs==26.1.0 from https://files.pythonhosted.org/packages/aa/bb/attrs-26.1.0-py3-none-any.whl#sha256=c647aa4a12dfbad9333ca4e71fe62ddc36f4e63b2d260a37a8b83d2f043ac309:
+#9 1.020         Expected sha256 0000000000000000000000000000000000000000000000000000000000000000
+#9 1.020              Got        c647aa4a12dfbad9333ca4e71fe62ddc36f4e63b2d260a37a8b83d2f043ac309
+#9 1.021
+#9 ERROR: executor failed running [/bin/bash -euo pipefail -c /opt/venv/bin/pip install --require-hashes]: exit code: 1
+------
+ > [lock 2/2] RUN ...:
+------
+"""
+
+
+def test_build_log_names_the_failed_step_and_the_package():
+    log = docker.BuildLog()
+    for line in TRANSCRIPT.splitlines():
+        log.feed(line)
+    assert log.cached == {5}
+    assert log.failed == 9
+    assert log.failed_step().startswith("[lock 2/2] RUN --mount=type=secret,id=ca_bundle")
+    assert log.executed() == [log.steps[9]]
+    err = build._failure(log, 1)
+    assert err.package == "attrs==26.1.0"
+    text = str(err).splitlines()
+    assert text[0].startswith("docker build failed (exit 1) at step [lock 2/2] RUN --mount=type=secret,id=ca_bundle")
+    assert text[1] == "error: exit code: 1"
+    assert text[2] == "pip hash mismatch: attrs==26.1.0 (the lock no longer matches the artifact; re-lock or mirror)"
+    assert text[-3].endswith("Expected sha256 " + "0" * 64)
+
+
+def test_build_argv_classic_vs_buildx():
+    req = docker.BuildRequest(dockerfile="images/x/Dockerfile", context=".", tag="t:1", platform="linux/amd64",
+                              secrets=(("ca_bundle", "/ca.pem"),), network="host", iidfile="/tmp/iid")
+    assert docker.build_argv(req) == [
+        "docker", "build", "--progress=plain", "--platform", "linux/amd64", "-f", "images/x/Dockerfile", "-t", "t:1",
+        "--network", "host", "--secret", "id=ca_bundle,src=/ca.pem", "--iidfile", "/tmp/iid", ".",
+    ]
+    assert docker.stdin_build_argv("t:1", "linux/arm64", {"a": "b"}) == [
+        "docker", "build", "--progress=plain", "--platform", "linux/arm64", "-t", "t:1", "--label", "a=b", "-",
+    ]
+
+
+def test_docker_binary_prefers_usr_bin(monkeypatch):
+    monkeypatch.delenv(docker.ENV_BINARY, raising=False)
+    if Path(docker.PREFERRED).exists():
+        assert docker.binary() == docker.PREFERRED
+    monkeypatch.setenv(docker.ENV_BINARY, "/opt/other/docker")
+    assert docker.binary() == "/opt/other/docker"
+    assert docker.environ()["DOCKER_BUILDKIT"] == "1"
+
+
+def test_every_target_and_platform_gets_its_own_base_platform_and_lock(spec):
+    """One Dockerfile per target serves each of its platforms; the per-arch parts come from the spec."""
+    for name, target in spec.targets.items():
+        text = layout.dockerfile_path(spec.root, name).read_text()
+        for platform in target.platforms:
+            arch = platform.split("/")[1]
+            plan = build.plan_build(spec, build.BuildOptions(target=name, platform=platform))
+            assert plan.argv[plan.argv.index("--platform") + 1] == platform
+            labels = _labels(plan.argv)
+            assert labels["org.opencontainers.image.base.name"] == str(target.base_image(platform))
+            assert labels["io.megacpp.env.platform"] == platform
+            assert f"ARG BASE_IMAGE_{arch.upper()}={target.base_image(platform)}\n" in text
+            assert f"FROM ${{BASE_IMAGE_{arch.upper()}}} AS base-{arch}\n" in text
+            over = build.plan_build(spec, build.BuildOptions(target=name, platform=platform, base_image="b/x:1"))
+            assert f"BASE_IMAGE_{arch.upper()}=b/x:1" in over.argv
+        if target.gpu:
+            assert f'TORCH_CUDA_ARCH_LIST="{target.gpu.torch_cuda_arch_list}"' in text
+
+
+def test_cli_parses_build_render_and_verify_image(capsys, monkeypatch):
+    from megacpp_env.cli import main
+
+    monkeypatch.chdir(REPO_ROOT)
+    assert main(["build", "cloud", "--dry-run", "--cache-from", "a", "--cache-from", "b", "--network", "none"]) == 0
+    out = capsys.readouterr().out
+    assert "--network none" in out and "--cache-from a --cache-from b" in out
+    assert main(["render", "--check"]) == 0
+    assert main(["build", "gb10", "--platform", "linux/amd64", "--dry-run"]) == 1
+    assert "not built for linux/amd64" in capsys.readouterr().err
+    assert main(["verify-image"]) == 2

