@@ -23,10 +23,10 @@ fi
 bash scripts/smoke-source.sh --serve
 # The runtime patches are also tested on real torch when a CPU wheel for this Python is at hand
 # (this machine kind keeps one in /opt/wheels); installed into a private dir, never into site-packages.
-torch_wheel="$(ls /opt/wheels/torch-*+cpu-cp3"$(python3 -c 'import sys; print(sys.version_info[1])')"-*.whl 2>/dev/null | head -n 1 || true)"
+torch_wheel="$(find /opt/wheels -maxdepth 1 -name "torch-*+cpu-cp3$(python3 -c "import sys; print(sys.version_info[1])")-*.whl" 2>/dev/null | head -n 1 || true)"
 if [ -z "${MEGACPP_TEST_TORCH_PATH:-}" ] && [ -n "$torch_wheel" ]; then
   export MEGACPP_TEST_TORCH_PATH="${TMPDIR:-/tmp}/megacpp-test-torch"
-  [ -d "$MEGACPP_TEST_TORCH_PATH/torch" ] || python3 -m pip install -q --no-deps --target "$MEGACPP_TEST_TORCH_PATH" "$torch_wheel"
+  [ -d "$MEGACPP_TEST_TORCH_PATH/torch" ] || python3 -m pip install -q --target "$MEGACPP_TEST_TORCH_PATH" "$torch_wheel"
 fi
 log "set-up took $((SECONDS - start)) s; running pytest"
 
