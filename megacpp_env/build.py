@@ -232,8 +232,16 @@ def plan_build(spec: Spec, opts: BuildOptions, *, docker_bin: str = "docker") ->
         notes.append(f"then: {docker_bin} push {tag}")
     argv = tuple(docker.build_argv(request, docker=docker_bin))
     return BuildPlan(
-        target=target.name, platform=platform, tag=tag, content_hash=digest, root=spec.root,
-        request=request, argv=argv, mirror=opts.mirror, mirror_port=port, notes=tuple(notes),
+        target=target.name,
+        platform=platform,
+        tag=tag,
+        content_hash=digest,
+        root=spec.root,
+        request=request,
+        argv=argv,
+        mirror=opts.mirror,
+        mirror_port=port,
+        notes=tuple(notes),
     )
 
 
@@ -243,8 +251,7 @@ def plan_build(spec: Spec, opts: BuildOptions, *, docker_bin: str = "docker") ->
 def preflight(spec: Spec, target: str, platform: str) -> list[str]:
     """Reasons not to build: a stale rendered Dockerfile or a lock that is not ``ok``."""
     problems = [
-        f"{s.relpath} is stale (run `megacpp-env render {target}` and commit it)"
-        for s in render.check(spec, [target])
+        f"{s.relpath} is stale (run `megacpp-env render {target}` and commit it)" for s in render.check(spec, [target])
     ]
     return problems + _lock_problems(spec, target, platform)
 
@@ -255,12 +262,17 @@ def _lock_problems(spec: Spec, target: str, platform: str) -> list[str]:
     except ImportError:  # the lock package is optional at import time; fall back to presence
         return [
             f"{p.relative_to(spec.root)} does not exist (run `megacpp-env lock {target}`)"
-            for p in (layout.lock_path(spec.root, target, platform),
-                      layout.requirements_export_path(spec.root, target, platform))
+            for p in (
+                layout.lock_path(spec.root, target, platform),
+                layout.requirements_export_path(spec.root, target, platform),
+            )
             if not p.is_file()
         ]
-    return [check_job(job, spec.root).line() for job in jobs_for(spec, [target], [platform])
-            if not check_job(job, spec.root).ok]
+    return [
+        check_job(job, spec.root).line()
+        for job in jobs_for(spec, [target], [platform])
+        if not check_job(job, spec.root).ok
+    ]
 
 
 def refuse_if_stale(spec: Spec, target: str, platform: str) -> None:
@@ -361,8 +373,12 @@ def execute(plan: BuildPlan, *, on_line: Callable[[str], None] | None = None) ->
     if plan.request.push and not plan.request.needs_buildx:
         docker.run(docker.push_argv(plan.tag, docker=docker.binary()))
     return BuildResult(
-        plan=plan, image_id=image_id, snapshot_digest=digest, seconds=seconds,
-        executed=tuple(log.executed()), cached=len(log.cached & set(log.instruction_steps)),
+        plan=plan,
+        image_id=image_id,
+        snapshot_digest=digest,
+        seconds=seconds,
+        executed=tuple(log.executed()),
+        cached=len(log.cached & set(log.instruction_steps)),
         label_seconds=label_s,
     )
 
@@ -411,10 +427,7 @@ def verify_image(image: str, *, platform: str = "", as_json: bool = False) -> Ve
     """Take a snapshot inside ``image`` and diff it against the one baked at build time (in the image,
     with the image's own megacpp-env, so both sides come from the same tool version)."""
     diff = "megacpp-env diff --json" if as_json else "megacpp-env diff"
-    script = (
-        'live="$(mktemp)"; '
-        f'megacpp-env snapshot -o "$live" >/dev/null && {diff} {layout.IMAGE_SNAPSHOT} "$live"'
-    )
+    script = f'live="$(mktemp)"; megacpp-env snapshot -o "$live" >/dev/null && {diff} {layout.IMAGE_SNAPSHOT} "$live"'
     proc = docker.run_in_image(image, ["bash", "-c", script], platform=platform)
     if proc.returncode not in (0, 1):
         raise ToolError(f"verify-image {image}: exit {proc.returncode}: {(proc.stderr or proc.stdout).strip()[-500:]}")

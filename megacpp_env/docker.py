@@ -197,9 +197,7 @@ def stream(
 def run(argv: Sequence[str], *, check: bool = True, timeout: float | None = None) -> subprocess.CompletedProcess[str]:
     """Run a short docker command and capture its output."""
     try:
-        proc = subprocess.run(
-            list(argv), capture_output=True, text=True, env=environ(), timeout=timeout, check=False
-        )
+        proc = subprocess.run(list(argv), capture_output=True, text=True, env=environ(), timeout=timeout, check=False)
     except FileNotFoundError as exc:
         raise ToolNotFoundError(f"{argv[0]}: not found") from exc
     if check and proc.returncode != 0:
@@ -232,8 +230,13 @@ def image_labels(ref: str) -> dict[str, str]:
 
 
 def run_in_image(
-    image: str, argv: Sequence[str], *, env: Mapping[str, str] | None = None, network: str = "none",
-    platform: str = "", entrypoint: str = "",
+    image: str,
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    network: str = "none",
+    platform: str = "",
+    entrypoint: str = "",
 ) -> subprocess.CompletedProcess[str]:
     """``docker run --rm`` one command in ``image`` (no network by default); never raises on exit status."""
     cmd = [binary(), "run", "--rm", "--network", network]

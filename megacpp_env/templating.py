@@ -74,9 +74,7 @@ def quote_text(value: object) -> Quoted:
 def _finalize(value: Any) -> Any:
     if isinstance(value, Quoted) or (isinstance(value, int) and not isinstance(value, bool)):
         return value
-    raise TemplateValueError(
-        f"unquoted value {value!r} in a template: pass it through |sh, |dq, |word or |text"
-    )
+    raise TemplateValueError(f"unquoted value {value!r} in a template: pass it through |sh, |dq, |word or |text")
 
 
 def _raise(message: str) -> None:

@@ -23,8 +23,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--builder", default="", metavar="NAME", help="BuildKit builder (uses docker buildx)")
     parser.add_argument("--cache-from", action="append", default=[], metavar="X", help="BuildKit cache source")
     parser.add_argument("--cache-to", action="append", default=[], metavar="X", help="BuildKit cache export (buildx)")
-    parser.add_argument("--network", default="", metavar="MODE", help="network for RUN steps (default: host when "
-                        "a source is served on loopback, else Docker's default)")
+    parser.add_argument(
+        "--network",
+        default="",
+        metavar="MODE",
+        help="network for RUN steps (default: host when a source is served on loopback, else Docker's default)",
+    )
     parser.add_argument("--ca-bundle", default="", metavar="PATH", help="CA bundle, mounted as a BuildKit secret")
     parser.add_argument("--mirror", default="", metavar="DIR", help="install locked artifacts from this mirror only")
     parser.add_argument("--no-cache", action="store_true", help="ignore the layer cache (cache mounts are kept)")
@@ -39,9 +43,18 @@ def run(args: argparse.Namespace) -> int:
 
     spec = load(args)
     opts = build.BuildOptions(
-        target=args.target, platform=args.platform, base_image=args.base_image, tag=args.tag, push=args.push,
-        builder=args.builder, cache_from=tuple(args.cache_from), cache_to=tuple(args.cache_to),
-        network=args.network, ca_bundle=args.ca_bundle, mirror=args.mirror, no_cache=args.no_cache,
+        target=args.target,
+        platform=args.platform,
+        base_image=args.base_image,
+        tag=args.tag,
+        push=args.push,
+        builder=args.builder,
+        cache_from=tuple(args.cache_from),
+        cache_to=tuple(args.cache_to),
+        network=args.network,
+        ca_bundle=args.ca_bundle,
+        mirror=args.mirror,
+        no_cache=args.no_cache,
     )
     try:
         docker_bin = docker.binary()
@@ -57,8 +70,10 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(result.to_dict())
     else:
-        print(f"built {result.plan.tag} ({result.plan.platform}) in {result.seconds:.1f}s; "
-              f"snapshot {result.snapshot_digest or 'not read'}")
+        print(
+            f"built {result.plan.tag} ({result.plan.platform}) in {result.seconds:.1f}s; "
+            f"snapshot {result.snapshot_digest or 'not read'}"
+        )
     return 0
 
 
