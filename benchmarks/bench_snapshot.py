@@ -57,12 +57,17 @@ def one_round(python: str, cache: Path, out: Path, env: dict[str, str], torch: b
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    default_python = str(Path(os.environ["VIRTUAL_ENV"]) / "bin" / "python") if os.environ.get("VIRTUAL_ENV") else sys.executable
+    default_python = (
+        str(Path(os.environ["VIRTUAL_ENV"]) / "bin" / "python") if os.environ.get("VIRTUAL_ENV") else sys.executable
+    )
     parser.add_argument("--python", default=default_python, help="the interpreter to inspect")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--json-out", type=Path)
     args = parser.parse_args()
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+    }
     torch, pip = has_module(args.python, "torch"), has_module(args.python, "pip")
     rounds = []
     with tempfile.TemporaryDirectory(prefix="bench-snapshot-") as tmp:
@@ -74,11 +79,18 @@ def main() -> int:
     median = {n: round(statistics.median(r[n] for r in rounds), 3) for n in names}
     integrity = doc["timing"].get("integrity", {})
     result = {
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": args.python,
-                    "cpu_model": doc["facts"]["system"].get("cpu_model"),
-                    "gpus": [g.get("name") for g in doc["facts"]["gpu"].get("devices", [])]},
-        "environment": {"distributions": len(doc["facts"]["python"]["distributions"]),
-                        "record_files": integrity.get("files"), "cache_hits_last_repeat": integrity.get("cache_hits")},
+        "machine": {
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+            "python": args.python,
+            "cpu_model": doc["facts"]["system"].get("cpu_model"),
+            "gpus": [g.get("name") for g in doc["facts"]["gpu"].get("devices", [])],
+        },
+        "environment": {
+            "distributions": len(doc["facts"]["python"]["distributions"]),
+            "record_files": integrity.get("files"),
+            "cache_hits_last_repeat": integrity.get("cache_hits"),
+        },
         "rounds": rounds,
         "last_repeat_timing": doc["timing"],
         "median_s": median,
@@ -89,10 +101,14 @@ def main() -> int:
         print(f"{n:<18}{median[n]:>10.3f}   {', '.join(f'{r[n]:.3f}' for r in rounds)}")
     if "collect_env" in median:
         ce = median["collect_env"]
-        result["checks"] = {"full_faster_than_collect_env (median)": median["snapshot_full"] < ce,
-                            "full_faster_than_collect_env (every round)": max(full) < min(r["collect_env"] for r in rounds),
-                            "repeat_under_tenth_of_collect_env (median)": median["snapshot_repeat"] < ce / 10}
-        print(f"full/collect_env = {median['snapshot_full'] / ce:.2f}, repeat/collect_env = {median['snapshot_repeat'] / ce:.3f}")
+        result["checks"] = {
+            "full_faster_than_collect_env (median)": median["snapshot_full"] < ce,
+            "full_faster_than_collect_env (every round)": max(full) < min(r["collect_env"] for r in rounds),
+            "repeat_under_tenth_of_collect_env (median)": median["snapshot_repeat"] < ce / 10,
+        }
+        print(
+            f"full/collect_env = {median['snapshot_full'] / ce:.2f}, repeat/collect_env = {median['snapshot_repeat'] / ce:.3f}"
+        )
     print(json.dumps(result, indent=2))
     if args.json_out:
         args.json_out.write_text(json.dumps(result, indent=2) + "\n")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 from megacpp_env.checkout import default_dest
 from megacpp_env.cli import main
@@ -16,14 +17,23 @@ from tests.fixtures.spec import load_data
 
 
 def _dist(version, **kw):
-    return {"name": "torch", "version": version, "location": "/v/site", "installer": "uv", "requested": True,
-            "direct_url": None, "integrity": {"files": 1, "modified": [], "removed": [], "added": [],
-                                              "status": "ok"}, **kw}
+    return {
+        "name": "torch",
+        "version": version,
+        "location": "/v/site",
+        "installer": "uv",
+        "requested": True,
+        "direct_url": None,
+        "integrity": {"files": 1, "modified": [], "removed": [], "added": [], "status": "ok"},
+        **kw,
+    }
 
 
 def _snap(env=None, torch="2.13.0.dev20260413", host=None, **facts):
-    base = {"env": {"variables": env or {}, "index_config": {}},
-            "python": {"distributions": {"torch": _dist(torch)}, "interpreter": {"version": "3.13.1"}}}
+    base = {
+        "env": {"variables": env or {}, "index_config": {}},
+        "python": {"distributions": {"torch": _dist(torch)}, "interpreter": {"version": "3.13.1"}},
+    }
     base.update(facts)
     return Snapshot(facts=base, host=host or {"hostname": "a"})
 
@@ -58,7 +68,10 @@ def test_unexplained_areas_fall_back_to_key_paths():
     b = _snap(gpu={"driver_version": "595.45.04", "devices": []})
     (finding,) = diff_snapshots(a, b).findings
     assert (finding.severity, finding.key, finding.message) == (
-        "warning", "gpu.driver_version", "gpu: driver_version: 580.1 -> 595.45.04")
+        "warning",
+        "gpu.driver_version",
+        "gpu: driver_version: 580.1 -> 595.45.04",
+    )
 
 
 def test_formats():
@@ -70,8 +83,14 @@ def test_formats():
     assert "| warning | env CPPMEGA_MAMBA3_P1: unset -> 0 |" in md
     data = json.loads(render(report, "json"))
     assert data["drift"] is True
-    assert data["findings"] == [{"area": "env", "severity": "warning", "key": "env.CPPMEGA_MAMBA3_P1",
-                                 "message": "env CPPMEGA_MAMBA3_P1: unset -> 0"}]
+    assert data["findings"] == [
+        {
+            "area": "env",
+            "severity": "warning",
+            "key": "env.CPPMEGA_MAMBA3_P1",
+            "message": "env CPPMEGA_MAMBA3_P1: unset -> 0",
+        }
+    ]
 
 
 def test_cli_exit_codes(tmp_path, capsys):
@@ -118,3 +137,27 @@ def test_checkout_moved_and_dirty(tmp_path, stack_data, snap_options):
     messages = [f.message for f in diff_snapshots(before, after).findings]
     assert f"megatron_lm: HEAD {first[:12]} -> {second[:12]} (pin 5be9626709af)" in messages
     assert any(m.startswith("megatron_lm: local changes (diff ") for m in messages)
+
+
+def test_ignore_before_the_positionals_is_one_pattern(tmp_path, capsys):
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(_snap().to_json())
+    b.write_text(_snap(env={"CPPMEGA_MAMBA3_P1": "0", "NCCL_DEBUG": "INFO"}).to_json())
+    spec = ["--spec", str(tmp_path / "none.yaml")]
+    assert main(["diff", "--ignore", "env.CPPMEGA_*", str(a), str(b), *spec]) == 1  # NCCL_DEBUG still differs
+    assert "env NCCL_DEBUG: unset -> INFO" in capsys.readouterr().out
+    assert main(["diff", "--ignore", "env.CPPMEGA_*", "--ignore", "env.NCCL_*", str(a), str(b), *spec]) == 0
+
+
+def test_a_checkout_path_spelled_two_ways_gives_one_digest(tmp_path, snap_options, monkeypatch):
+    repo = tmp_path / "x"
+    make_repo(repo, {"a.py": "A = 1\n"})
+    (tmp_path / "deep" / "er").mkdir(parents=True)
+    (tmp_path / "link").symlink_to(repo)
+    monkeypatch.chdir(tmp_path / "deep" / "er")
+    spellings = [repo, "../../x", tmp_path / "deep" / ".." / "x", tmp_path / "link"]
+    snaps = [take_snapshot(snap_options(paths=(Path(p),))) for p in spellings]
+    assert list(snaps[0].facts["checkouts"]) == [str(repo.resolve())]
+    assert len({s.digest for s in snaps}) == 1
+    assert not diff_snapshots(snaps[0], snaps[1]).drift
+    assert [s.host["paths"] for s in snaps] == [[str(p)] for p in spellings]  # as spelled, outside the facts

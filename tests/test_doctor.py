@@ -63,7 +63,7 @@ def test_doctor_checks_lock_installed_files_and_toolchain(tmp_path, stack_data, 
     assert ("error", "demo_pkg 1.0: 1 file(s) modified since install: demo_pkg/ops/x.py") in areas["installed"]
     py = snap.facts["python"]["interpreter"]["version"]
     assert ("error", f"python {py}, target wants 3.13") in areas["toolchain"] or py.startswith("3.13.")
-    assert ("warning", "env MEGACPP_PATCH_SMOKE_SHADOW: unset (target sets 0)") in areas["runtime"]
+    assert ("ok", "env MEGACPP_PATCH_SMOKE_SHADOW: unset (target sets 0)") in areas["runtime"]  # both off
     assert "gpu" not in areas  # smoke has no GPU promise
 
 
@@ -74,21 +74,34 @@ def test_missing_lock_and_no_gpu_through_the_cli(tmp_path, monkeypatch, capsys, 
     assert rc == 1
     messages = {(f["area"], f["severity"], f["message"]) for f in data["findings"]}
     if not (REPO_ROOT / "locks" / "pylock.cloud.linux-amd64.toml").exists():
-        assert ("lock", "error", "no lock for cloud on linux/amd64: locks/pylock.cloud.linux-amd64.toml is missing "
-                "(run `megacpp-env lock cloud`); installed distributions cannot be checked") in messages
+        assert (
+            "lock",
+            "error",
+            "no lock for cloud on linux/amd64: locks/pylock.cloud.linux-amd64.toml is missing "
+            "(run `megacpp-env lock cloud`); installed distributions cannot be checked",
+        ) in messages
     assert any(a == "gpu" and s == "error" and m.startswith("no NVIDIA GPU found") for a, s, m in messages)
     assert any(a == "sources" and "megatron_lm: no checkout found" in m for a, s, m in messages)
     assert main(["doctor", "nope", "--spec", str(REPO_ROOT / "stack.yaml")]) == 1
 
 
 def _gpu_snap(cap, driver="595.50.01", sms=132, ptxas="13.2"):
-    return Snapshot(facts={
-        "system": {"machine": "x86_64"},
-        "compilers": {"triton_ptxas": {"path": "/v/triton/backends/nvidia/bin/ptxas", "release": ptxas,
-                                       "chosen_by": "bundled with triton"}},
-        "gpu": {"driver_version": driver, "devices": [{"index": 0, "name": "GPU", "compute_capability": cap,
-                                                       "sm_count": sms}]},
-    })
+    return Snapshot(
+        facts={
+            "system": {"machine": "x86_64"},
+            "compilers": {
+                "triton_ptxas": {
+                    "path": "/v/triton/backends/nvidia/bin/ptxas",
+                    "release": ptxas,
+                    "chosen_by": "bundled with triton",
+                }
+            },
+            "gpu": {
+                "driver_version": driver,
+                "devices": [{"index": 0, "name": "GPU", "compute_capability": cap, "sm_count": sms}],
+            },
+        }
+    )
 
 
 def test_gpu_architecture_and_driver(tmp_path, stack_data):
@@ -97,7 +110,9 @@ def test_gpu_architecture_and_driver(tmp_path, stack_data):
     assert ("ok", "GPU 0 GPU (compute capability 9.0) is sm_90a") in cloud["gpu"]
     assert ("ok", "NVIDIA driver 595.50.01 >= minimum 595.45.04") in cloud["toolchain"]
     old = _by_area(run_doctor(spec, "cloud", _gpu_snap("12.1", driver="580.159.04")))
-    assert ("error", "GPU 0 GPU (compute capability 12.1) is not among the target's archs: sm_90a, sm_100a") in old["gpu"]
+    assert ("error", "GPU 0 GPU (compute capability 12.1) is not among the target's archs: sm_90a, sm_100a") in old[
+        "gpu"
+    ]
     assert ("error", "NVIDIA driver 580.159.04 < minimum 595.45.04") in old["toolchain"]
     gb10 = run_doctor(spec, "gb10", _gpu_snap("12.1", sms=48))
     assert ("platform", "error") in {(f.area, f.severity) for f in gb10.findings}  # x86_64 is not linux/arm64
@@ -106,14 +121,44 @@ def test_gpu_architecture_and_driver(tmp_path, stack_data):
 
 def test_arch_capability():
     assert [arch_capability(a) for a in ("sm_90a", "sm_100a", "sm_121a", "sm_120f", "compute_90")] == [
-        "9.0", "10.0", "12.1", "12.0", ""]
+        "9.0",
+        "10.0",
+        "12.1",
+        "12.0",
+        "",
+    ]
 
 
 def test_triton_bundled_ptxas_older_than_the_toolkit(tmp_path, stack_data):
     spec = load_data(stack_data, tmp_path / "stack.yaml")
     toolchain = _by_area(run_doctor(spec, "cloud", _gpu_snap("9.0", ptxas="12.8")))["toolchain"]
-    assert ("warning", "Triton will run ptxas 12.8 (bundled with triton, /v/triton/backends/nvidia/bin/ptxas), older "
-            "than the toolchain's CUDA 13.2: set TRITON_PTXAS_PATH to the CUDA toolkit's ptxas (sm_121a needs it)"
-            ) in toolchain
+    assert (
+        "warning",
+        "Triton will run ptxas 12.8 (bundled with triton, /v/triton/backends/nvidia/bin/ptxas), older "
+        "than the toolchain's CUDA 13.2: set TRITON_PTXAS_PATH to the CUDA toolkit's ptxas (sm_121a needs it)",
+    ) in toolchain
     assert ("ok", "Triton's ptxas is CUDA 13.2 (bundled with triton)") in _by_area(
-        run_doctor(spec, "cloud", _gpu_snap("9.0")))["toolchain"]
+        run_doctor(spec, "cloud", _gpu_snap("9.0"))
+    )["toolchain"]
+
+
+def _runtime_findings(spec, value):
+    variables = {} if value is None else {"MEGACPP_PATCH_SMOKE_SHADOW": value}
+    snap = Snapshot(facts={"system": {"machine": "x86_64"}, "env": {"variables": variables}})
+    return [
+        (f.severity, f.message) for f in run_doctor(spec, "smoke", snap).findings if f.key.startswith("runtime.env")
+    ]
+
+
+def test_patch_gates_compare_as_the_runtime_reads_them(tmp_path, stack_data):
+    spec = load_data(stack_data, tmp_path / "stack.yaml")  # smoke sets MEGACPP_PATCH_SMOKE_SHADOW: "0"
+    assert _runtime_findings(spec, None) == [("ok", "env MEGACPP_PATCH_SMOKE_SHADOW: unset (target sets 0)")]
+    assert _runtime_findings(spec, "off") == [("ok", "env MEGACPP_PATCH_SMOKE_SHADOW: off (target sets 0)")]
+    assert _runtime_findings(spec, "1") == [("warning", "env MEGACPP_PATCH_SMOKE_SHADOW: 1 (target sets 0)")]
+    assert _runtime_findings(spec, " TRUE ") == [("warning", "env MEGACPP_PATCH_SMOKE_SHADOW:  TRUE  (target sets 0)")]
+
+
+def test_python_that_is_not_an_executable_is_a_user_error(tmp_path, capsys):
+    rc = main(["doctor", "smoke", "--spec", str(REPO_ROOT / "stack.yaml"), "--python", "/nonexistent"])
+    assert rc == 1
+    assert capsys.readouterr().err == "megacpp-env doctor: error: --python: /nonexistent: not an executable file\n"

@@ -12,7 +12,14 @@ def test_runtime_gates_and_pth_hook_are_recorded(snap_options, snap_venv):
     hook.write_text("import megacpp_env.runtime\n")
     environ = {"PATH": "/usr/bin:/bin", "MEGACPP_PATCH_DYNAMO_CAPTURE_SCALAR": "1"}
     runtime = take_snapshot(snap_options(environ=environ)).facts["runtime"]
-    assert runtime["patch_gates"]["dynamo_capture_scalar"] == {"env": "MEGACPP_PATCH_DYNAMO_CAPTURE_SCALAR", "value": "1"}
+    assert runtime["patch_gates"]["dynamo_capture_scalar"] == {
+        "env": "MEGACPP_PATCH_DYNAMO_CAPTURE_SCALAR",
+        "value": "1",
+        "enabled": True,
+    }
+    # the hook file there does not run the real hook (megacpp_env is not importable in the venv)
+    assert runtime["patches"]["dynamo_capture_scalar"] == {"state": "not-hooked", "detail": ""}
+    assert (runtime["hook_loaded"], runtime["active"]) == (False, [])
     assert runtime["patch_gates"]["triton_ptxas"]["value"] is None
     assert list(runtime["hook_files"]) == [str(hook)]
     assert runtime["hook_files"][str(hook)].startswith("sha256:")
@@ -22,7 +29,8 @@ def test_torch_static_facts_without_importing_it(snap_options, snap_venv):
     (snap_venv.site / "torch").mkdir()
     (snap_venv.site / "torch" / "version.py").write_text(
         "from typing import Optional\n__version__ = '2.13.0.dev20260415+cu132'\ndebug = False\n"
-        "cuda: Optional[str] = '13.2'\ngit_version = 'abc123'\nhip = None\n")
+        "cuda: Optional[str] = '13.2'\ngit_version = 'abc123'\nhip = None\n"
+    )
     torch = take_snapshot(snap_options()).facts["torch"]
     assert torch["installed"] is True
     assert torch["static"]["version"] == "2.13.0.dev20260415+cu132"
@@ -38,8 +46,9 @@ def test_loaded_libraries_map_to_the_wheel_that_installed_them(snap_venv, tmp_pa
     lib = str(snap_venv.site / "nvidia" / "cu13" / "lib" / "libcudart.so.13")
     dists = {"nvidia-cuda-runtime": {"name": "nvidia-cuda-runtime", "version": "13.0.96"}}
     libs = torch_facts.loaded_cuda_libraries([lib, "/usr/lib/libc.so.6"], verified.owner_of, dists)
-    assert libs == {"libcudart.so.13": {"path": lib, "file": "libcudart.so.13",
-                                        "distribution": "nvidia-cuda-runtime 13.0.96"}}
+    assert libs == {
+        "libcudart.so.13": {"path": lib, "file": "libcudart.so.13", "distribution": "nvidia-cuda-runtime 13.0.96"}
+    }
 
 
 def test_nvidia_smi_fallback_parsing_hashes_uuids():
@@ -49,3 +58,12 @@ def test_nvidia_smi_fallback_parsing_hashes_uuids():
     (dev,) = out["devices"]
     assert (dev["name"], dev["compute_capability"], dev["memory_total_mib"]) == ("NVIDIA H200", "9.0", 143771)
     assert dev["uuid_hash"].startswith("sha256:") and "0a1b2c3d" not in dev["uuid_hash"]
+
+
+def test_dist_key_is_packagings_canonical_name():
+    from packaging.utils import canonicalize_name
+
+    from megacpp_env.snapshot.python_env import dist_key
+
+    for name in ("Demo_Pkg", "zope.interface", "nvidia-cuda-runtime-cu12", "A__b--C..d", "torch", "PyYAML"):
+        assert dist_key(name) == canonicalize_name(name)

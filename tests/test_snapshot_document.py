@@ -11,10 +11,16 @@ from megacpp_env.snapshot.document import Snapshot, load_snapshot
 
 
 def test_digest_ignores_key_order_host_and_timing():
-    a = Snapshot(facts={"env": {"variables": {"A": "1", "B": "2"}}, "system": {"kernel": "6"}},
-                 host={"hostname": "one"}, timing={"total": 1.0})
-    b = Snapshot(facts={"system": {"kernel": "6"}, "env": {"variables": {"B": "2", "A": "1"}}},
-                 host={"hostname": "two"}, timing={"total": 9.0})
+    a = Snapshot(
+        facts={"env": {"variables": {"A": "1", "B": "2"}}, "system": {"kernel": "6"}},
+        host={"hostname": "one"},
+        timing={"total": 1.0},
+    )
+    b = Snapshot(
+        facts={"system": {"kernel": "6"}, "env": {"variables": {"B": "2", "A": "1"}}},
+        host={"hostname": "two"},
+        timing={"total": 9.0},
+    )
     assert a.digest == b.digest
     assert a.digest.startswith("sha256:")
     assert Snapshot(facts={"system": {"kernel": "7"}}).digest != Snapshot(facts={"system": {"kernel": "6"}}).digest

@@ -13,8 +13,14 @@ from megacpp_env.cli import main
 def cli(tmp_path, monkeypatch, snap_venv):
     monkeypatch.setenv("MEGACPP_ENV_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("CPPMEGA_MAMBA3_P1", raising=False)
-    base = ["--spec", str(tmp_path / "none.yaml"), "--python", str(snap_venv.python),
-            "--golden-dir", str(tmp_path / "golden")]
+    base = [
+        "--spec",
+        str(tmp_path / "none.yaml"),
+        "--python",
+        str(snap_venv.python),
+        "--golden-dir",
+        str(tmp_path / "golden"),
+    ]
     return lambda *args: main(["snapshot", *base, *args])
 
 
@@ -30,7 +36,7 @@ def test_store_then_check_golden(cli, tmp_path, capsys, monkeypatch, snap_venv):
     out = capsys.readouterr().out
     assert "demo_pkg 1.0: 1 file modified since install: demo_pkg/ops/x.py" in out
     assert "env CPPMEGA_MAMBA3_P1: unset -> 0" in out
-    assert cli("--check-golden", "bench-1", "--ignore", "env", "python") == 0
+    assert cli("--check-golden", "bench-1", "--ignore", "env", "--ignore", "python") == 0
 
 
 def test_missing_golden_and_bad_names(cli, capsys):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 
 from megacpp_env.snapshot.collect import take_snapshot
 from megacpp_env.snapshot.diff import diff_snapshots
@@ -142,3 +143,36 @@ def test_a_failed_probe_is_recorded_not_raised(snap_options, tmp_path):
     snap = take_snapshot(snap_options(python=str(bogus)))
     assert "python failed (exit 3)" in snap.facts["python"]["error"]
     assert "system" in snap.facts and "error" not in snap.facts["system"]
+
+
+def _age_tree(root, seconds=3600):
+    """Directories last modified an hour ago: old enough for the walk to be cached (not racy)."""
+    past = time.time_ns() - seconds * 1_000_000_000
+    for d in [root, *(p for p in root.rglob("*") if p.is_dir())]:
+        os.utime(d, ns=(past, past))
+
+
+def test_warm_run_skips_the_walk_until_a_directory_changes(snap_options, snap_venv):
+    _age_tree(snap_venv.site)
+    first = take_snapshot(snap_options())
+    assert first.timing["integrity"]["walked"] >= 1
+    warm = take_snapshot(snap_options())
+    assert (warm.timing["integrity"]["walked"], warm.digest) == (0, first.digest)
+    assert warm.timing["integrity"]["cache_hits"] == warm.timing["integrity"]["files"]
+    (snap_venv.site / "demo_pkg" / "ops" / "x.py").write_text("patched = True\n")  # no directory changes
+    edited = take_snapshot(snap_options())
+    integ = edited.facts["python"]["distributions"]["demo-pkg"]["integrity"]
+    assert (edited.timing["integrity"]["walked"], integ["modified"]) == (0, ["demo_pkg/ops/x.py"])
+    ops = snap_venv.site / "demo_pkg" / "ops"
+    st = ops.stat()
+    (ops / "stray.py").write_text("")
+    os.utime(ops, ns=(st.st_atime_ns, st.st_mtime_ns))  # mtime put back: ctime still moved
+    added = take_snapshot(snap_options()).facts["python"]["distributions"]["demo-pkg"]["integrity"]["added"]
+    assert added == ["demo_pkg/ops/stray.py"]
+
+
+def test_cache_is_one_marshal_file_per_unit(snap_options, tmp_path):
+    take_snapshot(snap_options())
+    (cache,) = (tmp_path / "cache").glob("record-hashes-*")
+    names = sorted(p.suffix for p in cache.iterdir())
+    assert set(names) == {".bin", ".json"} and names.count(".json") == 1  # plan.json and the units

@@ -37,20 +37,47 @@ def test_planted_secrets_appear_nowhere(tmp_path, monkeypatch, capsys, snap_venv
     make_repo(repo, {"a.txt": "a\n"})
     git.run_git(["remote", "add", "origin", f"https://x-access-token:{REMOTE_TOKEN}@git.example.invalid/r.git"], repo)
     dist_info = next(snap_venv.site.glob("demo_pkg-*.dist-info"))
-    (dist_info / "direct_url.json").write_text(json.dumps(
-        {"url": f"https://bot:{DIRECT_URL_TOKEN}@files.example.invalid/demo_pkg-1.0.whl", "archive_info": {}}))
+    (dist_info / "direct_url.json").write_text(
+        json.dumps(
+            {"url": f"https://bot:{DIRECT_URL_TOKEN}@files.example.invalid/demo_pkg-1.0.whl", "archive_info": {}}
+        )
+    )
     out = tmp_path / "snap.json"
-    rc = main(["snapshot", "--spec", str(tmp_path / "none.yaml"), "--python", str(snap_venv.python),
-               "-o", str(out), "--paths", str(repo)])
+    rc = main(
+        [
+            "snapshot",
+            "--spec",
+            str(tmp_path / "none.yaml"),
+            "--python",
+            str(snap_venv.python),
+            "-o",
+            str(out),
+            "--paths",
+            str(repo),
+        ]
+    )
     printed = capsys.readouterr()
     assert rc == 0
-    rc = main(["snapshot", "--spec", str(tmp_path / "none.yaml"), "--python", str(snap_venv.python),
-               "--json", "--paths", str(repo)])
+    rc = main(
+        [
+            "snapshot",
+            "--spec",
+            str(tmp_path / "none.yaml"),
+            "--python",
+            str(snap_venv.python),
+            "--json",
+            "--paths",
+            str(repo),
+        ]
+    )
     printed_json = capsys.readouterr()
     text = out.read_text()
     for secret in ALL:
-        for where, blob in (("file", text), ("stdout", printed.out + printed_json.out),
-                            ("stderr", printed.err + printed_json.err)):
+        for where, blob in (
+            ("file", text),
+            ("stdout", printed.out + printed_json.out),
+            ("stderr", printed.err + printed_json.err),
+        ):
             assert secret not in blob, f"{secret} leaked into {where}"
     doc = json.loads(text)
     env = doc["facts"]["env"]["variables"]
@@ -60,12 +87,23 @@ def test_planted_secrets_appear_nowhere(tmp_path, monkeypatch, capsys, snap_venv
     assert doc["facts"]["env"]["index_config"][str(conf)] == ["https://conf.example.invalid/simple"]
     assert doc["facts"]["checkouts"][str(repo)]["remotes"] == {"origin": "https://git.example.invalid/r.git"}
     assert doc["facts"]["python"]["distributions"]["demo-pkg"]["direct_url"]["url"] == (
-        "https://files.example.invalid/demo_pkg-1.0.whl")
+        "https://files.example.invalid/demo_pkg-1.0.whl"
+    )
 
 
 def test_secret_names():
-    for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "WANDB_API_KEY", "AWS_SECRET_ACCESS_KEY", "PGPASSWORD",
-                 "NCCL_AUTH_KEY", "GITHUB_PAT_KEY", "MY_CREDENTIALS", "OPENAI_APIKEY", "SESSION_COOKIE"):
+    for name in (
+        "HF_TOKEN",
+        "HUGGING_FACE_HUB_TOKEN",
+        "WANDB_API_KEY",
+        "AWS_SECRET_ACCESS_KEY",
+        "PGPASSWORD",
+        "NCCL_AUTH_KEY",
+        "GITHUB_PAT_KEY",
+        "MY_CREDENTIALS",
+        "OPENAI_APIKEY",
+        "SESSION_COOKIE",
+    ):
         assert envvars.is_secret_name(name), name
     for name in ("CUDA_VISIBLE_DEVICES", "TORCH_CUDA_ARCH_LIST", "NCCL_IB_HCA", "PIP_CERT", "OMP_NUM_THREADS"):
         assert not envvars.is_secret_name(name), name

@@ -7,28 +7,25 @@ import argparse
 import sys
 from pathlib import Path
 
+from megacpp_env.commands._common import add_json
+from megacpp_env.commands.snapshot import add_ignore
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("a", type=Path, metavar="A", help="the reference snapshot (e.g. the golden one)")
     parser.add_argument("b", type=Path, metavar="B", help="the snapshot to compare with it")
     parser.add_argument("--format", choices=("text", "markdown", "json"), default="text")
-    parser.add_argument("--json", action="store_true", help="same as --format json")
-    parser.add_argument(
-        "--ignore",
-        metavar="PATTERN",
-        nargs="+",
-        default=[],
-        help="finding keys to ignore (fnmatch on the key and its prefixes: 'gpu', 'env.NCCL_*')",
-    )
+    add_json(parser)
+    add_ignore(parser, "finding keys to ignore")
 
 
 def run(args: argparse.Namespace) -> int:
-    from megacpp_env.commands.snapshot import load_optional_spec
+    from megacpp_env.commands._common import load_optional
     from megacpp_env.snapshot.diff import diff_snapshots
     from megacpp_env.snapshot.document import load_snapshot
     from megacpp_env.snapshot.report import render
 
-    spec = load_optional_spec(args.spec)
+    spec = load_optional(args)
     ignore = [*args.ignore, *(spec.snapshot.ignore if spec else ())]
     report = diff_snapshots(
         load_snapshot(args.a), load_snapshot(args.b), ignore=ignore, a_label=str(args.a), b_label=str(args.b)

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from megacpp_env.commands._common import add_json
+from megacpp_env.commands.snapshot import add_python
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -15,20 +16,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--snapshot", metavar="FILE", type=Path, help="check this snapshot instead of taking a live one"
     )
-    parser.add_argument(
-        "--python", metavar="PATH", help="the interpreter to inspect (default: $VIRTUAL_ENV's, else the tool's own)"
-    )
+    add_python(parser)
     parser.add_argument("--torch", action="store_true", help="import torch for its cuDNN/NCCL and loaded libraries")
-    parser.add_argument("--paths", metavar="DIR", nargs="+", type=Path, default=[], help="more checkouts to inspect")
+    parser.add_argument(
+        "--paths",
+        metavar="DIR",
+        action="append",
+        type=Path,
+        default=[],
+        help="another checkout to inspect (repeatable: one DIR per use, so it never takes TARGET)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     from megacpp_env.commands._common import load
-    from megacpp_env.commands.snapshot import take
+    from megacpp_env.commands.snapshot import check_python, take
     from megacpp_env.snapshot.doctor import run_doctor
     from megacpp_env.snapshot.document import load_snapshot
     from megacpp_env.ui import print_json
 
+    check_python(args)
     spec = load(args)
     spec.target(args.target)  # fail on an unknown target before the snapshot
     snap = load_snapshot(args.snapshot) if args.snapshot else take(args, spec)

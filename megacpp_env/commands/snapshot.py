@@ -3,6 +3,8 @@
 Inspects the active virtual environment (or ``--python``), not only the tool's own interpreter.
 Works without a stack.yaml; with one, it also inspects the spec's source checkouts and uses its
 golden directory. ``--check-golden NAME`` exits 1 (printing the diff) when the machine drifted.
+Every argument that can be wrong (``--python``, ``--output``, the golden names, the golden to
+check against) is checked before the snapshot is taken.
 """
 
 from __future__ import annotations
@@ -11,8 +13,11 @@ import argparse
 import functools
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from megacpp_env.commands._common import add_json
 
 if TYPE_CHECKING:
     from megacpp_env.snapshot.document import Snapshot
@@ -21,7 +26,7 @@ if TYPE_CHECKING:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", metavar="FILE", type=Path, help="write the snapshot document to FILE")
-    parser.add_argument("--json", action="store_true", help="print the snapshot document on stdout")
+    add_json(parser)
     parser.add_argument("--golden", metavar="NAME", help="also store the snapshot as golden NAME")
     parser.add_argument("--check-golden", metavar="NAME", help="diff against golden NAME; exit 1 on drift")
     parser.add_argument(
@@ -30,19 +35,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         help="where golden snapshots live (default: the spec's snapshot.golden_dir)",
     )
+    add_ignore(parser, "finding keys to ignore for --check-golden")
     parser.add_argument(
-        "--ignore",
-        metavar="PATTERN",
+        "--paths",
+        metavar="DIR",
         nargs="+",
+        action="extend",
+        type=Path,
         default=[],
-        help="finding keys to ignore for --check-golden (fnmatch, e.g. 'gpu' 'env.NCCL_*')",
+        help="more source checkouts to inspect (repeatable)",
     )
-    parser.add_argument(
-        "--paths", metavar="DIR", nargs="+", type=Path, default=[], help="more source checkouts to inspect"
-    )
-    parser.add_argument(
-        "--python", metavar="PATH", help="the interpreter to inspect (default: $VIRTUAL_ENV's, else the tool's own)"
-    )
+    add_python(parser)
     parser.add_argument(
         "--torch",
         action="store_true",
@@ -51,13 +54,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-cache", action="store_true", help="re-hash every installed file")
 
 
-def load_optional_spec(path: str) -> Spec | None:
-    """The spec when the file exists (errors in it still fail); None on a machine without one."""
-    if not Path(path).is_file():
-        return None
-    from megacpp_env.spec import load_spec
+def add_ignore(parser: argparse.ArgumentParser, what: str) -> None:
+    """``--ignore PATTERN``, one pattern per use (repeatable), so it never swallows a positional."""
+    parser.add_argument(
+        "--ignore",
+        metavar="PATTERN",
+        action="append",
+        default=[],
+        help=f"{what} (fnmatch on the key and its prefixes, e.g. 'gpu', 'env.NCCL_*'; repeatable)",
+    )
 
-    return load_spec(Path(path))
+
+def add_python(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--python", metavar="PATH", help="the interpreter to inspect (default: $VIRTUAL_ENV's, else the tool's own)"
+    )
+
+
+def load_optional_spec(path: str) -> Spec | None:
+    """Kept for callers that pass a path; ``_common.load_optional`` is the one implementation."""
+    from megacpp_env.commands._common import load_optional
+
+    return load_optional(argparse.Namespace(spec=path))
+
+
+def check_python(args: argparse.Namespace) -> None:
+    """An explicit ``--python`` that is not an executable file is a user error, before anything runs."""
+    if args.python:
+        from megacpp_env.snapshot.python_env import check_interpreter
+
+        args.python = check_interpreter(args.python)
 
 
 def take(args: argparse.Namespace, spec: Spec | None, load_spec: Callable[[], Spec | None] | None = None) -> Snapshot:
@@ -96,35 +122,59 @@ def summary(snap: Snapshot) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run(args: argparse.Namespace) -> int:
-    from megacpp_env.fsutil import atomic_write_text
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Golden:
+    """The golden directory and, for ``--check-golden``, the stored reference (loaded up front)."""
 
-    loader = functools.cache(lambda: load_optional_spec(args.spec))
-    snap = take(args, None, loader)
-    spec = loader()  # cached; raises here if the spec is broken
-    if args.output:
-        atomic_write_text(args.output, snap.to_json())
-    if args.json:
-        sys.stdout.write(snap.to_json())
+    directory: Path
+    reference: Snapshot | None = None
+
+
+def prepare_golden(args: argparse.Namespace, spec: Callable[[], Spec | None]) -> Golden | None:
+    """Resolve the golden directory, validate the names and load the golden to check against."""
+    if not (args.golden or args.check_golden):
+        return None
     from megacpp_env.snapshot import golden
 
-    directory = golden.golden_dir(spec, args.golden_dir)
+    directory = golden.golden_dir(spec() if args.golden_dir is None else None, args.golden_dir)
     if args.golden:
-        path, _changed = golden.store_golden(snap, directory, args.golden)
+        golden.golden_path(directory, args.golden)
+    reference = golden.load_golden(directory, args.check_golden) if args.check_golden else None
+    return Golden(directory=directory, reference=reference)
+
+
+def run(args: argparse.Namespace) -> int:
+    from megacpp_env.commands._common import load_optional
+    from megacpp_env.snapshot.document import check_output, write_snapshot
+
+    check_python(args)
+    output = check_output(args.output) if args.output else None
+    loader = functools.cache(lambda: load_optional(args))
+    gold = prepare_golden(args, loader)
+    snap = take(args, None, loader)
+    spec = loader()  # cached; raises here if the spec is broken
+    if output is not None:
+        write_snapshot(snap, output)
+    if args.json:
+        sys.stdout.write(snap.to_json())
+    if args.golden and gold is not None:
+        from megacpp_env.snapshot import golden
+
+        path, _changed = golden.store_golden(snap, gold.directory, args.golden)
         print(f"golden {args.golden} stored: {path}", file=sys.stderr if args.json else sys.stdout)
     if not args.json:
         sys.stdout.write(summary(snap))
-    if args.check_golden:
-        return _check(snap, directory, args, spec)
+    if gold is not None and gold.reference is not None:
+        return _check(snap, gold.reference, args, spec)
     return 0
 
 
-def _check(snap: Snapshot, directory: Path, args: argparse.Namespace, spec: Spec | None) -> int:
+def _check(snap: Snapshot, reference: Snapshot, args: argparse.Namespace, spec: Spec | None) -> int:
     from megacpp_env.snapshot import golden
     from megacpp_env.snapshot.report import render
 
     ignore = [*args.ignore, *(spec.snapshot.ignore if spec else ())]
-    report = golden.check_golden(snap, directory, args.check_golden, ignore=ignore)
+    report = golden.check_golden(snap, reference, args.check_golden, ignore=ignore)
     stream = sys.stderr if args.json else sys.stdout
     stream.write(render(report, "text"))
     return 1 if report.drift else 0

@@ -71,19 +71,44 @@ def inspect_one(path: Path, source: Source | None, spec: Spec | None, scrubber: 
     return cleaned
 
 
+def _source_of(spec: Spec | None, path: Path) -> Source | None:
+    """The spec's source a ``--paths`` checkout was cloned from (one of its remotes is the source's repo)."""
+    if spec is None or not spec.sources or not (path / ".git").exists():
+        return None
+    from megacpp_env import git
+
+    try:
+        remotes = set(git.remote_urls(path).values())
+    except MegacppEnvError:
+        return None
+    return next((s for s in spec.sources.values() if s.repo in remotes), None)
+
+
+def _extra(path: Path, spec: Spec | None, scrubber: Scrubber, taken: set[str]) -> tuple[str, dict[str, Any]]:
+    """A ``--paths`` checkout, keyed by its real path, or by its source's name when it is a checkout
+    of a spec source not found elsewhere (its pin and overlay are then checked too)."""
+    source = _source_of(spec, path)
+    if source is None or source.name in taken:
+        return str(path), inspect_one(path, None, spec, scrubber)
+    return source.name, inspect_one(path, source, spec, scrubber)
+
+
 def collect(spec: Spec | None, paths: Sequence[Path], environ: Mapping[str, str], scrubber: Scrubber) -> dict[str, Any]:
+    """Checkouts by source name (or real path): how a path is spelled never changes the facts."""
     out: dict[str, Any] = {}
     seen: set[str] = set()
     for source in spec.sources.values() if spec else ():
         for candidate in candidate_dirs(spec, source, environ):  # type: ignore[arg-type]
             if candidate.is_dir():
-                out[source.name] = inspect_one(candidate, source, spec, scrubber)
-                seen.add(os.path.realpath(candidate))
+                real = os.path.realpath(candidate)
+                out[source.name] = inspect_one(Path(real), source, spec, scrubber)
+                seen.add(real)
                 break
     for path in paths:
         real = os.path.realpath(path)
         if real in seen:
             continue
         seen.add(real)
-        out[str(path)] = inspect_one(Path(path), None, spec, scrubber)
+        key, facts = _extra(Path(real), spec, scrubber, set(out))
+        out[key] = facts
     return dict(sorted(out.items()))

@@ -130,8 +130,6 @@ def _python_job(
 
     def run() -> python_env.PythonResult:
         found = probe.result()
-        import packaging.utils  # noqa: F401  (imported now, while the workers run, not after them)
-
         return python_env.collect(
             found,
             scrubber,
@@ -165,8 +163,11 @@ def _jobs(
     def sites() -> list[str]:
         return probe.result().site_dirs if probe.exception() is None else []
 
+    def probed() -> Mapping[str, Any]:
+        return probe.result().data if probe.exception() is None else {}
+
     def prefix() -> str:
-        return str(probe.result().data.get("prefix", "")) if probe.exception() is None else ""
+        return str(probed().get("prefix", ""))
 
     launched = threading.Event()
 
@@ -185,7 +186,7 @@ def _jobs(
         "torch": lambda: torch_facts.collect(python, environ, sites(), import_torch=opts.import_torch),
         "checkouts": later(lambda: checkouts.collect(spec(), opts.paths, environ, scrubber)),
         "env": lambda: envvars.collect(environ, prefix(), scrubber),
-        "runtime": lambda: runtime.collect(environ, sites()),
+        "runtime": lambda: runtime.collect(environ, sites(), probed().get("runtime")),
     }
 
 
@@ -250,6 +251,7 @@ def _host(opts: SnapshotOptions, spec: Spec | None, python: str, scrubber: envva
         "created": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "spec": str(spec.path) if spec else None,
         "spec_digest": spec.digest() if spec else None,
+        "paths": [str(p) for p in opts.paths],  # as spelled; the facts key checkouts by real path
     }
     cleaned: dict[str, Any] = scrubber.clean_tree(host)
     return cleaned

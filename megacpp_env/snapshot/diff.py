@@ -336,6 +336,18 @@ def diff_runtime(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Finding]:
                     message=f"runtime patch {name} ({env}): {show(xa.get('value'))} -> {show(xb.get('value'))}",
                 )
             )
+    pa, pb = a.get("patches") or {}, b.get("patches") or {}
+    for name in sorted(pa.keys() | pb.keys()):
+        sa, sb = (pa.get(name) or {}).get("state"), (pb.get(name) or {}).get("state")
+        if sa != sb:
+            out.append(
+                Finding(
+                    area="runtime",
+                    severity="warning",
+                    key=f"runtime.patches.{name}",
+                    message=f"runtime patch {name}: {show(sa)} -> {show(sb)}",
+                )
+            )
     ha, hb = a.get("hook_files") or {}, b.get("hook_files") or {}
     for path in sorted(ha.keys() | hb.keys()):
         if ha.get(path) != hb.get(path):

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 RANK = ("error", "warning", "info", "ok")
 ARCH_PLATFORM = {"x86_64": "linux/amd64", "amd64": "linux/amd64", "aarch64": "linux/arm64", "arm64": "linux/arm64"}
+GATE_PREFIX = "MEGACPP_PATCH_"
 SM_RE = re.compile(r"^sm_(\d+)(\d)[af]?$")
 
 
@@ -415,12 +416,24 @@ def check_sources(target: Target, snap: Snapshot) -> list[Finding]:
     return [f for s in target.sources for f in _check_source(s, checkouts.get(s.name), snap)]
 
 
+def _same_setting(name: str, have: str | None, want: str) -> bool:
+    """Equal values; for a runtime patch gate (``MEGACPP_PATCH_*``), the same on/off as the runtime
+    reads it (``megacpp_env.runtime.gate_on``): unset, ``0`` and ``off`` are all off."""
+    if have == want:
+        return True
+    if not name.startswith(GATE_PREFIX):
+        return False
+    from megacpp_env.runtime import gate_on
+
+    return gate_on(name, {name: have or ""}) == gate_on(name, {name: want})
+
+
 def check_runtime(target: Target, snap: Snapshot) -> list[Finding]:
     env = snap.area("env").get("variables") or {}
     out = []
     for name, want in sorted(target.runtime_env.items()):
         have = env.get(name)
-        sev = "ok" if have == want else "warning"
+        sev = "ok" if _same_setting(name, have, want) else "warning"
         out.append(_f("runtime", sev, f"runtime.env.{name}", f"env {name}: {show(have)} (target sets {want})"))
     hooks = snap.area("runtime").get("hook_files") or {}
     if target.runtime_patches and not hooks:

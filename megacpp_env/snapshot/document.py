@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from megacpp_env.errors import VerificationError
+from megacpp_env.errors import MegacppEnvError, SpecError, VerificationError
 
 SCHEMA = "megacpp-env/snapshot"
 SCHEMA_VERSION = 1
@@ -85,3 +86,26 @@ def load_snapshot(path: Path) -> Snapshot:
     except (OSError, ValueError) as exc:
         raise VerificationError(f"{path}: unreadable snapshot: {exc}") from None
     return Snapshot.from_dict(data, origin=str(path))
+
+
+def check_output(path: Path, *, option: str = "--output") -> Path:
+    """Refuse, before anything is collected, an output path the document cannot be written to."""
+    path = Path(path)
+    parent = path.parent
+    if path.is_dir():
+        raise SpecError(f"{path} is a directory; name a file (e.g. {path / 'snapshot.json'})", key=option)
+    if not parent.is_dir():
+        raise SpecError(f"{path}: directory {parent} does not exist", key=option)
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise SpecError(f"{path}: directory {parent} is not writable", key=option)
+    return path
+
+
+def write_snapshot(snapshot: Snapshot, path: Path) -> bool:
+    """Write the document atomically (temp file, fsync, rename); False when the file was unchanged."""
+    from megacpp_env.fsutil import atomic_write_text
+
+    try:
+        return atomic_write_text(path, snapshot.to_json())
+    except OSError as exc:
+        raise MegacppEnvError(f"{path}: cannot write the snapshot: {exc.strerror or exc}") from None

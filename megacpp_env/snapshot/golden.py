@@ -38,11 +38,19 @@ def golden_path(directory: Path, name: str) -> Path:
 def store_golden(snapshot: Snapshot, directory: Path, name: str) -> tuple[Path, bool]:
     """Write the snapshot as golden ``name``; returns (path, whether the file changed)."""
     path = golden_path(directory, name)
-    return path, atomic_write_text(path, snapshot.to_json())
+    try:
+        return path, atomic_write_text(path, snapshot.to_json())
+    except OSError as exc:
+        raise VerificationError(f"{path}: cannot store golden {name!r}: {exc.strerror or exc}") from None
 
 
-def check_golden(snapshot: Snapshot, directory: Path, name: str, *, ignore: Sequence[str] = ()) -> DiffReport:
+def load_golden(directory: Path, name: str) -> Snapshot:
+    """The stored golden ``name``; loaded before a live snapshot is taken, so a missing one fails fast."""
     path = golden_path(directory, name)
     if not path.is_file():
         raise VerificationError(f"no golden snapshot {name!r} in {directory} (store one with --golden {name})")
-    return diff_snapshots(load_snapshot(path), snapshot, ignore=ignore, a_label=f"golden {name}", b_label="live")
+    return load_snapshot(path)
+
+
+def check_golden(snapshot: Snapshot, golden: Snapshot, name: str, *, ignore: Sequence[str] = ()) -> DiffReport:
+    return diff_snapshots(golden, snapshot, ignore=ignore, a_label=f"golden {name}", b_label="live")

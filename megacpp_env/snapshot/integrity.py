@@ -116,7 +116,7 @@ class Unit:
             "id": self.id,
             "location": self.group.location,
             "tops": sorted(self.group.tops),
-            "dists": [[d.key, d.dist_info] for d in self.group.dists],
+            "dists": [[d.key, d.dist_info, d.sha256] for d in self.group.dists],
             "only": list(self.only),
             "exclude": list(self.exclude),
         }
@@ -159,7 +159,7 @@ def _stat(path: Path) -> list[int] | None:
 def read_records(dists: Sequence[tuple[str, str]], plan_file: Path | None = None) -> list[DistRecord]:
     """(key, dist-info dir) -> DistRecord, for those that have a RECORD. With ``plan_file``, a
     RECORD whose stat is unchanged since the last run is not read again (the plan is cached)."""
-    plan = _load_plan(plan_file)
+    plan = load_plan(plan_file)
     fresh: dict[str, list[Any]] = {}
     out = []
     for key, dist_info in dists:
@@ -191,7 +191,7 @@ def read_records(dists: Sequence[tuple[str, str]], plan_file: Path | None = None
     return out
 
 
-def _load_plan(plan_file: Path | None) -> dict[str, list[Any]]:
+def load_plan(plan_file: Path | None) -> dict[str, list[Any]]:
     if plan_file is None:
         return {}
     try:
@@ -329,7 +329,8 @@ def verify(
     seconds: dict[str, float] = {"read_records": round(time.perf_counter() - start, 3), "worker_max": 0.0}
     shards = deal(group_records(records), workers)
     raw: dict[str, dict[str, Any]] = {}
-    stats: dict[str, Any] = {"files": 0, "hashed": 0, "cache_hits": 0, "bytes_hashed": 0, "workers": len(shards)}
+    stats: dict[str, Any] = {"files": 0, "hashed": 0, "cache_hits": 0, "bytes_hashed": 0, "walked": 0}
+    stats["workers"] = len(shards)
     jobs = _jobs(shards, cache_dir, cpus)
     for result in run_programs(jobs, timeout=WORKER_TIMEOUT, started=launched.set if launched else None):
         try:
@@ -344,7 +345,7 @@ def verify(
                 into["files"] += part["files"]
                 for name in ("modified", "removed", "added"):
                     into[name] += part[name]
-            for name in ("files", "hashed", "cache_hits", "bytes_hashed"):
+            for name in ("files", "hashed", "cache_hits", "bytes_hashed", "walked"):
                 stats[name] += group["stats"][name]
     stats["seconds"] = {**seconds, "total": round(time.perf_counter() - start, 3)}
     return Verified(
@@ -357,11 +358,15 @@ def verify(
 
 
 def prune_cache(cache_dir: Path | None, keep: frozenset[str]) -> None:
-    """Drop the cache files of groups that no longer exist."""
+    """Drop the cache files of units that no longer exist (and those of the older JSON format)."""
     if cache_dir is None:
         return
     try:
-        stale = [p for p in cache_dir.glob("*.json") if p.stem not in keep and p.name != PLAN_FILE]
+        stale = [
+            p
+            for p in cache_dir.iterdir()
+            if (p.suffix == ".bin" and p.stem not in keep) or (p.suffix == ".json" and p.name != PLAN_FILE)
+        ]
     except OSError:
         return
     for path in stale:

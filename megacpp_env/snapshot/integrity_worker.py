@@ -6,22 +6,32 @@ sharing a GIL. A *group* is a set of distributions of one site directory that sh
 name (every ``nvidia-*`` wheel shares ``nvidia/``), so a worker holds every RECORD that could own
 a file it finds there.
 
-stdin:  {"groups": [{"id", "location", "dists": [[key, dist_info_dir], ...], "tops": [...]}],
+stdin:  {"groups": [{"id", "location", "dists": [[key, dist_info_dir, record_sha256], ...], "tops": [...],
+                     "only": [...], "exclude": [...]}],
          "cache_dir": str or null, "threads": int}
 stdout: {"groups": {id: {"reports": {key: {...}}, "stats": {...}}}}
 
-The hash cache is one JSON file per group: path -> [size, mtime_ns, inode, ctime_ns, "algo=digest"].
-ctime is in the key because no user-level tool can set it back, so an in-place edit that restores
-mtime still misses the cache.
+The cache is one ``marshal`` file per unit of work (``<id>.bin``), loaded in milliseconds:
+
+- ``hashes``: path -> (size, mtime_ns, inode, ctime_ns, "algo=digest"). ctime is in the key because
+  no user-level tool can set it back, so an in-place edit that restores mtime still misses it.
+- ``warm``: what a cold run worked out once, valid while the unit's signature (its RECORDs' sha256,
+  tops, split) is unchanged and every directory it walked has the same (mtime_ns, ctime_ns, inode):
+  the RECORD rows to check and the stray files found. A file added, removed or renamed anywhere
+  changes its directory's mtime, so the walk and the RECORD parsing are skipped only when they would
+  find what they found last time. Every recorded file is still stat-ed against its hash key.
+  Directories modified less than ``RACY_NS`` before the walk are not trusted (a change in the same
+  timestamp tick would go unseen); a unit holding one stays on the cold path.
 """
 
 # This file runs before site-packages exist (python -I -S) and handles ~50,000 paths: stdlib,
 # os.path and plain containers on purpose.
-# ruff: noqa: PTH103, PTH112, PTH114, PTH116, PTH118, PTH120
+# ruff: noqa: PTH103, PTH112, PTH114, PTH118, PTH120
 
 from __future__ import annotations
 
 import json
+import marshal
 import os
 import sys
 import time
@@ -35,10 +45,12 @@ if TYPE_CHECKING:
 IGNORED_SUFFIXES = (".pyc", ".pyo")
 SMALL_FILE = 1 << 20
 CHUNK = 16 << 20  # large reads: a thread hashing a 1 GB library rarely waits for the GIL
-CACHE_VERSION = 2
+CACHE_VERSION = 3
+RACY_NS = 2_000_000_000
 
 Entry = tuple[str, str, str, int]  # rel, absolute path, "algo=digest" ("" when unhashed), size (-1: none)
 Key = tuple[int, int, int, int]
+DirKey = tuple[str, int, int, int]  # path, mtime_ns, ctime_ns, inode
 
 
 def _rows(text: str) -> Any:
@@ -78,25 +90,39 @@ def _key(st: os.stat_result) -> Key:
     return (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
 
 
-def scan(location: str, tops: list[str], only: list[str], exclude: list[str]) -> set[str]:
+def top_kinds(location: str, tops: list[str], only: list[str], exclude: list[str]) -> list[list[str]]:
+    """[top, kind] for the unit's starting points: "d" directory, "f" other entry, "-" absent."""
+    out = []
+    for top in only or tops:
+        path = os.path.join(location, top)
+        if top in exclude:
+            continue
+        kind = "d" if os.path.isdir(path) and not os.path.islink(path) else "f" if os.path.lexists(path) else "-"
+        out.append([top, kind])
+    return out
+
+
+def scan(location: str, kinds: list[list[str]], exclude: list[str], dirs: list[DirKey]) -> set[str]:
     """Every file under the unit's part of the group (``__pycache__``/byte-code skipped); names
-    only, from the directory entries: the files RECORD lists are stat-ed once, by ``_check``."""
+    only, from the directory entries: the files RECORD lists are stat-ed once, by ``_check``.
+    Each directory walked is appended to ``dirs`` with its stat key, taken before it is listed."""
     out: set[str] = set()
     stack: list[str] = []
     skip = {os.path.join(location, p) for p in exclude}
-    for top in only or tops:
+    for top, kind in kinds:
         path = os.path.join(location, top)
-        if path in skip:
-            continue
-        if os.path.isdir(path) and not os.path.islink(path):
+        if kind == "d":
             stack.append(path)
-        elif os.path.lexists(path) and not top.endswith(IGNORED_SUFFIXES):
+        elif kind == "f" and not top.endswith(IGNORED_SUFFIXES):
             out.add(path)
     while stack:
+        path = stack.pop()
         try:
-            it = os.scandir(stack.pop())
+            st = os.lstat(path)
+            it = os.scandir(path)
         except OSError:
             continue
+        dirs.append((path, st.st_mtime_ns, st.st_ctime_ns, st.st_ino))
         with it:
             for e in it:
                 try:
@@ -108,6 +134,19 @@ def scan(location: str, tops: list[str], only: list[str], exclude: list[str]) ->
                 except OSError:
                     continue
     return out
+
+
+def unchanged(dirs: list[DirKey]) -> bool:
+    """Every directory still has the stat key it had when it was walked."""
+    lstat = os.lstat
+    for path, mtime, ctime, ino in dirs:
+        try:
+            st = lstat(path)
+        except OSError:
+            return False
+        if st.st_mtime_ns != mtime or st.st_ctime_ns != ctime or st.st_ino != ino:
+            return False
+    return True
 
 
 def in_unit(entries: list[Entry], only: list[str], exclude: list[str]) -> list[Entry]:
@@ -139,28 +178,29 @@ def hash_file(path: str, algo: str, size: int) -> str | None:
     return f"{algo}={base64.urlsafe_b64encode(h.digest()).rstrip(b'=').decode()}"
 
 
-def load_cache(path: str | None) -> dict[str, list[Any]]:
+def load_cache(path: str | None) -> dict[str, Any]:
     if not path:
         return {}
     try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-        entries = data.get("entries") if data.get("version") == CACHE_VERSION else None
-        return entries if isinstance(entries, dict) else {}
-    except (OSError, ValueError, AttributeError):
+        with open(path, "rb", buffering=0) as fh:
+            # The user's own cache (files made 0600 by mkstemp), trusted as __pycache__'s marshal
+            # data is. marshal.load(fh) reads in small pieces: 7x slower than one read.
+            data = marshal.loads(fh.readall())  # noqa: S302
+    except (OSError, EOFError, ValueError, TypeError):
         return {}
+    return data if isinstance(data, dict) and data.get("version") == CACHE_VERSION else {}
 
 
-def save_cache(path: str, entries: dict[str, list[Any]]) -> None:
-    text = json.dumps({"version": CACHE_VERSION, "entries": entries}, separators=(",", ":"), sort_keys=True)
+def save_cache(path: str, data: dict[str, Any]) -> None:
     import tempfile
 
+    blob = marshal.dumps({**data, "version": CACHE_VERSION})
     directory = os.path.dirname(path)
     try:
         os.makedirs(directory, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".cache-", dir=directory)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(blob)
         os.replace(tmp, path)
     except OSError:
         return
@@ -194,20 +234,23 @@ def _check(
     pending: list[tuple[str, Entry, Key]],
     key: str,
 ) -> int:
-    hits = 0
-    get = cache.get
+    """Stat every hashed RECORD row once; a cache hit needs the same (size, mtime, inode, ctime)
+    and a digest of the same algorithm. The hot loop of a warm snapshot: keep it lean."""
+    hits = files = 0
+    get, stat = cache.get, os.stat
+    removed, modified = report["removed"], report["modified"]
     for entry in entries:
         rel, path, digest, size = entry
         if not digest:
             continue
-        report["files"] += 1
+        files += 1
         try:
-            st = os.stat(path)
+            st = stat(path)
         except OSError:
-            report["removed"].append(rel)
+            removed.append(rel)
             continue
         if size >= 0 and st.st_size != size:
-            report["modified"].append(rel)
+            modified.append(rel)
             continue
         hit = get(path)
         if (
@@ -216,13 +259,16 @@ def _check(
             or hit[3] != st.st_ctime_ns
             or hit[2] != st.st_ino
             or hit[0] != st.st_size
-            or hit[4].partition("=")[0] != digest.partition("=")[0]
         ):
             pending.append((key, entry, _key(st)))
-            continue
-        hits += 1
-        if hit[4] != digest:
-            report["modified"].append(rel)
+        elif hit[4] == digest:
+            hits += 1
+        elif hit[4].partition("=")[0] != digest.partition("=")[0]:
+            pending.append((key, entry, _key(st)))  # cached under another algorithm
+        else:
+            hits += 1
+            modified.append(rel)
+    report["files"] += files
     return hits
 
 
@@ -247,41 +293,74 @@ def _hash_pending(
     return fresh
 
 
-def _attribute(
-    strays: set[str], location: str, dists: list[tuple[str, list[Entry]]], reports: dict[str, dict[str, Any]]
-) -> None:
+def _attribute(strays: set[str], location: str, dists: list[tuple[str, list[Entry]]]) -> dict[str, list[str]]:
     owners = _owners(dists)
     prefix = location + os.sep
+    added: dict[str, list[str]] = {}
     for path in strays:
         rel = path[len(prefix) :].replace(os.sep, "/") if path.startswith(prefix) else path
         owner = _owner_of(rel, owners)
         if owner is not None:
-            reports[owner]["added"].append(rel)
+            added.setdefault(owner, []).append(rel)
+    return added
+
+
+def signature(group: dict[str, Any]) -> str:
+    parts = [group["location"], sorted(group["tops"]), group["dists"], group.get("only"), group.get("exclude")]
+    return json.dumps(parts, separators=(",", ":"))
+
+
+def cold(group: dict[str, Any], only: list[str], exclude: list[str]) -> tuple[dict[str, Any], set[str], bool]:
+    """Walk the unit and parse its RECORDs: (warm state, every recorded path, whether the state
+    may be trusted next time, i.e. no directory was modified within ``RACY_NS``)."""
+    location = group["location"]
+    dirs: list[DirKey] = []
+    kinds = top_kinds(location, group["tops"], only, exclude)
+    started = time.time_ns()
+    seen = scan(location, kinds, exclude, dirs)
+    dists = [(key, read_record(location, info)) for key, info, *_ in group["dists"]]
+    recorded = {path for _key, entries in dists for _r, path, _d, _s in entries}
+    strays = seen - recorded
+    added = _attribute(strays, location, dists) if strays else {}
+    checks = [(key, [e for e in in_unit(entries, only, exclude) if e[2]]) for key, entries in dists]
+    trusted = all(mtime < started - RACY_NS for _p, mtime, _c, _i in dirs)
+    return {"kinds": kinds, "dirs": dirs, "checks": checks, "added": added}, recorded, trusted
+
+
+def warm_state(cache: dict[str, Any], group: dict[str, Any], only: list[str], exclude: list[str]) -> Any:
+    warm = cache.get("warm")
+    if not isinstance(warm, dict) or cache.get("sig") != signature(group):
+        return None
+    if warm["kinds"] != top_kinds(group["location"], group["tops"], only, exclude) or not unchanged(warm["dirs"]):
+        return None
+    return warm
 
 
 def verify_group(group: dict[str, Any], cache_dir: str | None, threads: int) -> dict[str, Any]:
-    location = group["location"]
     only, exclude = list(group.get("only") or []), list(group.get("exclude") or [])
-    seen = scan(location, group["tops"], only, exclude)
-    cache_path = os.path.join(cache_dir, f"{group['id']}.json") if cache_dir else None
+    cache_path = os.path.join(cache_dir, f"{group['id']}.bin") if cache_dir else None
     cache = load_cache(cache_path)
-    dists = [(key, read_record(location, info)) for key, info in group["dists"]]
-    reports: dict[str, dict[str, Any]] = {k: {"files": 0, "modified": [], "removed": [], "added": []} for k, _ in dists}
-    stats = {"files": 0, "hashed": 0, "cache_hits": 0, "bytes_hashed": 0}
+    hashes = cache.get("hashes")
+    hashes = hashes if isinstance(hashes, dict) else {}
+    state = warm_state(cache, group, only, exclude)
+    recorded: set[str] | None = None
+    trusted = True
+    if state is None:
+        state, recorded, trusted = cold(group, only, exclude)
+    reports: dict[str, dict[str, Any]] = {
+        k: {"files": 0, "modified": [], "removed": [], "added": list(state["added"].get(k, []))}
+        for k, *_ in group["dists"]
+    }
+    stats = {"files": 0, "hashed": 0, "cache_hits": 0, "bytes_hashed": 0, "walked": int(recorded is not None)}
     pending: list[tuple[str, Entry, Key]] = []
-    for key, entries in dists:
-        mine = in_unit(entries, only, exclude)
-        stats["cache_hits"] += _check(mine, cache, reports[key], pending, key)
+    for key, mine in state["checks"]:
+        stats["cache_hits"] += _check(mine, hashes, reports[key], pending, key)
         stats["files"] += reports[key]["files"]
     fresh = _hash_pending(pending, reports, stats, threads) if pending else {}
-    recorded = {path for _key, entries in dists for _r, path, _d, _s in entries}
-    strays = seen - recorded
-    if strays:
-        _attribute(strays, location, dists, reports)
-    if cache_path and (fresh or cache.keys() - recorded):
-        keep = {p: v for p, v in cache.items() if p in recorded}
+    if cache_path and (fresh or recorded is not None):
+        keep = hashes if recorded is None else {p: v for p, v in hashes.items() if p in recorded}
         keep.update(fresh)
-        save_cache(cache_path, keep)
+        save_cache(cache_path, {"sig": signature(group), "hashes": keep, "warm": state if trusted else None})
     return {"reports": reports, "stats": stats}
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
+import shutil
 import sys
 import threading
 import time
@@ -19,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from megacpp_env.errors import ToolError
+from megacpp_env.errors import SpecError, ToolError
 from megacpp_env.snapshot import integrity
 from megacpp_env.snapshot.envvars import Scrubber
 from megacpp_env.snapshot.proc import run_program
@@ -69,6 +71,12 @@ try:
             out["distributions"].append({"name": name, "version": version, "path": os.path.abspath(str(p))})
 except Exception as exc:
     out["error"] = "importlib.metadata: %s" % exc
+rt = sys.modules.get("megacpp_env.runtime")
+if rt is not None and "megacpp_env.runtime.hook" in sys.modules:  # the .pth hook ran at start-up
+    try:
+        out["runtime"] = rt.status()
+    except Exception as exc:
+        out["runtime"] = {"error": "%s: %s" % (type(exc).__name__, exc)}
 sys.stdout.write(json.dumps(out))
 """
 PROBE_TIMEOUT = 60.0
@@ -94,6 +102,15 @@ class Probe:
         return str(self.data.get("scripts") or "")
 
 
+def check_interpreter(python: str) -> str:
+    """An explicitly given ``--python`` must be an executable file (a bare name is looked up on
+    ``PATH``); raises ``SpecError`` before anything is collected."""
+    found = shutil.which(python)
+    if found is None:
+        raise SpecError(f"{python}: not an executable file", key="--python")
+    return python if os.sep in python else found
+
+
 def interpreter_for(python: str | None, environ: Mapping[str, str]) -> str:
     """``--python`` if given, else the active virtual environment's python, else this interpreter."""
     if python:
@@ -116,10 +133,14 @@ def run_probe(python: str, environ: Mapping[str, str]) -> Probe:
         raise ToolError(f"{python}: the probe printed no JSON: {result.first_line[:200]}") from None
 
 
-def dist_key(name: str) -> str:
-    from packaging.utils import canonicalize_name
+NAME_SEPARATORS = re.compile(r"[-_.]+")
 
-    return str(canonicalize_name(name))
+
+def dist_key(name: str) -> str:
+    """The PEP 503 normalized name: what ``packaging.utils.canonicalize_name`` returns (a test
+    keeps them equal), without importing ``packaging.tags`` and ``sysconfig`` (~13 ms) on the
+    critical path of every snapshot."""
+    return NAME_SEPARATORS.sub("-", name).lower()
 
 
 def _read_text(path: Path) -> str | None:
@@ -196,15 +217,25 @@ def guess_dist_infos(python: str) -> list[str]:
     return out
 
 
+def remembered_dist_infos(where: Path | None) -> list[str]:
+    """The dist-info directories the last snapshot of this interpreter verified (its cached plan)
+    that still exist: the guess for an interpreter whose layout says nothing (a pyenv shim, a
+    system python), so a repeat snapshot never waits for the probe before verifying."""
+    if where is None:
+        return []
+    plan = integrity.load_plan(where / integrity.PLAN_FILE)
+    return sorted(p for p in plan if Path(p).is_dir())
+
+
 def speculate(
     python: str, *, cache_dir: Path | None, workers: int, cpus: int, launched: threading.Event
 ) -> integrity.Verified | None:
     """Verify the guessed dists; ``launched`` is set once the workers start (or nothing was guessed)."""
     try:
-        guessed = guess_dist_infos(python)
+        where = cache_dir_for(cache_dir, python)
+        guessed = sorted({*guess_dist_infos(python), *remembered_dist_infos(where)})
         if not guessed:
             return None
-        where = cache_dir_for(cache_dir, python)
         return integrity.verify(
             [(p, p) for p in guessed], cache_dir=where, workers=workers, cpus=cpus, launched=launched
         )
@@ -246,7 +277,7 @@ def collect(
         dists[key]["integrity"] = verified.reports.get(path) or {"status": "no RECORD"}
         if path in sha:
             dists[key]["record_sha256"] = sha[path]
-    interpreter = {k: v for k, v in probe.data.items() if k != "distributions"}
+    interpreter = {k: v for k, v in probe.data.items() if k not in ("distributions", "runtime")}
     facts = {
         "interpreter": scrubber.clean_tree(interpreter),
         "distributions": dict(sorted(dists.items())),

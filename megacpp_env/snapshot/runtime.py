@@ -1,5 +1,8 @@
-"""Runtime patches and hooks active in the inspected environment: which patch gates are set, and
-which ``megacpp_env_runtime*.pth`` hook files its site directories hold (with their content hash)."""
+"""Runtime patches and hooks active in the inspected environment: which patch gates are set (and
+whether the runtime reads them as on), which ``megacpp_env_runtime*.pth`` hook files its site
+directories hold (with their content hash), and each patch's state as the runtime itself reports
+it *in the inspected interpreter* (the probe asks ``megacpp_env.runtime.status()`` when the hook
+ran there at start-up). A patch is ``active`` when its hook armed or applied it."""
 
 from __future__ import annotations
 
@@ -8,9 +11,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from megacpp_env.runtime import gate_on
 from megacpp_env.runtime.catalog import PATCHES
 
 HOOK_GLOB = "megacpp_env_runtime*.pth"
+ACTIVE_STATES = ("armed", "applied")
 
 
 def hook_files(site_dirs: Sequence[str]) -> dict[str, str]:
@@ -24,9 +29,35 @@ def hook_files(site_dirs: Sequence[str]) -> dict[str, str]:
     return out
 
 
-def collect(environ: Mapping[str, str], site_dirs: Sequence[str]) -> dict[str, Any]:
-    gates = {name: environ.get(gate) for name, (gate, _doc) in sorted(PATCHES.items())}
-    return {
-        "patch_gates": {name: {"env": PATCHES[name][0], "value": value} for name, value in gates.items()},
-        "hook_files": hook_files(site_dirs),
+def patch_states(environ: Mapping[str, str], probed: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
+    """Name -> {state, detail}: the inspected interpreter's own report when its hook ran, else
+    ``off`` / ``not-hooked`` from the gate alone."""
+    reported = probed if isinstance(probed, Mapping) and "error" not in probed else {}
+    out: dict[str, dict[str, Any]] = {}
+    for name, (gate, _doc) in sorted(PATCHES.items()):
+        rec = reported.get(name) if isinstance(reported.get(name), Mapping) else None
+        if rec is not None:
+            out[name] = {"state": str(rec.get("state", "")), "detail": str(rec.get("detail", ""))}
+        else:
+            out[name] = {"state": "not-hooked" if gate_on(gate, environ) else "off", "detail": ""}
+    return out
+
+
+def collect(
+    environ: Mapping[str, str], site_dirs: Sequence[str], probed: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    gates = {
+        name: {"env": gate, "value": environ.get(gate), "enabled": gate_on(gate, environ)}
+        for name, (gate, _doc) in sorted(PATCHES.items())
     }
+    states = patch_states(environ, probed)
+    out: dict[str, Any] = {
+        "patch_gates": gates,
+        "hook_files": hook_files(site_dirs),
+        "hook_loaded": bool(probed) and "error" not in (probed or {}),
+        "patches": states,
+        "active": sorted(name for name, st in states.items() if st["state"] in ACTIVE_STATES),
+    }
+    if isinstance(probed, Mapping) and "error" in probed:
+        out["hook_error"] = str(probed["error"])
+    return out

@@ -1,0 +1,92 @@
+"""`snapshot` argument errors: each is one line and exit 1, reported before anything is collected
+(the hash cache directory a snapshot would create stays absent)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from megacpp_env.cli import main
+
+
+@pytest.fixture
+def cli(tmp_path, monkeypatch, snap_venv):
+    monkeypatch.setenv("MEGACPP_ENV_CACHE_DIR", str(tmp_path / "cache"))
+    base = ["--spec", str(tmp_path / "none.yaml"), "--golden-dir", str(tmp_path / "golden")]
+    return lambda *args: main(["snapshot", *base, *args])
+
+
+def _nothing_collected(tmp_path):
+    return not (tmp_path / "cache").exists()
+
+
+def test_output_is_a_directory(cli, tmp_path, capsys, snap_venv):
+    assert cli("--python", str(snap_venv.python), "-o", str(tmp_path)) == 1
+    assert capsys.readouterr().err == (
+        f"megacpp-env snapshot: error: --output: {tmp_path} is a directory; "
+        f"name a file (e.g. {tmp_path / 'snapshot.json'})\n"
+    )
+    assert _nothing_collected(tmp_path)
+
+
+def test_output_directory_missing(cli, tmp_path, capsys, snap_venv):
+    out = tmp_path / "no" / "such" / "y.json"
+    assert cli("--python", str(snap_venv.python), "-o", str(out)) == 1
+    assert capsys.readouterr().err == (
+        f"megacpp-env snapshot: error: --output: {out}: directory {out.parent} does not exist\n"
+    )
+    assert _nothing_collected(tmp_path)
+    assert cli("--python", str(snap_venv.python), "-o", "/proc/x/y.json") == 1
+    assert capsys.readouterr().err.endswith("directory /proc/x does not exist\n")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may write anywhere")
+def test_output_directory_not_writable(cli, tmp_path, capsys, snap_venv):
+    ro = tmp_path / "ro"
+    ro.mkdir(mode=0o555)
+    assert cli("--python", str(snap_venv.python), "-o", str(ro / "s.json")) == 1
+    assert capsys.readouterr().err.endswith(f"directory {ro} is not writable\n")
+
+
+def test_output_is_written_atomically(cli, tmp_path, snap_venv):
+    out = tmp_path / "s.json"
+    assert cli("--python", str(snap_venv.python), "-o", str(out)) == 0
+    assert json.loads(out.read_text())["schema"] == "megacpp-env/snapshot"
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".s.json")] == []  # no temp file left
+
+
+def test_python_that_is_not_an_executable(cli, tmp_path, capsys, snap_venv):
+    out = tmp_path / "s.json"
+    assert cli("--python", "/nonexistent", "-o", str(out)) == 1
+    assert capsys.readouterr().err == "megacpp-env snapshot: error: --python: /nonexistent: not an executable file\n"
+    assert not out.exists() and _nothing_collected(tmp_path)
+    plain = tmp_path / "python"
+    plain.write_text("#!/bin/sh\n")  # not executable
+    assert cli("--python", str(plain)) == 1
+    assert f"--python: {plain}: not an executable file" in capsys.readouterr().err
+
+
+def test_missing_golden_fails_before_the_snapshot(cli, tmp_path, capsys, snap_venv):
+    out = tmp_path / "s.json"
+    assert cli("--python", str(snap_venv.python), "-o", str(out), "--check-golden", "nope") == 1
+    assert capsys.readouterr().err == (
+        f"megacpp-env snapshot: error: no golden snapshot 'nope' in {tmp_path / 'golden'} "
+        "(store one with --golden nope)\n"
+    )
+    assert not out.exists() and _nothing_collected(tmp_path)
+    assert cli("--python", str(snap_venv.python), "--golden", "../escape") == 1
+    assert _nothing_collected(tmp_path)
+
+
+def test_ignore_and_paths_are_repeatable(tmp_path):
+    from megacpp_env.cli import build_parser
+
+    argv = ["snapshot", "--ignore", "gpu", "--ignore", "env.NCCL_*", "--paths", "a", "b", "--paths", "c"]
+    args = build_parser(argv).parse_args(argv)
+    assert args.ignore == ["gpu", "env.NCCL_*"]
+    assert [str(p) for p in args.paths] == ["a", "b", "c"]
+    argv = ["doctor", "--paths", "a", "--paths", "b", "smoke"]
+    args = build_parser(argv).parse_args(argv)
+    assert (args.target, [str(p) for p in args.paths]) == ("smoke", ["a", "b"])
