@@ -117,6 +117,8 @@ def test_gpu_architecture_and_driver(tmp_path, stack_data):
     gb10 = run_doctor(spec, "gb10", _gpu_snap("12.1", sms=48))
     assert ("platform", "error") in {(f.area, f.severity) for f in gb10.findings}  # x86_64 is not linux/arm64
     assert ("gpu", "ok") in {(f.area, f.severity) for f in gb10.findings}
+    # the lock compared is the target's own (linux/arm64), not one for this machine's platform
+    assert gb10.lock.endswith("pylock.gb10.linux-arm64.toml")
 
 
 def test_arch_capability():

@@ -463,7 +463,11 @@ def run_doctor(spec: Spec, target_name: str, snap: Snapshot) -> DoctorReport:
             )
         )
     findings += check_toolchain(target, snap) + check_gpu(target, snap)
-    lock, lock_shown, lock_findings = load_target_lock(spec, target_name, platform)
+    # On another platform (e.g. doctor gb10 on an x86_64 box) compare against the target's own lock:
+    # aligned platforms resolve to the same versions, and a lock path for a platform the target does
+    # not have would only ever be "missing".
+    lock_platform = platform if platform in target.platforms else target.platforms[0]
+    lock, lock_shown, lock_findings = load_target_lock(spec, target_name, lock_platform)
     findings += lock_findings + (check_lock(lock, snap) if lock else [])
     findings += check_installed_files(snap) + check_sources(target, snap) + check_runtime(target, snap)
     order = ["platform", "toolchain", "gpu", "lock", "installed", "sources", "runtime"]
