@@ -39,7 +39,10 @@ megacpp-env verify-image "$tag" --platform "$platform"
 log "== the smoke image works: the extension, the overlay, the runtime patch switch"
 "$DOCKER" run --rm --platform "$platform" "$tag" python -c \
   'import megacpp_smoke_ext as m; assert m.add(2, 3) == 5; print("megacpp_smoke_ext", m.__version__, "add(2, 3) =", m.add(2, 3))'
-"$DOCKER" run --rm --platform "$platform" -e MEGACPP_PATCH_SMOKE_SHADOW=1 "$tag" python -m megacpp_env.runtime status
+for gate in 0 1; do
+  "$DOCKER" run --rm --platform "$platform" -e MEGACPP_PATCH_SMOKE_SHADOW="$gate" "$tag" python -c \
+    'import os, megacpp_smoke_ext.greeting as g; print("MEGACPP_PATCH_SMOKE_SHADOW=%s:" % os.environ["MEGACPP_PATCH_SMOKE_SHADOW"], g.greet("world"))'
+done
 
 log "== gb10 and cloud: the BuildKit command lines (not buildable here: no registry, no PyTorch index)"
 megacpp-env build gb10 --dry-run || true
