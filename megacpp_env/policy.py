@@ -290,6 +290,21 @@ def _serving(spec: Spec) -> Iterator[tuple[str, str, str]]:
                 )
 
 
+@rule("GB012", "warning", "vLLM builds against a pinned CUTLASS >= 4.4.2, not one fetched by tag")
+def _vllm_cutlass(spec: Spec) -> Iterator[tuple[str, str, str]]:
+    for src in spec.sources.values():
+        if not re.search(r"/vllm(\.git)?$", src.repo) or "VLLM_CUTLASS_SRC_DIR" in src.build_env:
+            continue
+        users = [t.name for t in spec.targets.values() if is_gb10_class(t) and src in t.sources]
+        if users:
+            yield (
+                f"sources.{src.name}.build_env",
+                f"vLLM's CMake fetches CUTLASS by git tag at build time (v4.2.1 at recent commits): unpinned, and "
+                f"older than 4.4.2 for sm_12x targets ({', '.join(users)})",
+                "add a pinned CUTLASS (>= 4.4.2) source and set VLLM_CUTLASS_SRC_DIR to its checkout",
+            )
+
+
 # -- toolchain and pinning rules -----------------------------------------------------------------
 @rule("TC001", "error", "the torch requirement must agree with the CUDA pins")
 def _torch_cuda(spec: Spec) -> Iterator[tuple[str, str, str]]:

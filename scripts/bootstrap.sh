@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # bootstrap.sh: install what megacpp-env and its test suite need on a fresh Debian machine (root or sudo).
-# Idempotent. Installs: git, debootstrap, qemu/binfmt (arm64 builds), nix-bin (flake checks), docker.io
-# (via docker-up.sh, later), and the Python package with its dev extras into the current Python.
-#   env: PYTHON (default python3), MEGACPP_SKIP_APT=1 to skip apt (e.g. on a workstation).
+# Idempotent. Installs git, debootstrap and nix-bin (flake checks) from apt (docker.io and qemu come with
+# docker-up.sh / binfmt-up.sh), then makes the tool's venv ($MEGACPP_VENV, default .venv) with PYTHON
+# (default python3, >= 3.11) and installs megacpp-env there, editable, with its dev and gpu extras.
+# Other scripts then call `activate_tool_env` (scripts/lib.sh) to put that venv first on PATH.
+#   env: PYTHON, MEGACPP_VENV, MEGACPP_SKIP_APT=1 to skip apt (e.g. on a workstation).
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -13,7 +15,18 @@ PYTHON="${PYTHON:-python3}"
 if [ "${MEGACPP_SKIP_APT:-0}" != 1 ]; then
   apt_install git ca-certificates debootstrap nix-bin
 fi
-log "installing megacpp-env (editable) with dev extras into $("$PYTHON" -c 'import sys; print(sys.executable)')"
-"$PYTHON" -m pip install -q --disable-pip-version-check -e '.[dev]'
-command -v megacpp-env >/dev/null || die "megacpp-env is not on PATH after pip install (is $PYTHON's bin dir on PATH?)"
+"$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' || die "$PYTHON is older than 3.11"
+venv="$(tool_venv)"
+if [ ! -x "$venv/bin/python3" ]; then
+  log "creating the tool environment $venv with $("$PYTHON" -c 'import sys; print(sys.executable)')"
+  if ! "$PYTHON" -m venv "$venv"; then
+    # Debian's own python3 needs its venv module from apt.
+    [ "${MEGACPP_SKIP_APT:-0}" = 1 ] || apt_install python3-venv
+    rm -rf "$venv"
+    "$PYTHON" -m venv "$venv" || die "cannot create a venv with $PYTHON"
+  fi
+fi
+log "installing megacpp-env (editable, dev + gpu extras) into $venv"
+"$venv/bin/python3" -m pip install -q --disable-pip-version-check -e '.[dev,gpu]'
+activate_tool_env
 megacpp-env --version >&2

@@ -69,3 +69,17 @@ host_ca_bundle() {
 
 # now_s: seconds since the epoch (for timings).
 now_s() { date +%s; }
+
+# The tool's own virtual environment (made by bootstrap.sh): $MEGACPP_VENV, default <repo>/.venv.
+# A venv, not the system Python: Debian's python3 is "externally managed" (PEP 668).
+tool_venv() {
+  printf '%s\n' "${MEGACPP_VENV:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/.venv}"
+}
+
+# activate_tool_env: put the tool's venv first on PATH (python3, megacpp-env, pytest, ruff, mypy).
+activate_tool_env() {
+  local venv
+  venv="$(tool_venv)"
+  [ -x "$venv/bin/python3" ] || die "no tool environment at $venv: run bash scripts/bootstrap.sh first"
+  export PATH="$venv/bin:$PATH"
+}

@@ -17,6 +17,7 @@ platform="${MEGACPP_PLATFORM:-linux/amd64}"
 arch="${platform#linux/}"
 
 bash scripts/bootstrap.sh
+activate_tool_env
 bash scripts/docker-up.sh
 [ "$arch" = amd64 ] || bash scripts/binfmt-up.sh
 bash scripts/make-base-image.sh "$arch"
