@@ -195,7 +195,15 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _check_paths(opts: BuildOptions) -> None:
+    if opts.ca_bundle and not Path(opts.ca_bundle).is_file():
+        raise RefusedError(f"--ca-bundle {opts.ca_bundle}: no such file")
+    if opts.mirror and not Path(opts.mirror).is_dir():
+        raise RefusedError(f"--mirror {opts.mirror}: not a directory")
+
+
 def plan_build(spec: Spec, opts: BuildOptions, *, docker_bin: str = "docker") -> BuildPlan:
+    _check_paths(opts)
     target = spec.target(opts.target)
     platform = resolve_platform(target, opts.platform)
     arch = platform_arch(platform)
@@ -423,12 +431,29 @@ class VerifyReport:
     stderr: str = ""
 
 
+SNAPSHOT_FAILED = 86  # the exit status verify-image's in-image script gives a failed snapshot (diff uses 0-3)
+
+
 def verify_image(image: str, *, platform: str = "", as_json: bool = False) -> VerifyReport:
     """Take a snapshot inside ``image`` and diff it against the one baked at build time (in the image,
-    with the image's own megacpp-env, so both sides come from the same tool version)."""
+    with the image's own megacpp-env, so both sides come from the same tool version).
+
+    A snapshot that fails is a ``ToolError``; only a diff that finds differences is drift."""
     diff = "megacpp-env diff --json" if as_json else "megacpp-env diff"
-    script = f'live="$(mktemp)"; megacpp-env snapshot -o "$live" >/dev/null && {diff} {layout.IMAGE_SNAPSHOT} "$live"'
+    script = (
+        'live="$(mktemp)"; err="$(mktemp)"; '
+        'if ! megacpp-env snapshot -o "$live" >/dev/null 2>"$err"; then '
+        f'tail -n 20 "$err" >&2; exit {SNAPSHOT_FAILED}; fi; '
+        f'exec {diff} {layout.IMAGE_SNAPSHOT} "$live"'
+    )
     proc = docker.run_in_image(image, ["bash", "-c", script], platform=platform)
+    if proc.returncode == SNAPSHOT_FAILED:
+        raise ToolError(f"snapshot inside the image failed: {_last_lines(proc.stderr)}")
     if proc.returncode not in (0, 1):
         raise ToolError(f"verify-image {image}: exit {proc.returncode}: {(proc.stderr or proc.stdout).strip()[-500:]}")
     return VerifyReport(ok=proc.returncode == 0, output=proc.stdout, stderr=proc.stderr)
+
+
+def _last_lines(text: str, count: int = 5) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return " | ".join(lines[-count:]) or "(no output)"

@@ -73,6 +73,8 @@ def build_argv(req: BuildRequest, *, docker: str = "docker") -> list[str]:
         argv += ["--network", req.network]
     for key, value in req.build_args:
         argv += ["--build-arg", f"{key}={value}"]
+    if req.cache_from and not req.needs_buildx:  # an image pushed from this build can then serve as a cache
+        argv += ["--build-arg", "BUILDKIT_INLINE_CACHE=1"]
     for sid, src in req.secrets:
         argv += ["--secret", f"id={sid},src={src}"]
     for key, value in req.labels:

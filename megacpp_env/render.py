@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from megacpp_env import layout
+from megacpp_env.errors import MegacppEnvError
 from megacpp_env.fsutil import atomic_write_bytes, sha256_bytes
 from megacpp_env.spec.model import Source, Spec, Target, canonical_hash, platform_arch
 from megacpp_env.templating import TemplateValueError, render_template
@@ -182,6 +183,10 @@ def render_target(spec: Spec, name: str, *, templates: Path | None = None) -> tu
     """Every file ``images/<name>/`` holds, rendered in memory."""
     target = spec.target(name)
     tpl = templates or layout.templates_dir(spec.root)
+    if not tpl.is_dir():
+        raise MegacppEnvError(
+            f"no templates at {tpl}: render and build need the repository's images/templates/ next to stack.yaml"
+        )
     try:
         text = render_template(tpl, TEMPLATE, view(spec, target, tpl))
     except TemplateValueError as exc:

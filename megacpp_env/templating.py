@@ -25,6 +25,8 @@ from typing import Any
 import jinja2
 from jinja2.sandbox import SandboxedEnvironment
 
+from megacpp_env.errors import MegacppEnvError
+
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _WORD = re.compile(r"[A-Za-z0-9._/:@+=-]+")
 
@@ -35,8 +37,8 @@ class Quoted(str):
     __slots__ = ()
 
 
-class TemplateValueError(ValueError):
-    """A value cannot be placed safely in a rendered file."""
+class TemplateValueError(MegacppEnvError, ValueError):
+    """A value cannot be placed safely in a rendered file (or a template is broken): exit 1, one line."""
 
 
 def _one_line(value: object, filter_name: str) -> str:

@@ -90,6 +90,8 @@ def test_dry_run_secrets_cache_and_buildx(capsys, tmp_path):
 def test_classic_build_push_and_load(spec):
     plan = build.plan_build(spec, build.BuildOptions(target="gb10", push=True, cache_from=("reg/x:cache",)))
     assert plan.argv[1] == "build" and "--cache-from" in plan.argv
+    assert "--build-arg BUILDKIT_INLINE_CACHE=1" in shlex.join(plan.argv)  # the pushed image can serve as a cache
+    assert "BUILDKIT_INLINE_CACHE" not in shlex.join(build.plan_build(spec, build.BuildOptions(target="gb10")).argv)
     assert plan.notes == (f"then: docker push {plan.tag}",)
     plan = build.plan_build(spec, build.BuildOptions(target="gb10", builder="bk"))
     assert plan.argv[-2:] == ("--load", ".")
@@ -235,3 +237,83 @@ def test_cli_parses_build_render_and_verify_image(capsys, monkeypatch):
     assert main(["build", "gb10", "--platform", "linux/amd64", "--dry-run"]) == 1
     assert "not built for linux/amd64" in capsys.readouterr().err
     assert main(["verify-image"]) == 2
+
+
+@pytest.mark.parametrize(("option", "message"), [
+    ("ca_bundle", "--ca-bundle {path}: no such file"),
+    ("mirror", "--mirror {path}: not a directory"),
+])
+def test_missing_ca_bundle_or_mirror_is_refused_up_front(capsys, tmp_path, option, message):
+    from megacpp_env.cli import main
+
+    path = str(tmp_path / "nonexistent")
+    flag = "--" + option.replace("_", "-")
+    argv = ["--spec", str(REPO_ROOT / "stack.yaml"), "build", "gb10", flag, path, "--dry-run"]
+    assert main(argv) == 1
+    out = capsys.readouterr()
+    assert out.out == ""
+    assert out.err == f"megacpp-env build: error: {message.format(path=path)}\n"
+    assert main([*argv, "--json"]) == 1
+    assert json.loads(capsys.readouterr().out) == {"ok": False, "error": message.format(path=path)}
+
+
+def test_build_json_prints_json_on_failure(capsys, monkeypatch):
+    def boom(*a, **k):
+        raise StaleError("refusing to build: images/gb10/Dockerfile is stale")
+
+    monkeypatch.setattr(build, "refuse_if_stale", boom)
+    monkeypatch.setattr(docker, "binary", lambda: "docker")
+    assert build_cmd.run(_args("gb10", dry_run=False, json=True)) == 1
+    out = capsys.readouterr()
+    assert json.loads(out.out) == {"ok": False, "error": "refusing to build: images/gb10/Dockerfile is stale"}
+
+
+def _fake_run_in_image(monkeypatch, rc, stdout="", stderr=""):
+    import subprocess
+
+    calls = []
+
+    def fake(image, argv, **kw):
+        calls.append(argv)
+        return subprocess.CompletedProcess(argv, rc, stdout, stderr)
+
+    monkeypatch.setattr(docker, "run_in_image", fake)
+    return calls
+
+
+def test_verify_image_snapshot_failure_is_a_tool_error_not_drift(capsys, monkeypatch):
+    from megacpp_env.commands import verify_image as verify_cmd
+    from megacpp_env.errors import ToolError
+
+    calls = _fake_run_in_image(monkeypatch, build.SNAPSHOT_FAILED, stderr="Traceback\nboom: no python\n")
+    with pytest.raises(ToolError) as exc:
+        build.verify_image("img:1")
+    assert str(exc.value) == "snapshot inside the image failed: Traceback | boom: no python"
+    script = calls[0][-1]
+    assert "megacpp-env snapshot" in script and "&&" not in script
+    args = argparse.Namespace(image="img:1", platform="", json=True)
+    assert verify_cmd.run(args) == 1
+    assert json.loads(capsys.readouterr().out) == {
+        "ok": False, "error": "snapshot inside the image failed: Traceback | boom: no python",
+    }
+
+
+def test_verify_image_drift_is_reported_as_drift(capsys, monkeypatch):
+    from megacpp_env.commands import verify_image as verify_cmd
+
+    _fake_run_in_image(monkeypatch, 1, stdout='{"ok": false, "changes": []}\n')
+    report = build.verify_image("img:1", as_json=True)
+    assert not report.ok and report.output.startswith('{"ok": false')
+    assert verify_cmd.run(argparse.Namespace(image="img:1", platform="", json=True)) == 1
+    assert capsys.readouterr().out == '{"ok": false, "changes": []}\n'
+
+
+def test_docker_tests_fail_instead_of_skipping_under_ci(monkeypatch):
+    from tests.fixtures.docker import skip_or_fail
+
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match=r"no Docker daemon \(run scripts/docker-up.sh\); CI is set"):
+        skip_or_fail("no Docker daemon (run scripts/docker-up.sh)")
+    monkeypatch.setenv("CI", "")
+    with pytest.raises(pytest.skip.Exception):
+        skip_or_fail("no Docker daemon (run scripts/docker-up.sh)")

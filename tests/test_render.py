@@ -222,12 +222,28 @@ def test_no_secret_no_remote_add_and_network_steps_mount_the_ca(spec, target):
     assert not re.search(r"(?i)(token|password|secret)\s*=", text)
     assert "BEGIN CERTIFICATE" not in text and "PRIVATE KEY" not in text
     for instr in _logical_runs(text):
-        networked = any(k in instr for k in ("apt-get update", "--require-hashes", "megacpp-env checkout"))
+        # `pip wheel .` may fetch too (vLLM's CMake FetchContent downloads CUTLASS, flash-attn...)
+        networked = any(k in instr for k in ("apt-get update", "--require-hashes", "megacpp-env checkout", " wheel "))
         if networked:
             assert instr.startswith("RUN --mount=type=secret,id=ca_bundle,mode=0444 "), instr[:120]
             assert "SSL_CERT_FILE=/run/secrets/ca_bundle" in instr and "GIT_SSL_CAINFO" in instr
         if "apt-get update" in instr:
             assert "Acquire::https::CAInfo" in instr and "rm -rf /var/lib/apt/lists/* /etc/apt/apt.conf.d/99megacpp-ca" in instr
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_wheel_steps_clean_the_checkout_and_check_dependencies(spec, target):
+    wheels = [i for i in _logical_runs(_text(spec, target)) if "/opt/venv/bin/pip wheel " in i]
+    assert len(wheels) == sum(s.install == "wheel" for s in spec.target(target).sources) > 0
+    for instr in wheels:
+        steps = [s.strip() for s in instr.split(" && ")]
+        wheel = next(i for i, s in enumerate(steps) if s.startswith("/opt/venv/bin/pip wheel "))
+        install = next(i for i, s in enumerate(steps) if s.startswith("/opt/venv/bin/pip install --no-deps"))
+        # in-tree build leftovers go in the same layer, and only those two patterns, relative to the checkout
+        assert steps[wheel + 1] == "rm -rf ./build ./*.egg-info"
+        assert install > wheel + 1
+        # a source whose dependencies the lock lacks fails here, naming the package
+        assert steps[install + 1] == "/opt/venv/bin/pip check"
 
 
 def test_layer_order_toolchain_then_lock_then_sources(spec):

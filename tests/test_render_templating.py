@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 import shlex
 
 import jinja2
@@ -120,6 +121,7 @@ def test_injection_payloads_never_reach_a_rendered_file(stack_data):
     leaves = list(_string_leaves(stack_data))
     assert len(leaves) > 100  # every string of the real spec, not a sample
     refused = 0
+    filtered: list[str] = []
     for key in leaves:
         for payload in PAYLOADS:
             data = copy.deepcopy(stack_data)
@@ -132,7 +134,12 @@ def test_injection_payloads_never_reach_a_rendered_file(stack_data):
             assert payload not in LINE_BREAKERS, (key, payload)
             try:
                 files = render.render_all(spec)
-            except TemplateValueError:
+            except TemplateValueError as exc:
+                # Only a quoting filter refusing the payload counts; a broken template or a missing
+                # templates directory is a MegacppEnvError of another kind and must not pass as one.
+                assert type(exc) is TemplateValueError, (key, payload, exc)
+                assert re.search(r": \|(sh|dq|word|text): ", str(exc)), (key, payload, str(exc))
+                filtered.append(str(exc))
                 continue
             for f in files:
                 text = f.content.decode()
@@ -146,3 +153,21 @@ def _logical_runs_of(text: str) -> list[str]:
     from tests.test_render import _logical_runs
 
     return _logical_runs(text)
+
+
+def test_template_errors_are_user_errors_exit_1(tmp_path, capsys):
+    from megacpp_env.cli import main
+    from megacpp_env.errors import MegacppEnvError
+
+    assert issubclass(TemplateValueError, MegacppEnvError)
+    assert issubclass(TemplateValueError, ValueError)
+    # a stack.yaml outside the repository: no images/templates/ next to it
+    from tests.fixtures.spec import REPO_ROOT
+
+    (tmp_path / "stack.yaml").write_text((REPO_ROOT / "stack.yaml").read_text())
+    assert main(["--spec", str(tmp_path / "stack.yaml"), "render", "smoke", "--check"]) == 1
+    err = capsys.readouterr().err
+    assert err == (
+        f"megacpp-env render: error: no templates at {tmp_path / 'images' / 'templates'}: "
+        "render and build need the repository's images/templates/ next to stack.yaml\n"
+    )

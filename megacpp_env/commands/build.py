@@ -37,6 +37,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from megacpp_env.errors import MegacppEnvError
+    from megacpp_env.ui import print_json
+
+    if not args.json:
+        return _run(args)
+    try:
+        return _run(args)
+    except MegacppEnvError as exc:
+        print_json({"ok": False, "error": str(exc)})
+        print(f"megacpp-env build: error: {exc}", file=sys.stderr)
+        return 1
+
+
+def _run(args: argparse.Namespace) -> int:
     from megacpp_env import build, docker
     from megacpp_env.errors import ToolNotFoundError
     from megacpp_env.ui import print_json
@@ -68,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     build.refuse_if_stale(spec, plan.target, plan.platform)
     result = build.execute(plan, on_line=lambda line: print(line, file=sys.stderr, flush=True))
     if args.json:
-        print_json(result.to_dict())
+        print_json({"ok": True, **result.to_dict()})
     else:
         print(
             f"built {result.plan.tag} ({result.plan.platform}) in {result.seconds:.1f}s; "
