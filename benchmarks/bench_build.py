@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import re
-import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -32,20 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 from megacpp_env import build  # noqa: E402
 from megacpp_env.spec import load_spec  # noqa: E402
-
-COPIED = ("stack.yaml", "pyproject.toml", "README.md", ".dockerignore", "megacpp_env", "locks", "overlays", "images")
-
-
-def copy_context(dest: Path) -> Path:
-    for name in COPIED:
-        src = ROOT / name
-        if src.is_dir():
-            shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns("__pycache__"))
-        elif src.is_file():
-            shutil.copy2(src, dest / name)
-    if not (dest / "README.md").exists():
-        (dest / "README.md").write_text("# megacpp-env\n")
-    return dest
+from tests.fixtures.docker import copy_build_context  # noqa: E402
 
 
 def touch_overlay(root: Path, n: int) -> str:
@@ -87,15 +73,21 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--platform", default="linux/amd64")
     p.add_argument("--ca-bundle", default="/etc/ssl/certs/ca-certificates.crt")
-    p.add_argument("--cold-seconds", type=float, default=0.0,
-                   help="skip the --no-cache build and use this measured cold time (slow arm64 emulation)")
+    p.add_argument(
+        "--cold-seconds",
+        type=float,
+        default=0.0,
+        help="skip the --no-cache build and use this measured cold time (slow arm64 emulation)",
+    )
     args = p.parse_args()
     ca = args.ca_bundle if Path(args.ca_bundle).is_file() else ""
     with tempfile.TemporaryDirectory(prefix="megacpp-bench-") as tmp:
-        root = copy_context(Path(tmp))
+        root = copy_build_context(Path(tmp))
         rows = []
         first = run(root, args.platform, ca, no_cache=not args.cold_seconds)
-        rows.append(("cold (--no-cache)" if not args.cold_seconds else "first build (layer cache as found)", "-", first))
+        rows.append(
+            ("cold (--no-cache)" if not args.cold_seconds else "first build (layer cache as found)", "-", first)
+        )
         rows.append(("no change", "-", run(root, args.platform, ca)))
         rows.append(("one overlay file", touch_overlay(root, 1), run(root, args.platform, ca)))
         rows.append(("lock", touch_lock(root, args.platform, 1), run(root, args.platform, ca)))

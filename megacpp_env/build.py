@@ -28,8 +28,8 @@ from typing import Any
 
 from megacpp_env import docker, layout, render
 from megacpp_env.errors import RefusedError, StaleError, ToolError
-from megacpp_env.fsutil import sha256_bytes
-from megacpp_env.spec.model import Spec, Target, canonical_hash, platform_arch
+from megacpp_env.fsutil import canonical_hash, sha256_bytes
+from megacpp_env.spec.model import Spec, Target, platform_arch
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 SNAPSHOT_LABEL = f"{layout.LABEL_PREFIX}.snapshot-digest"

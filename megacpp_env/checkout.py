@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from megacpp_env import __version__, git
 from megacpp_env.errors import RefusedError
 from megacpp_env.fsutil import atomic_write_text
+from megacpp_env.redact import strip_url_credentials
 
 if TYPE_CHECKING:
     from megacpp_env.spec.model import Source
@@ -294,7 +295,7 @@ def _write_record(source: Source, dest: Path, *, shallow: bool) -> None:
     old = read_provenance(dest)
     prov = Provenance(
         source=source.name,
-        url=git.strip_credentials(source.repo),
+        url=strip_url_credentials(source.repo),
         commit=source.commit,
         ref=source.ref,
         submodules={s.path: s.expected for s in git.submodule_status(dest)},

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
 CHUNK = 1 << 20
 
@@ -64,3 +66,13 @@ def sha256_file(path: Path) -> str:
         while chunk := fh.read(CHUNK):
             h.update(chunk)
     return h.hexdigest()
+
+
+def canonical_json(obj: Any) -> str:
+    """Sorted keys, no whitespace, ASCII: the one serialisation every content hash is taken over."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
+def canonical_hash(obj: Any) -> str:
+    """sha256 (hex) of ``canonical_json(obj)``."""
+    return sha256_bytes(canonical_json(obj).encode())

@@ -18,10 +18,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from megacpp_env.errors import ToolError, ToolNotFoundError
-from megacpp_env.snapshot.envvars import strip_url_credentials
+from megacpp_env.redact import strip_url_credentials
 
 log = logging.getLogger("megacpp_env.git")
 
@@ -243,17 +242,8 @@ def remote_urls(path: Path) -> dict[str, str]:
     out: dict[str, str] = {}
     for line in proc.stdout.decode("utf-8", "replace").splitlines():
         key, _, url = line.partition(" ")
-        out[key[len("remote.") : -len(".url")]] = strip_credentials(url)
+        out[key[len("remote.") : -len(".url")]] = strip_url_credentials(url)
     return dict(sorted(out.items()))
-
-
-def strip_credentials(url: str) -> str:
-    """``https://user:token@host/x.git`` -> ``https://host/x.git``; scp-like and local paths unchanged."""
-    parts = urlsplit(url)
-    if not parts.scheme or "@" not in parts.netloc:
-        return url
-    host = parts.netloc.rpartition("@")[2]
-    return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
 
 
 def is_local_url(url: str) -> bool:
@@ -289,7 +279,7 @@ def fetch_commit(path: Path, url: str, sha: str) -> bool:
     unshallow = ["--unshallow"] if git_path(path, "shallow").exists() else []
     run_git(["fetch", "--quiet", *unshallow, url, *refspecs], path, config=cfg)
     if not has_commit(path, sha):
-        raise ToolError(f"commit {sha} is not reachable from any branch or tag of {strip_credentials(url)}")
+        raise ToolError(f"commit {sha} is not reachable from any branch or tag of {strip_url_credentials(url)}")
     return False
 
 

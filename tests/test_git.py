@@ -8,6 +8,7 @@ import pytest
 
 from megacpp_env import git
 from megacpp_env.errors import ToolError
+from megacpp_env.redact import strip_url_credentials
 from tests.fixtures.git_repos import make_repo, write_files
 
 
@@ -104,7 +105,7 @@ def test_fetch_unknown_commit_fails(upstream, tmp_path: Path) -> None:  # type: 
     ],
 )
 def test_strip_credentials(url: str, clean: str) -> None:
-    assert git.strip_credentials(url) == clean
+    assert strip_url_credentials(url) == clean
 
 
 def test_remote_urls_strip_credentials(tmp_path: Path) -> None:

@@ -201,3 +201,11 @@ def test_index_urls_are_http_or_file(stack_data, url):
     stack_data["indexes"]["pytorch-nightly-cu132"]["url"] = url
     with pytest.raises(SpecError, match=r"indexes.pytorch-nightly-cu132.url: expected a URL \(https://, http://, file://\)"):
         load_data(stack_data)
+
+
+def test_spec_digest_is_the_canonical_hash_of_its_view():
+    from megacpp_env.fsutil import canonical_hash, canonical_json
+
+    spec = load_spec(STACK_YAML)
+    assert spec.digest() == canonical_hash(spec.to_dict())
+    assert canonical_json({"b": 1, "a": "é"}) == '{"a":"\\u00e9","b":1}'

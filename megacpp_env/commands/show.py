@@ -14,7 +14,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from megacpp_env.spec.model import canonical_hash
+    from megacpp_env.fsutil import canonical_hash
     from megacpp_env.ui import print_json
 
     spec = load(args)

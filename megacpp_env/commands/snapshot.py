@@ -71,13 +71,6 @@ def add_python(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def load_optional_spec(path: str) -> Spec | None:
-    """Kept for callers that pass a path; ``_common.load_optional`` is the one implementation."""
-    from megacpp_env.commands._common import load_optional
-
-    return load_optional(argparse.Namespace(spec=path))
-
-
 def check_python(args: argparse.Namespace) -> None:
     """An explicit ``--python`` that is not an executable file is a user error, before anything runs."""
     if args.python:

@@ -9,7 +9,6 @@ lock (``[tool.megacpp-env].inputs-hash``); ``lock --check`` recomputes it offlin
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -17,8 +16,9 @@ from typing import Any
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from megacpp_env.fsutil import canonical_hash, canonical_json
 from megacpp_env.layout import TOOL_REQUIREMENTS
-from megacpp_env.spec.model import Index, Spec, Target, canonical_hash
+from megacpp_env.spec.model import Index, Spec, Target
 
 INPUTS_VERSION = 2  # bump when the meaning of the inputs changes: every lock becomes stale
 # 2: requirements are sorted canonically (their order in stack.yaml does not decide a resolution)
@@ -66,7 +66,7 @@ class LockInputs:
         return canonical_hash(self.to_dict())
 
     def canonical_json(self) -> str:
-        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+        return canonical_json(self.to_dict())
 
 
 def _index_dict(index: Index) -> dict[str, Any]:

@@ -7,7 +7,6 @@ whenever they are taken. A document whose digest does not match its facts is ref
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from dataclasses import dataclass, field
@@ -15,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from megacpp_env.errors import MegacppEnvError, SpecError, VerificationError
+from megacpp_env.fsutil import canonical_hash
 
 SCHEMA = "megacpp-env/snapshot"
 SCHEMA_VERSION = 1
@@ -22,10 +22,7 @@ AREAS = ("python", "checkouts", "torch", "gpu", "compilers", "runtime", "env", "
 
 
 def digest_of(facts: dict[str, Any]) -> str:
-    data = json.dumps(
-        {"schema_version": SCHEMA_VERSION, "facts": facts}, sort_keys=True, separators=(",", ":"), ensure_ascii=True
-    )
-    return "sha256:" + hashlib.sha256(data.encode()).hexdigest()
+    return "sha256:" + canonical_hash({"schema_version": SCHEMA_VERSION, "facts": facts})
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -9,13 +9,11 @@ can be swept for any that slipped through another path (a git remote, a ``direct
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-REDACTED = "<redacted>"
+from megacpp_env.redact import REDACTED, URL_RE, is_secret_name, strip_url_credentials
 
 ALLOW_PREFIXES = (
     "CUDA_",
@@ -71,47 +69,15 @@ ALLOW_NAMES = frozenset(
         "TZ",
     }
 )
-_SECRET_WORDS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "PRIVATE", "COOKIE", "SESSION")
-_SECRET_PARTS = frozenset({"KEY", "APIKEY", "PASS", "PWD", "SIGNATURE", "SIG"})
-_URL_RE = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://(?P<rest>[^\s'\"<>,;]+)")
 _MIN_SECRET_LEN = 6
-
-
-def is_secret_name(name: str) -> bool:
-    upper = name.upper()
-    if any(word in upper for word in _SECRET_WORDS):
-        return True
-    parts = set(re.split(r"[^A-Z0-9]+", upper))
-    return bool(parts & _SECRET_PARTS) or any(p.endswith("KEY") and len(p) > 3 for p in parts)
 
 
 def is_allowed(name: str) -> bool:
     return name in ALLOW_NAMES or name.startswith(ALLOW_PREFIXES)
 
 
-def _strip_url(match: re.Match[str]) -> str:
-    url = f"{match['scheme']}://{match['rest']}"
-    try:
-        parts = urlsplit(url)
-        netloc = parts.netloc.rpartition("@")[2]
-        query = parts.query
-        if query:
-            pairs = [(k, REDACTED if is_secret_name(k) else v) for k, v in parse_qsl(query, keep_blank_values=True)]
-            query = urlencode(pairs, safe="<>")
-        return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
-    except ValueError:
-        return f"{match['scheme']}://{REDACTED}"
-
-
-def strip_url_credentials(text: str) -> str:
-    """Remove userinfo (``user:token@``) and secret-looking query values from every URL in ``text``."""
-    if "://" not in text:
-        return text
-    return _URL_RE.sub(_strip_url, text)
-
-
 def _url_secrets(text: str) -> Iterable[str]:
-    for match in _URL_RE.finditer(text):
+    for match in URL_RE.finditer(text):
         userinfo = match["rest"].split("/", 1)[0].rpartition("@")[0]
         for piece in userinfo.split(":"):
             if len(piece) >= _MIN_SECRET_LEN:

@@ -6,11 +6,11 @@ ran there at start-up). A patch is ``active`` when its hook armed or applied it.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from megacpp_env.fsutil import sha256_file
 from megacpp_env.runtime import gate_on
 from megacpp_env.runtime.catalog import PATCHES
 
@@ -23,7 +23,7 @@ def hook_files(site_dirs: Sequence[str]) -> dict[str, str]:
     for site in site_dirs:
         for path in sorted(Path(site).glob(HOOK_GLOB)):
             try:
-                out[str(path)] = "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
+                out[str(path)] = "sha256:" + sha256_file(path)
             except OSError as exc:
                 out[str(path)] = f"unreadable: {exc.strerror}"
     return out

@@ -6,12 +6,12 @@ sequences are tuples. ``to_dict`` gives the canonical JSON-able view used for ha
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+
+from megacpp_env.fsutil import canonical_hash
 
 SCHEMA_VERSION = 1
 PLATFORMS = ("linux/amd64", "linux/arm64")
@@ -356,8 +356,3 @@ class Spec:
     def digest(self) -> str:
         """sha256 of the canonical JSON of the whole spec (independent of YAML formatting and comments)."""
         return canonical_hash(self.to_dict())
-
-
-def canonical_hash(obj: Any) -> str:
-    data = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
-    return hashlib.sha256(data).hexdigest()
