@@ -29,7 +29,8 @@ from typing import Any
 from megacpp_env import docker, layout, render
 from megacpp_env.errors import RefusedError, StaleError, ToolError
 from megacpp_env.fsutil import canonical_hash, sha256_bytes
-from megacpp_env.spec.model import Spec, Target, platform_arch
+from megacpp_env.layout import platform_arch
+from megacpp_env.spec.model import Spec, Target
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 SNAPSHOT_LABEL = f"{layout.LABEL_PREFIX}.snapshot-digest"

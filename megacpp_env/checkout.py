@@ -1,5 +1,7 @@
 """Pinned source checkouts: make one (fetch by SHA, submodules at their pinned commits, provenance
-record), inspect one (``inspect_checkout``, also used by ``snapshot``) and verify one against its pin.
+record) and verify one against its pin. What a checkout is (``worktree.status.checkout_state``) and
+its provenance record (``worktree.provenance``) live in ``megacpp_env.worktree``, which ``snapshot``
+shares.
 
 A checkout is created in a temporary sibling directory and renamed into place, so an interrupted
 ``checkout`` never leaves a half-made tree at the destination. Never prints, never exits.
@@ -7,122 +9,21 @@ A checkout is created in a temporary sibling directory and renamed into place, s
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from megacpp_env import __version__, git
+from megacpp_env import git, layout
 from megacpp_env.errors import RefusedError
-from megacpp_env.fsutil import atomic_write_text
 from megacpp_env.redact import strip_url_credentials
+from megacpp_env.worktree.provenance import Provenance, read_provenance, write_provenance
+from megacpp_env.worktree.status import CheckoutState, checkout_state
 
 if TYPE_CHECKING:
     from megacpp_env.spec.model import Source
-
-PROVENANCE_NAME = ".megacpp-checkout.json"
-PROVENANCE_SCHEMA = 1
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Provenance:
-    """What ``checkout`` made, written to ``DEST/.megacpp-checkout.json`` (kept out of ``git status``).
-
-    ``overlay`` is set by ``overlay apply`` (name, diff_hash, untracked_hash of the applied state and
-    the overlay's paths) and cleared by ``overlay restore``; ``verify-checkout`` accepts exactly that
-    recorded state.
-    """
-
-    source: str
-    url: str
-    commit: str
-    ref: str = ""
-    submodules: dict[str, str] = field(default_factory=dict)
-    shallow: bool = False
-    tool_version: str = __version__
-    overlay: dict[str, Any] | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "schema_version": PROVENANCE_SCHEMA,
-            "source": self.source,
-            "url": self.url,
-            "commit": self.commit,
-            "ref": self.ref,
-            "submodules": dict(sorted(self.submodules.items())),
-            "shallow": self.shallow,
-            "tool": f"megacpp-env {self.tool_version}",
-            "overlay": self.overlay,
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Provenance:
-        return cls(
-            source=str(data.get("source", "")),
-            url=str(data.get("url", "")),
-            commit=str(data.get("commit", "")),
-            ref=str(data.get("ref", "")),
-            submodules={str(k): str(v) for k, v in (data.get("submodules") or {}).items()},
-            shallow=bool(data.get("shallow", False)),
-            tool_version=str(data.get("tool", "")).removeprefix("megacpp-env "),
-            overlay=data.get("overlay") or None,
-        )
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class CheckoutState:
-    """What a directory is, as far as git can tell. ``expected`` is the pin it is compared with."""
-
-    path: str
-    has_git: bool
-    head: str | None = None
-    expected: str | None = None
-    source: str | None = None
-    dirty: bool = False
-    diff_hash: str | None = None
-    untracked: int = 0
-    untracked_hash: str | None = None
-    changed: tuple[str, ...] = ()  # paths that differ from HEAD (tracked or untracked), sorted
-    submodules: tuple[git.SubmoduleState, ...] = ()
-    provenance: Provenance | None = None
-
-    @property
-    def matches_pin(self) -> bool | None:
-        """HEAD equals the pin; None when there is no pin to compare with."""
-        return None if self.expected is None else self.head == self.expected
-
-    @property
-    def matches_recorded_overlay(self) -> bool:
-        """The local changes are exactly the ones ``overlay apply`` recorded: the same diff and
-        untracked files, touching exactly the overlay's paths (nothing outside it)."""
-        rec = self.provenance.overlay if self.provenance else None
-        if not rec or not isinstance(rec.get("paths"), list):
-            return False
-        same_paths = set(self.changed) == {str(p) for p in rec["paths"]}
-        return (
-            same_paths and rec.get("diff_hash") == self.diff_hash and rec.get("untracked_hash") == self.untracked_hash
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "path": self.path,
-            "source": self.source,
-            "has_git": self.has_git,
-            "head": self.head,
-            "expected": self.expected,
-            "matches_pin": self.matches_pin,
-            "dirty": self.dirty,
-            "diff_hash": self.diff_hash,
-            "untracked": self.untracked,
-            "untracked_hash": self.untracked_hash,
-            "changed": list(self.changed),
-            "submodules": [s.to_dict() for s in self.submodules],
-            "overlay": self.provenance.overlay if self.provenance else None,
-            "provenance": self.provenance.to_dict() if self.provenance else None,
-        }
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -147,61 +48,14 @@ class Verification:
         return {"ok": self.ok, "problems": list(self.problems), **self.state.to_dict()}
 
 
-# ---- provenance ---------------------------------------------------------------------------------
-
-
-def read_provenance(path: Path) -> Provenance | None:
-    file = Path(path) / PROVENANCE_NAME
-    try:
-        return Provenance.from_dict(json.loads(file.read_text(encoding="utf-8")))
-    except (FileNotFoundError, NotADirectoryError, ValueError, AttributeError):
-        return None
-
-
-def write_provenance(path: Path, prov: Provenance) -> bool:
-    """Write the record atomically and keep it out of ``git status`` (``.git/info/exclude``)."""
-    git.add_exclude(path, f"/{PROVENANCE_NAME}")
-    text = json.dumps(prov.to_dict(), indent=2, sort_keys=True) + "\n"
-    return atomic_write_text(Path(path) / PROVENANCE_NAME, text)
-
-
-def record_overlay(path: Path, overlay: dict[str, Any] | None, *, source: str = "", commit: str = "") -> None:
-    """Record (or clear, with None) the overlay state in the provenance record. A checkout made by
-    hand gets a minimal record (``source``, ``commit``, origin URL) so the state is still recorded."""
-    prov = read_provenance(path)
-    if prov is None and overlay is not None:
-        url = git.remote_urls(path).get("origin", "")
-        prov = Provenance(source=source, url=url, commit=commit or git.head_commit(path) or "")
-    if prov is not None:
-        write_provenance(path, replace(prov, overlay=overlay))
-
-
 # ---- inspecting ---------------------------------------------------------------------------------
 
 
 def inspect_checkout(path: Path | str, source: Source | None = None) -> CheckoutState:
-    """Everything ``verify`` and ``snapshot`` need to know about a checkout. Reads only."""
-    path = Path(path)
-    prov = read_provenance(path)
-    expected = source.commit if source else (prov.commit if prov else None)
-    name = source.name if source else (prov.source if prov else None)
-    if not git.is_git_checkout(path):
-        return CheckoutState(path=str(path), has_git=False, expected=expected, source=name, provenance=prov)
-    head = git.head_commit(path)
-    return CheckoutState(
-        path=str(path),
-        has_git=True,
-        head=head,
-        expected=expected,
-        source=name,
-        dirty=git.is_dirty(path) if head else False,
-        diff_hash=git.diff_hash(path) if head else None,
-        untracked=git.untracked_count(path),
-        untracked_hash=git.untracked_hash(path),
-        changed=tuple(c.path for c in git.changes(path)) if head else (),
-        submodules=git.submodule_status(path),
-        provenance=prov,
-    )
+    """The state of the checkout at ``path``, compared with ``source``'s pin (else its provenance record's)."""
+    if source is None:
+        return checkout_state(path)
+    return checkout_state(path, pin=source.commit, name=source.name)
 
 
 def problems_of(state: CheckoutState, *, require_submodules: bool = False) -> tuple[str, ...]:
@@ -332,4 +186,4 @@ def _reuse_existing(source: Source, dest: Path) -> CheckoutResult:
 
 def default_dest(root: Path, source: Source) -> Path:
     """``./.megacpp/src/<name-with-dashes>`` under the spec's directory (on a host)."""
-    return Path(root) / ".megacpp" / "src" / source.dist_dir_name
+    return layout.host_checkout_dir(root, source.name)

@@ -52,6 +52,13 @@ def one_line(text: str) -> str:
     return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
+class FormatError(SpecError):
+    """A file megacpp-env reads (a lock, an overlay manifest, a provenance record, a snapshot, the
+    acknowledgement file) is malformed. ``key`` is the context path inside the document
+    (``packages[3].wheels[0].hashes``); the message is one line: ``FILE: KEY.PATH: what is wrong``.
+    """
+
+
 class ToolError(MegacppEnvError, RuntimeError):
     """An external tool (git, docker, uv, nvidia-smi) failed or is missing."""
 

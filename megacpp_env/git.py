@@ -1,6 +1,6 @@
 """The one wrapper around the ``git`` executable. Every git call megacpp-env makes goes through
-``run_git``, which logs the command line (logger ``megacpp_env.git``, level DEBUG) so tests and
-``-v`` users can see exactly what ran. Never prints, never exits.
+``run_git``, which logs the command line (logger ``megacpp_env.git``, level DEBUG) so tests, and a
+caller that configures logging, can see exactly what ran. Never prints, never exits.
 
 Output that is hashed (``diff_hash``) is made independent of user configuration by passing every
 option that changes it explicitly (prefixes, renames, colour, external diff drivers, order files).

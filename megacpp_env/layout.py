@@ -1,13 +1,27 @@
-"""Where things live: repository paths relative to the spec root, and fixed paths inside images.
+"""Where things live: repository paths relative to the spec root, fixed paths inside images, and
+the platform names they are spelled with.
 
 Every module that needs one of these paths calls this module, so the conventions exist once.
+Standard library only (the runtime patches and ``snapshot`` import it without yaml or packaging).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from megacpp_env.spec.model import platform_slug
+PLATFORMS = ("linux/amd64", "linux/arm64")
+PLATFORM_ARCH = {"linux/amd64": "x86_64", "linux/arm64": "aarch64"}
+
+
+def platform_slug(platform: str) -> str:
+    """``linux/arm64`` -> ``linux-arm64`` (used in file names)."""
+    return platform.replace("/", "-")
+
+
+def platform_arch(platform: str) -> str:
+    """``linux/arm64`` -> ``arm64`` (Docker's TARGETARCH)."""
+    return platform.split("/", 1)[1]
+
 
 # Inside every image.
 IMAGE_HOME = "/opt/megacpp-env"  # stack.yaml, overlays/, locks/ copied here; MEGACPP_ENV_HOME
@@ -54,8 +68,18 @@ def overlay_dir(root: Path, name: str) -> Path:
     return overlays_dir(root) / name
 
 
+def checkout_dir_name(source_name: str) -> str:
+    """A source's checkout directory name: ``megacpp_smoke_ext`` -> ``megacpp-smoke-ext``."""
+    return source_name.replace("_", "-")
+
+
 def image_checkout_dir(source_name: str) -> str:
-    return f"{IMAGE_SRC}/{source_name.replace('_', '-')}"
+    return f"{IMAGE_SRC}/{checkout_dir_name(source_name)}"
+
+
+def host_checkout_dir(root: Path, source_name: str) -> Path:
+    """``./.megacpp/src/<name-with-dashes>`` under the spec's directory (on a host)."""
+    return Path(root) / ".megacpp" / "src" / checkout_dir_name(source_name)
 
 
 # The tool's own runtime dependencies ([project].dependencies of pyproject.toml minus uv, which the

@@ -1,317 +1,43 @@
-"""File overlays onto pinned checkouts: ``overlays/<name>/manifest.toml`` + ``files/<path>``.
+"""File overlays onto pinned checkouts: capture one (``new_overlay``), lay it over a checkout
+(``apply_overlay``), check it (``verify_overlay``) and take it off again (``restore_overlay``), and
+the rules the ``overlay`` verb applies around them (which checkout, which pin, what counts as ok).
 
-The manifest names the source and commit it applies to and, per file, the sha256 of the upstream
-file at that commit (``base_sha256``; absent for a new file) and of the replacement (``sha256``;
-absent for a deleted file). ``apply`` checks the commit and every base hash before it touches
-anything, then writes each file atomically under a journal kept in the checkout's git dir
-(``.git/megacpp-overlay.json``): a crash or SIGKILL midway leaves ``state: applying`` there, which
-``status`` reports as ``interrupted`` and ``restore`` repairs from ``git cat-file HEAD:path``.
-
-The manifest is read with tomllib and written by ``dump_manifest``, a small hand-written emitter
-(deterministic: fixed key order, files sorted by path, no timestamps). Never prints, never exits.
+The format (``overlays/<name>/manifest.toml`` + ``files/<path>``, the journal) and the read-only
+status live in ``megacpp_env.worktree`` (``manifest``, ``status``). ``apply`` checks the commit and
+every base hash before it touches anything, then writes each file atomically under a journal kept
+in the checkout's git dir (``.git/megacpp-overlay.json``): a crash or SIGKILL midway leaves
+``state: applying`` there, which ``status`` reports as ``interrupted`` and ``restore`` repairs from
+``git cat-file HEAD:path``. Never prints, never exits.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import signal
 import stat
-import tomllib
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any, Literal
+from typing import TYPE_CHECKING
 
-from megacpp_env import git
-from megacpp_env.checkout import record_overlay
-from megacpp_env.errors import RefusedError, SpecError, VerificationError
+from megacpp_env import git, layout
+from megacpp_env.errors import RefusedError, VerificationError
 from megacpp_env.fsutil import atomic_write_bytes, atomic_write_text, sha256_bytes, sha256_file
+from megacpp_env.worktree.manifest import (
+    FILES_DIR,
+    MANIFEST_NAME,
+    Journal,
+    Manifest,
+    OverlayFile,
+    check_rel_path,
+    dump_manifest,
+    journal_path,
+    load_manifest,
+    write_journal,
+)
+from megacpp_env.worktree.provenance import OverlayRecord, record_overlay
+from megacpp_env.worktree.status import OverlayStatus, overlay_status
 
-MANIFEST_NAME = "manifest.toml"
-FILES_DIR = "files"
-JOURNAL_NAME = "megacpp-overlay.json"
-KILL_ENV = "MEGACPP_ENV_TEST_KILL_AFTER"  # test hook: SIGKILL this process after N files are written
-SCHEMA = 1
+if TYPE_CHECKING:
+    from megacpp_env.spec.model import Spec
 
-Action = Literal["modify", "add", "delete"]
-ACTIONS = ("modify", "add", "delete")
-MODES = ("100644", "100755")
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class OverlayFile:
-    path: str
-    action: Action
-    base_sha256: str | None = None  # None: a new file
-    sha256: str | None = None  # None: the file is deleted
-    mode: str = "100644"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "path": self.path,
-            "action": self.action,
-            "base_sha256": self.base_sha256,
-            "sha256": self.sha256,
-            "mode": self.mode,
-        }
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Manifest:
-    name: str
-    source: str
-    commit: str
-    files: tuple[OverlayFile, ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "source": self.source,
-            "commit": self.commit,
-            "files": [f.to_dict() for f in self.files],
-        }
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class FileStatus:
-    path: str
-    action: str
-    state: str  # "base" | "applied" | "modified" (neither base nor replacement)
-    sha256: str | None  # what is on disk now (None: absent)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"path": self.path, "action": self.action, "state": self.state, "sha256": self.sha256}
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class OverlayStatus:
-    """``state``: applied | clean (not applied) | partial | drifted | interrupted | wrong-commit |
-    unverifiable (no .git) | other-overlay (another overlay is recorded on this checkout)."""
-
-    name: str
-    checkout: str
-    source: str
-    commit: str
-    head: str | None
-    state: str
-    files: tuple[FileStatus, ...] = ()
-    journal: dict[str, Any] | None = None
-    stray_temp_files: tuple[str, ...] = ()
-    problems: tuple[str, ...] = ()
-
-    @property
-    def ok(self) -> bool:
-        return self.state == "applied" and not self.problems
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "checkout": self.checkout,
-            "source": self.source,
-            "commit": self.commit,
-            "head": self.head,
-            "state": self.state,
-            "ok": self.ok,
-            "files": [f.to_dict() for f in self.files],
-            "journal": self.journal,
-            "stray_temp_files": list(self.stray_temp_files),
-            "problems": list(self.problems),
-        }
-
-
-# ---- manifest I/O -------------------------------------------------------------------------------
-
-
-def load_manifest(overlay_dir: Path) -> Manifest:
-    path = Path(overlay_dir) / MANIFEST_NAME
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise SpecError("no overlay manifest here", file=str(path), remedy="megacpp-env overlay new") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise SpecError(f"not valid TOML: {exc}", file=str(path)) from None
-    return _manifest_from(data, str(path))
-
-
-def _manifest_from(data: dict[str, Any], where: str) -> Manifest:
-    for key in ("name", "source", "commit"):
-        if not isinstance(data.get(key), str) or not data[key]:
-            raise SpecError("expected a non-empty string", file=where, key=key)
-    if not git.SHA_RE.match(data["commit"]):
-        raise SpecError(f"expected a 40-hex commit SHA, got {data['commit']!r}", file=where, key="commit")
-    raw = data.get("files", [])
-    if not isinstance(raw, list):
-        raise SpecError("expected an array of tables", file=where, key="files")
-    files = tuple(_file_from(entry, where, i) for i, entry in enumerate(raw))
-    paths = [f.path for f in files]
-    if len(set(paths)) != len(paths):
-        raise SpecError("a path is listed twice", file=where, key="files")
-    return Manifest(
-        name=data["name"], source=data["source"], commit=data["commit"], files=tuple(sorted(files, key=_key))
-    )
-
-
-def _key(f: OverlayFile) -> str:
-    return f.path
-
-
-def _file_from(entry: Any, where: str, i: int) -> OverlayFile:
-    key = f"files[{i}]"
-    if not isinstance(entry, dict):
-        raise SpecError("expected a table", file=where, key=key)
-    action = entry.get("action")
-    if action not in ACTIONS:
-        raise SpecError(f"action must be one of {', '.join(ACTIONS)}", file=where, key=f"{key}.action")
-    f = OverlayFile(
-        path=check_rel_path(entry.get("path"), where, f"{key}.path"),
-        action=action,
-        base_sha256=entry.get("base_sha256"),
-        sha256=entry.get("sha256"),
-        mode=entry.get("mode", "100644"),
-    )
-    need_base, need_new = action != "add", action != "delete"
-    for name, value, need in (("base_sha256", f.base_sha256, need_base), ("sha256", f.sha256, need_new)):
-        ok = _is_sha256(value) if need else value is None
-        if not ok:
-            want = "a 64-hex sha256" if need else "absent"
-            raise SpecError(f"{action}: expected {want}", file=where, key=f"{key}.{name}")
-    if f.mode not in MODES:
-        raise SpecError(f"mode must be one of {', '.join(MODES)}", file=where, key=f"{key}.mode")
-    return f
-
-
-def _is_sha256(value: object) -> bool:
-    return isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value)
-
-
-def check_rel_path(value: object, where: str = "", key: str = "path") -> str:
-    """A relative, normalised POSIX path that stays inside the checkout and out of ``.git``."""
-    if not isinstance(value, str) or not value:
-        raise SpecError("expected a relative path", file=where, key=key)
-    p = PurePosixPath(value)
-    bad = p.is_absolute() or "\\" in value or str(p) != value
-    if bad or any(part in ("..", ".", ".git") for part in p.parts) or any(ord(c) < 32 for c in value):
-        raise SpecError(f"unsafe overlay path {value!r}", file=where, key=key)
-    return value
-
-
-def _toml_str(value: str) -> str:
-    out = []
-    for ch in value:
-        if ch in '"\\':
-            out.append("\\" + ch)
-        elif ord(ch) < 32 or ord(ch) == 127:
-            out.append(f"\\u{ord(ch):04x}")
-        else:
-            out.append(ch)
-    return '"' + "".join(out) + '"'
-
-
-def dump_manifest(m: Manifest) -> str:
-    """The manifest as TOML, deterministically (hand-written emitter; tomllib reads it back)."""
-    lines = [
-        f"# megacpp-env overlay manifest, made by `megacpp-env overlay new {m.name} --from CHECKOUT`.",
-        "# Each file: upstream sha256 at `commit` (base_sha256; absent for a new file) and the sha256 of",
-        "# the replacement stored under files/<path> (absent for a deleted file). Apply with",
-        f"# `megacpp-env overlay apply {m.name} --to CHECKOUT`.",
-        f"schema_version = {SCHEMA}",
-        f"name = {_toml_str(m.name)}",
-        f"source = {_toml_str(m.source)}",
-        f"commit = {_toml_str(m.commit)}",
-    ]
-    if not m.files:
-        lines.append("files = []")
-    for f in sorted(m.files, key=_key):
-        lines += ["", "[[files]]", f"path = {_toml_str(f.path)}", f"action = {_toml_str(f.action)}"]
-        if f.base_sha256 is not None:
-            lines.append(f"base_sha256 = {_toml_str(f.base_sha256)}")
-        if f.sha256 is not None:
-            lines.append(f"sha256 = {_toml_str(f.sha256)}")
-        lines.append(f"mode = {_toml_str(f.mode)}")
-    return "\n".join(lines) + "\n"
-
-
-# ---- inspecting ---------------------------------------------------------------------------------
-
-
-def _disk_sha(root: Path, rel: str) -> str | None:
-    p = root / rel
-    return sha256_file(p) if p.is_file() and not p.is_symlink() else None
-
-
-def _file_state(root: Path, f: OverlayFile) -> FileStatus:
-    now = _disk_sha(root, f.path)
-    state = "applied" if now == f.sha256 else "base" if now == f.base_sha256 else "modified"
-    return FileStatus(path=f.path, action=f.action, state=state, sha256=now)
-
-
-def _journal_path(checkout: Path) -> Path:
-    return git.git_path(checkout, JOURNAL_NAME)
-
-
-def read_journal(checkout: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(_journal_path(checkout).read_text(encoding="utf-8"))
-    except (FileNotFoundError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def _stray_temps(root: Path, m: Manifest) -> tuple[str, ...]:
-    """Temp files an interrupted atomic write may leave (``.<name>.*.tmp`` beside overlay paths)."""
-    out: set[str] = set()
-    for f in m.files:
-        rel = PurePosixPath(f.path)
-        parent = root / rel.parent
-        if parent.is_dir():
-            out.update(str(rel.parent / p.name) for p in parent.glob(f".{rel.name}.*.tmp"))
-    return tuple(sorted(s.removeprefix("./") for s in out))
-
-
-def integrity_problems(overlay_dir: Path, m: Manifest) -> tuple[str, ...]:
-    """Replacement files missing from, or not matching, the overlay's own files/ tree."""
-    out = []
-    for f in m.files:
-        if f.sha256 is None:
-            continue
-        stored = Path(overlay_dir) / FILES_DIR / f.path
-        got = sha256_file(stored) if stored.is_file() else None
-        if got != f.sha256:
-            out.append(f"overlay file {FILES_DIR}/{f.path}: sha256 {got or '(missing)'}, manifest says {f.sha256}")
-    return tuple(out)
-
-
-def overlay_status(overlay_dir: Path | str, checkout: Path | str) -> OverlayStatus:
-    """Where ``checkout`` stands with respect to the overlay in ``overlay_dir``. Reads only."""
-    overlay_dir, root = Path(overlay_dir), Path(checkout)
-    m = load_manifest(overlay_dir)
-    if not git.is_git_checkout(root):
-        return OverlayStatus(
-            name=m.name, checkout=str(root), source=m.source, commit=m.commit, head=None,
-            state="unverifiable", problems=(f"{root} has no .git",),
-        )  # fmt: skip
-    head = git.head_commit(root)
-    files = tuple(_file_state(root, f) for f in m.files)
-    journal = read_journal(root)
-    return OverlayStatus(
-        name=m.name, checkout=str(root), source=m.source, commit=m.commit, head=head,
-        state=_overall(m, head, files, journal), files=files, journal=journal,
-        stray_temp_files=_stray_temps(root, m), problems=integrity_problems(overlay_dir, m),
-    )  # fmt: skip
-
-
-def _overall(m: Manifest, head: str | None, files: tuple[FileStatus, ...], journal: dict[str, Any] | None) -> str:
-    states = {f.state for f in files}
-    recorded = (journal or {}).get("state")
-    rules = (
-        (head != m.commit, "wrong-commit"),
-        (journal is not None and journal.get("name") != m.name, "other-overlay"),
-        (recorded == "applying", "interrupted"),
-        ("modified" in states, "drifted"),
-        (states == {"applied"} or (not files and recorded == "applied"), "applied"),
-        (states <= {"base"}, "clean"),
-    )
-    return next((state for cond, state in rules if cond), "partial")
+ACTIONS = ("new", "apply", "verify", "status", "restore")
 
 
 # ---- applying and restoring ---------------------------------------------------------------------
@@ -323,15 +49,6 @@ def _target(root: Path, rel: str) -> Path:
     if not target.parent.resolve().is_relative_to(root.resolve()):
         raise RefusedError(f"{rel}: its directory resolves outside {root}; refusing to write there")
     return target
-
-
-def _write_journal(root: Path, data: dict[str, Any]) -> None:
-    atomic_write_text(_journal_path(root), json.dumps(data, indent=2, sort_keys=True) + "\n")
-
-
-def _kill_after() -> int:
-    raw = os.environ.get(KILL_ENV, "")
-    return int(raw) if raw.isdigit() else -1
 
 
 def _require_checkout(root: Path, m: Manifest) -> None:
@@ -352,16 +69,16 @@ def apply_overlay(overlay_dir: Path | str, checkout: Path | str) -> OverlayStatu
     overlay_dir, root = Path(overlay_dir), Path(checkout)
     st = _preflight(overlay_dir, root)
     if st.state == "applied":
-        _finish(root, load_manifest(overlay_dir), list((st.journal or {}).get("created_dirs", [])))
+        _finish(root, load_manifest(overlay_dir), st.journal.created_dirs if st.journal else ())
         return overlay_status(overlay_dir, root)
     m = load_manifest(overlay_dir)
-    created = sorted({str(d) for f in m.files for d in _missing_parents(root, f.path)})
-    _write_journal(root, {"name": m.name, "commit": m.commit, "state": "applying", "created_dirs": created})
+    created = tuple(sorted({str(d) for f in m.files for d in _missing_parents(root, f.path)}))
+    write_journal(root, Journal(name=m.name, commit=m.commit, state="applying", created_dirs=created))
     try:
         _lay_files(overlay_dir, root, m)
     except BaseException:
         _restore_files(root, m, created)
-        _journal_path(root).unlink(missing_ok=True)
+        journal_path(root).unlink(missing_ok=True)
         raise
     _finish(root, m, created)
     return overlay_status(overlay_dir, root)
@@ -374,9 +91,10 @@ def _preflight(overlay_dir: Path, root: Path) -> OverlayStatus:
     if st.problems:
         raise VerificationError(f"overlay {m.name} is damaged: " + "; ".join(st.problems))
     if st.state in ("interrupted", "other-overlay"):
+        name = st.journal.name if st.journal else None
         raise RefusedError(
-            f"{root}: an overlay apply ({(st.journal or {}).get('name')}) was interrupted or another overlay "
-            f"is recorded; run `megacpp-env overlay restore {(st.journal or {}).get('name', m.name)} --to {root}`"
+            f"{root}: an overlay apply ({name}) was interrupted or another overlay "
+            f"is recorded; run `megacpp-env overlay restore {name or m.name} --to {root}`"
         )
     _refuse_foreign_changes(root, m)
     bad = [f for f in st.files if f.state != "base"]
@@ -417,29 +135,26 @@ def _missing_parents(root: Path, rel: str) -> list[PurePosixPath]:
 
 
 def _lay_files(overlay_dir: Path, root: Path, m: Manifest) -> None:
-    kill_after = _kill_after()
-    for done, f in enumerate(m.files, start=1):
+    for f in m.files:
         target = _target(root, f.path)
         if f.sha256 is None:
             target.unlink(missing_ok=True)
         else:
             data = (overlay_dir / FILES_DIR / f.path).read_bytes()
             atomic_write_bytes(target, data, mode=0o755 if f.mode == "100755" else 0o644)
-        if done == kill_after:
-            os.kill(os.getpid(), signal.SIGKILL)
 
 
-def _finish(root: Path, m: Manifest, created_dirs: list[str]) -> None:
+def _finish(root: Path, m: Manifest, created_dirs: tuple[str, ...]) -> None:
     """Record the applied state (keeping the directories apply created, for ``restore``)."""
-    _write_journal(root, {"name": m.name, "commit": m.commit, "state": "applied", "created_dirs": created_dirs})
+    write_journal(root, Journal(name=m.name, commit=m.commit, state="applied", created_dirs=created_dirs))
     mine = {f.path for f in m.files}
-    state = {
-        "name": m.name,
-        "diff_hash": git.diff_hash(root),
-        "untracked_hash": git.untracked_hash(root),
-        "paths": sorted(c.path for c in git.changes(root) if c.path in mine),  # what it changed, nothing else
-    }
-    record_overlay(root, state, source=m.source, commit=m.commit)
+    record = OverlayRecord(
+        name=m.name,
+        diff_hash=git.diff_hash(root),
+        untracked_hash=git.untracked_hash(root),
+        paths=tuple(sorted(c.path for c in git.changes(root) if c.path in mine)),  # what it changed, nothing else
+    )
+    record_overlay(root, record, source=m.source, commit=m.commit)
 
 
 def restore_overlay(overlay_dir: Path | str, checkout: Path | str, *, force: bool = False) -> OverlayStatus:
@@ -450,23 +165,23 @@ def restore_overlay(overlay_dir: Path | str, checkout: Path | str, *, force: boo
     _require_checkout(root, m)
     st = overlay_status(overlay_dir, root)
     if st.state == "other-overlay":
-        raise RefusedError(f"{root}: overlay {(st.journal or {}).get('name')} is recorded here, not {m.name}")
+        raise RefusedError(f"{root}: overlay {st.journal.name if st.journal else None} is recorded here, not {m.name}")
     foreign = [f.path for f in st.files if f.state == "modified"]
     if foreign and not force:
         raise RefusedError(
             f"{root}: {', '.join(foreign)} match neither upstream nor the overlay; refusing to overwrite "
             "(pass --force to restore upstream bytes anyway)"
         )
-    _restore_files(root, m, list((st.journal or {}).get("created_dirs", [])))
+    _restore_files(root, m, st.journal.created_dirs if st.journal else ())
     for rel in st.stray_temp_files:
         if rel in git.untracked_files(root):
             (root / rel).unlink(missing_ok=True)
-    _journal_path(root).unlink(missing_ok=True)
+    journal_path(root).unlink(missing_ok=True)
     record_overlay(root, None)
     return overlay_status(overlay_dir, root)
 
 
-def _restore_files(root: Path, m: Manifest, created_dirs: list[str]) -> None:
+def _restore_files(root: Path, m: Manifest, created_dirs: tuple[str, ...]) -> None:
     for f in m.files:
         target = _target(root, f.path)
         upstream = git.show_file(root, f.path)
@@ -541,3 +256,117 @@ def _write_overlay(overlay_dir: Path, root: Path, m: Manifest) -> None:
             elif p.is_dir() and not any(p.iterdir()):
                 p.rmdir()
     atomic_write_text(overlay_dir / MANIFEST_NAME, dump_manifest(m))
+
+
+# ---- the rules of the `overlay` verb ------------------------------------------------------------
+
+
+def check_name(name: str) -> str:
+    """An overlay name is one directory name (the rule of the spec's ``sources.*.overlay``)."""
+    from megacpp_env.spec.fields import SLUG_RE
+
+    if not SLUG_RE.fullmatch(name):
+        raise RefusedError(
+            f"overlay name {name!r} is not valid: expected one directory name matching {SLUG_RE.pattern} "
+            "(the rule of the spec's sources.*.overlay)"
+        )
+    return name
+
+
+def existing_dir(path: Path, flag: str) -> Path:
+    if not path.exists():
+        raise RefusedError(f"{flag} {path}: no such directory")
+    if not path.is_dir():
+        raise RefusedError(f"{flag} {path}: not a directory")
+    return path
+
+
+def default_checkout(m: Manifest, spec: Spec | None, spec_file: str) -> Path:
+    """The checkout ``megacpp-env checkout`` makes for the overlay's source (``--to`` not given)."""
+    source = spec.sources.get(m.source) if spec else None
+    if spec is None or source is None:
+        why = f"the spec has no source {m.source!r}" if spec else f"there is no spec at {spec_file}"
+        raise RefusedError(f"pass --to CHECKOUT: {why} to find the default checkout of {m.source}")
+    dest = layout.host_checkout_dir(spec.root, source.name)
+    if not dest.is_dir():
+        raise RefusedError(
+            f"{dest} (the default checkout of {m.source}) does not exist: make it with "
+            f"`megacpp-env checkout {m.source}`, or pass --to CHECKOUT"
+        )
+    return dest
+
+
+def check_pin(m: Manifest, pinned: str | None) -> None:
+    """An overlay captured at another commit than the spec's pin of its source is refused."""
+    if pinned is not None and pinned != m.commit:
+        raise VerificationError(
+            f"overlay {m.name} was captured at {m.commit}, but the spec pins {m.source} at {pinned}: "
+            f"re-capture it (`megacpp-env overlay new {m.name} --from CHECKOUT --force`)"
+        )
+
+
+def pinned_commit(spec: Spec | None, source: str) -> str | None:
+    src = spec.sources.get(source) if spec else None
+    return src.commit if src else None
+
+
+def action_ok(action: str, st: OverlayStatus) -> bool:
+    """Success of each action: ``restore`` leaves it clean; ``status`` finds nothing half-done or
+    foreign; ``apply``/``verify`` find it applied (an empty overlay: consistent)."""
+    if action == "restore":
+        return st.state == "clean"
+    if action == "status":
+        return st.consistent
+    return st.ok or (st.consistent and not st.files)
+
+
+def run_action(
+    action: str, overlay_dir: Path, checkout: Path | None, *, spec: Spec | None, spec_file: str, force: bool = False
+) -> tuple[OverlayStatus, bool]:
+    """``overlay apply|verify|status|restore``: the status after the action and whether it is ok."""
+    m = load_manifest(overlay_dir)
+    root = existing_dir(checkout, "--to") if checkout is not None else default_checkout(m, spec, spec_file)
+    if action in ("apply", "verify"):
+        check_pin(m, pinned_commit(spec, m.source))
+    if action == "apply":
+        st = apply_overlay(overlay_dir, root)
+    elif action == "verify":
+        st = verify_overlay(overlay_dir, root)
+    elif action == "restore":
+        st = restore_overlay(overlay_dir, root, force=force)
+    else:
+        st = overlay_status(overlay_dir, root)
+    return st, action_ok(action, st)
+
+
+def source_naming(spec: Spec | None, name: str) -> str:
+    """The spec source whose ``overlay`` is ``name`` ('' when none)."""
+    return next((s.name for s in spec.sources.values() if s.overlay == name), "") if spec else ""
+
+
+def head_of(checkout: Path, source: str) -> str:
+    """HEAD of the checkout an overlay is captured from; refused unless a real checkout with a commit."""
+    if not git.is_git_checkout(checkout):
+        raise RefusedError(
+            f"{checkout} is not a git checkout (no .git at its top): capture an overlay from a real checkout "
+            f"(`megacpp-env checkout {source} --dest DIR`, then edit it)"
+        )
+    head = git.head_commit(checkout)
+    if head is None:
+        raise RefusedError(f"{checkout} is a git repository without a commit: nothing to compare its files with")
+    return head
+
+
+def capture_overlay(
+    overlay_dir: Path, checkout: Path, *, name: str, source: str | None, spec: Spec | None, force: bool = False
+) -> Manifest:
+    """``overlay new``: capture from a real checkout at its source's pin into ``overlay_dir``."""
+    root = existing_dir(checkout, "--from")
+    source = source or source_naming(spec, name)
+    if not source:
+        raise RefusedError(f"no source of the spec names overlay {name!r}: pass --source SRC")
+    head = head_of(root, source)
+    pinned = pinned_commit(spec, source)
+    if pinned and head != pinned:
+        raise RefusedError(f"{root} is at {head}, but the spec pins {source} at {pinned}")
+    return new_overlay(overlay_dir, root, name=name, source=source, force=force)

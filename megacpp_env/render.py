@@ -16,7 +16,8 @@ from typing import Any
 from megacpp_env import layout
 from megacpp_env.errors import MegacppEnvError
 from megacpp_env.fsutil import atomic_write_bytes, canonical_hash, sha256_bytes
-from megacpp_env.spec.model import Source, Spec, Target, platform_arch
+from megacpp_env.layout import platform_arch
+from megacpp_env.spec.model import Source, Spec, Target
 from megacpp_env.templating import TemplateValueError, render_template
 
 TEMPLATE = "Dockerfile.j2"

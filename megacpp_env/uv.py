@@ -1,6 +1,7 @@
 """The one wrapper around the ``uv`` executable. Every uv call megacpp-env makes goes through
-``run_uv``, which logs the command line (logger ``megacpp_env.uv``, level DEBUG) and appends it to
-``COMMANDS`` so tests and ``-v`` users can see exactly what ran. Never prints, never exits.
+``run_uv``, which logs the command line (logger ``megacpp_env.uv``, level DEBUG: a caller that
+configures logging sees it) and appends it to ``COMMANDS`` so tests can see exactly what ran. The
+executable is ``$MEGACPP_ENV_UV``, else ``uv`` on ``PATH``. Never prints, never exits.
 
 uv is always run with ``--no-config`` (no user/system ``uv.toml`` changes a lock) and
 ``--no-python-downloads`` (cross-resolution needs no interpreter of the target version). The
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from megacpp_env.errors import ToolError, ToolNotFoundError
-from megacpp_env.spec.model import PLATFORM_ARCH
+from megacpp_env.layout import PLATFORM_ARCH
 
 log = logging.getLogger("megacpp_env.uv")
 
@@ -32,7 +33,7 @@ PYPI_SIMPLE = "https://pypi.org/simple"
 MANYLINUX = "manylinux_2_28"  # the glibc floor of every image (Ubuntu 24.04: 2.39, Debian forky: 2.41)
 TIMEOUT_ENV = "MEGACPP_ENV_UV_TIMEOUT"
 DEFAULT_TIMEOUT_S = 900.0
-COMMANDS: list[tuple[str, ...]] = []  # every argv run, in order (read by tests and --verbose)
+COMMANDS: list[tuple[str, ...]] = []  # every argv run, in order (read by tests)
 _LOCK = threading.Lock()
 
 

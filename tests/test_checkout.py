@@ -10,14 +10,9 @@ from pathlib import Path
 import pytest
 
 from megacpp_env import git
-from megacpp_env.checkout import (
-    PROVENANCE_NAME,
-    checkout_source,
-    inspect_checkout,
-    record_overlay,
-    verify_checkout,
-)
+from megacpp_env.checkout import checkout_source, inspect_checkout, verify_checkout
 from megacpp_env.errors import RefusedError, ToolError
+from megacpp_env.worktree.provenance import PROVENANCE_NAME, OverlayRecord, record_overlay
 from tests.conftest import REPO_ROOT
 from tests.fixtures.git_repos import commit_all, one_line_error, run_smoke_script, write_files
 
@@ -141,7 +136,7 @@ def test_verify_accepts_exactly_the_recorded_overlay_state(upstream, tmp_path: P
     st = inspect_checkout(dest)
     assert st.changed == ("README.md", "new.txt")
     rec = {"name": "x", "diff_hash": st.diff_hash, "untracked_hash": st.untracked_hash, "paths": list(st.changed)}
-    record_overlay(dest, rec)
+    record_overlay(dest, OverlayRecord.from_dict(rec))
     assert verify_checkout(dest, upstream.source()).ok
     write_files(dest, {"new.txt": "n2\n"})
     assert not verify_checkout(dest, upstream.source()).ok
@@ -154,12 +149,12 @@ def test_recorded_overlay_must_cover_exactly_the_changed_paths(upstream, tmp_pat
     write_files(dest, {"README.md": "overlay\n", "pkg/__init__.py": "foreign = 1\n"})
     st = inspect_checkout(dest)
     rec = {"name": "x", "diff_hash": st.diff_hash, "untracked_hash": st.untracked_hash, "paths": ["README.md"]}
-    record_overlay(dest, rec)
+    record_overlay(dest, OverlayRecord.from_dict(rec))
     v = verify_checkout(dest, upstream.source())
     assert not v.ok and "local changes not recorded by an overlay" in v.problems[0]
-    record_overlay(dest, {k: v for k, v in rec.items() if k != "paths"})  # a record without paths: no
+    record_overlay(dest, OverlayRecord.from_dict({k: v for k, v in rec.items() if k != "paths"}))  # no paths: no
     assert not verify_checkout(dest, upstream.source()).ok
-    record_overlay(dest, {**rec, "paths": ["README.md", "pkg/__init__.py"]})
+    record_overlay(dest, OverlayRecord.from_dict({**rec, "paths": ["README.md", "pkg/__init__.py"]}))
     assert verify_checkout(dest, upstream.source()).ok
 
 

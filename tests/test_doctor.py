@@ -6,8 +6,8 @@ import json
 
 from megacpp_env import layout
 from megacpp_env.cli import main
+from megacpp_env.doctor import arch_capability, run_doctor
 from megacpp_env.snapshot.collect import take_snapshot
-from megacpp_env.snapshot.doctor import arch_capability, run_doctor
 from megacpp_env.snapshot.document import Snapshot
 from tests.fixtures.spec import REPO_ROOT, load_data
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from megacpp_env.lock.outputs import export_header
 from megacpp_env.lock.pylock import LockFormatError, read_pylock, read_pylock_text, render_pylock
 from megacpp_env.lock.reqtxt import read_requirements, render_requirements
-from megacpp_env.lock.resolve import export_header
 
 ROOT = Path(__file__).resolve().parent.parent
 SMOKE = sorted((ROOT / "locks").glob("pylock.smoke.*.toml"))

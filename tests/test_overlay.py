@@ -12,19 +12,9 @@ from megacpp_env import git
 from megacpp_env.checkout import checkout_source, inspect_checkout, verify_checkout
 from megacpp_env.errors import RefusedError, SpecError, VerificationError
 from megacpp_env.fsutil import sha256_bytes
-from megacpp_env.overlay import (
-    JOURNAL_NAME,
-    KILL_ENV,
-    Manifest,
-    OverlayFile,
-    apply_overlay,
-    dump_manifest,
-    load_manifest,
-    new_overlay,
-    overlay_status,
-    restore_overlay,
-    verify_overlay,
-)
+from megacpp_env.overlay import apply_overlay, new_overlay, restore_overlay, verify_overlay
+from megacpp_env.worktree.manifest import JOURNAL_NAME, Manifest, OverlayFile, dump_manifest, load_manifest
+from megacpp_env.worktree.status import overlay_status
 from tests.conftest import REPO_ROOT
 from tests.fixtures.git_repos import one_line_error, write_files
 
@@ -176,12 +166,40 @@ def test_damaged_overlay_is_refused(overlay_setup) -> None:  # type: ignore[no-u
     assert _tree(target) == before
 
 
+# Fault injection from the test side: the child wraps os.replace and os.unlink so that the N-th
+# file operation inside the checkout (not under .git, where the journal lives) completes and the
+# process then SIGKILLs itself -- a crash between two files of an apply.
+KILLER = """
+import os, signal, sys
+from megacpp_env.overlay import apply_overlay
+
+overlay_dir, checkout, limit = sys.argv[1], os.path.realpath(sys.argv[2]), int(sys.argv[3])
+done = 0
+
+def counting(real, dest_arg):
+    def op(*args, **kwargs):
+        global done
+        result = real(*args, **kwargs)
+        rel = os.path.relpath(os.path.realpath(args[dest_arg]), checkout)
+        if not rel.startswith("..") and rel.split(os.sep)[0] != ".git":
+            done += 1
+            if done == limit:
+                os.kill(os.getpid(), signal.SIGKILL)
+        return result
+    return op
+
+os.replace = counting(os.replace, 1)
+os.unlink = counting(os.unlink, 0)
+apply_overlay(overlay_dir, checkout)
+"""
+
+
 def _apply_in_subprocess(odir: Path, target: Path, kill_after: int) -> subprocess.CompletedProcess[str]:
-    code = "import sys; from megacpp_env.overlay import apply_overlay; apply_overlay(sys.argv[1], sys.argv[2])"
-    env = {**os.environ, KILL_ENV: str(kill_after), "PYTHONPATH": str(REPO_ROOT)}
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     return subprocess.run(
-        [sys.executable, "-c", code, str(odir), str(target)], env=env, capture_output=True, text=True, check=False
-    )
+        [sys.executable, "-c", KILLER, str(odir), str(target), str(kill_after)],
+        env=env, capture_output=True, text=True, check=False,
+    )  # fmt: skip
 
 
 @pytest.mark.parametrize("kill_after", [1, 2, 4])

@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 
 import megacpp_env.runtime as runtime
-from megacpp_env import layout
 from megacpp_env.checkout import checkout_source
 from megacpp_env.overlay import apply_overlay
 from megacpp_env.runtime import pth
@@ -204,12 +203,9 @@ def test_status_reports_what_the_hook_recorded(monkeypatch: pytest.MonkeyPatch) 
     }  # fmt: skip
 
 
-def test_image_home_matches_layout() -> None:
-    assert runtime.IMAGE_HOME == layout.IMAGE_HOME
-
-
 def test_runtime_package_stays_light() -> None:
-    code = "import sys, megacpp_env.runtime, megacpp_env.runtime.hook, megacpp_env.runtime.patches; " \
+    """The runtime and layout (its IMAGE_HOME, spelled once) import no yaml, jinja2, packaging or spec."""
+    code = "import sys, megacpp_env.layout, megacpp_env.runtime, megacpp_env.runtime.hook, megacpp_env.runtime.patches; " \
         "print(sorted(m for m in ('yaml', 'jinja2', 'packaging', 'megacpp_env.spec') if m in sys.modules))"  # fmt: skip
     proc = subprocess.run(
         [sys.executable, "-c", code],

@@ -31,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from megacpp_env.commands._common import load
     from megacpp_env.commands.snapshot import check_python, take
-    from megacpp_env.snapshot.doctor import run_doctor
+    from megacpp_env.doctor import run_doctor
     from megacpp_env.snapshot.document import load_snapshot
     from megacpp_env.ui import print_json
 

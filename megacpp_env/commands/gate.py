@@ -42,7 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from megacpp_env.lock import gate
+    from megacpp_env.lock import acks, gate
     from megacpp_env.lock.consistency import check_locks
     from megacpp_env.lock.gitlocks import lock_pairs
     from megacpp_env.spec import load_spec
@@ -56,8 +56,8 @@ def run(args: argparse.Namespace) -> int:
     ]
     reports = check_locks(spec)
     violations += gate.divergence_violations(reports)
-    ack_file = Path(args.ack) if args.ack else gate.ack_path(root)
-    verdict = gate.apply_acks(violations, gate.load_acks(ack_file, required=bool(args.ack)))
+    ack_file = Path(args.ack) if args.ack else acks.ack_path(root)
+    verdict = gate.apply_acks(violations, acks.load_acks(ack_file, required=bool(args.ack)))
     fmt = "json" if args.json else args.format
     new = {p.title for p in pairs if p.base is None}
     sys.stdout.write(_render(fmt, args.base, commit, diffs, new, reports, verdict, ack_file.name))

@@ -25,8 +25,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _expected_source(args: argparse.Namespace) -> Source | None:
-    from megacpp_env.checkout import read_provenance
     from megacpp_env.commands.checkout import find_source
+    from megacpp_env.worktree.provenance import read_provenance
 
     if args.expect:
         return find_source(load(args), args.expect)
@@ -47,8 +47,8 @@ def run(args: argparse.Namespace) -> int:
         print_json(result.to_dict())
     elif result.ok:
         st = result.state
-        overlay = (st.provenance.overlay or {}) if st.provenance else {}
-        how = f"overlay {overlay.get('name', '?')} applied as recorded" if st.dirty else "clean"
+        overlay = st.provenance.overlay if st.provenance else None
+        how = f"overlay {overlay.name if overlay else '?'} applied as recorded" if st.dirty else "clean"
         print(f"{args.path}: ok: {st.source or 'checkout'} at {st.head} ({how})")
     else:
         print(f"{args.path}: not as pinned:")

@@ -8,41 +8,26 @@ Policy (each finding is a Violation unless a reviewed acknowledgement matches it
   * divergence      -- locks that must agree (platforms of a target, aligned targets) resolve differently.
 A lock that did not exist at the base ref is new: it is shown, only the divergence rule applies to it.
 
-Acknowledgements live in ``locks/ACKNOWLEDGED.toml`` (committed, reviewed in the pull request)::
-
-    [[ack]]
-    package = "torch"                 # canonical name (fnmatch patterns allowed: "nvidia-*")
-    change = "upgraded"               # a change kind or "divergence"
-    reason = "nightly 20261120 fixes sm_121a"   # required, non-empty
-    target = "gb10"                   # optional: only this target (or divergence group)
-    platform = "linux/arm64"          # optional
-    version = "2.13.0.dev20261120+cu132"   # optional: only this new version
+Acknowledgements live in ``locks/ACKNOWLEDGED.toml`` (committed, reviewed in the pull request; the
+format and its reader are in ``megacpp_env.lock.acks``).
 """
 
 from __future__ import annotations
 
 import fnmatch
-import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from packaging.utils import canonicalize_name
 
-from megacpp_env import layout
-from megacpp_env.errors import SpecError
+from megacpp_env.lock.acks import DIVERGENCE, Ack
 from megacpp_env.lock.consistency import GroupReport
-from megacpp_env.lock.diff import DOWNGRADED, HASHES, INDEX, KINDS, LockDiff
+from megacpp_env.lock.diff import DOWNGRADED, HASHES, INDEX, LockDiff
+from megacpp_env.records import as_dict
 
 TOOLCHAIN_PACKAGES = ("torch", "triton", "pytorch-triton", "nvidia-*", "cuda-*")
-DIVERGENCE = "divergence"
-ACK_FILE = "ACKNOWLEDGED.toml"
 RULES = {HASHES: "same version, different hashes", INDEX: "index changed", DOWNGRADED: "downgrade"}
-
-
-def ack_path(root: Path) -> Path:
-    return layout.locks_dir(root) / ACK_FILE
 
 
 def is_toolchain(name: str) -> bool:
@@ -63,80 +48,7 @@ class Violation:
         return f"{self.lock}: {self.package} {self.change} ({self.rule}){tail}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in ("lock", "package", "change", "rule", "detail", "version")}
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Ack:
-    package: str
-    change: str
-    reason: str
-    target: str = ""
-    platform: str = ""
-    version: str = ""
-
-    def matches(self, v: Violation) -> bool:
-        if self.change != v.change or not fnmatch.fnmatchcase(canonicalize_name(v.package), self.package):
-            return False
-        if self.target and self.target not in v.lock.replace("+", " ").split():
-            return False
-        if self.platform and self.platform not in v.lock.split():
-            return False
-        return not self.version or self.version == v.version
-
-    def to_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in ("package", "change", "reason", "target", "platform", "version")}
-
-
-def load_acks(path: Path, *, required: bool = False) -> list[Ack]:
-    """Read the acknowledgement file; a missing file means no acknowledgements unless ``required``
-    (a path the user named explicitly must exist)."""
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        if required:
-            raise SpecError("acknowledgement file does not exist", file=str(path), key="--ack") from None
-        return []
-    except OSError as exc:
-        raise SpecError(f"cannot read the acknowledgement file: {exc.strerror or exc}", file=str(path)) from None
-    except tomllib.TOMLDecodeError as exc:
-        raise SpecError(f"not valid TOML: {exc}", file=str(path)) from None
-    entries = data.get("ack", [])
-    if not isinstance(entries, list):
-        raise SpecError("expected [[ack]] tables", file=str(path), key="ack")
-    return [_ack(entry, i, path) for i, entry in enumerate(entries)]
-
-
-def _ack(entry: Any, i: int, path: Path) -> Ack:
-    key = f"ack[{i}]"
-    if not isinstance(entry, dict):
-        raise SpecError("expected a table", file=str(path), key=key)
-    for field in ("package", "change", "reason"):
-        if not str(entry.get(field, "")).strip():
-            raise SpecError(
-                f"missing {field!r}",
-                file=str(path),
-                key=f"{key}.{field}",
-                remedy="every acknowledgement names the package, the change and a reason",
-            )
-    change = str(entry["change"])
-    if change not in (*KINDS, DIVERGENCE):
-        raise SpecError(
-            f"unknown change {change!r} (one of: {', '.join((*KINDS, DIVERGENCE))})",
-            file=str(path),
-            key=f"{key}.change",
-        )
-    unknown = set(entry) - {"package", "change", "reason", "target", "platform", "version"}
-    if unknown:
-        raise SpecError(f"unknown keys: {', '.join(sorted(unknown))}", file=str(path), key=key)
-    return Ack(
-        package=canonicalize_name(str(entry["package"])) if "*" not in str(entry["package"]) else str(entry["package"]),
-        change=change,
-        reason=str(entry["reason"]).strip(),
-        target=str(entry.get("target", "")),
-        platform=str(entry.get("platform", "")),
-        version=str(entry.get("version", "")),
-    )
+        return as_dict(self)
 
 
 def diff_violations(d: LockDiff, *, new_lock: bool = False) -> list[Violation]:
@@ -192,10 +104,22 @@ class Verdict:
         return not self.violations
 
 
+def covers(ack: Ack, v: Violation) -> bool:
+    """The acknowledgement is for this violation: package (pattern), change and, where it names
+    them, the target (or divergence group), the platform and the new version."""
+    if ack.change != v.change or not fnmatch.fnmatchcase(canonicalize_name(v.package), ack.package):
+        return False
+    if ack.target and ack.target not in v.lock.replace("+", " ").split():
+        return False
+    if ack.platform and ack.platform not in v.lock.split():
+        return False
+    return not ack.version or ack.version == v.version
+
+
 def apply_acks(violations: Sequence[Violation], acks: Sequence[Ack]) -> Verdict:
     open_, acked, used = [], [], set()
     for v in violations:
-        match = next((i for i, a in enumerate(acks) if a.matches(v)), None)
+        match = next((i for i, a in enumerate(acks) if covers(a, v)), None)
         if match is None:
             open_.append(v)
         else:

@@ -1,8 +1,12 @@
-"""PEP 751 lock files: the typed model every lock module shares, a reader (tomllib) and a
+"""PEP 751 lock files: the typed model every lock module shares, one validating reader and a
 deterministic writer (sorted packages, no timestamps of our own, ``[tool.megacpp-env]`` last).
 
-Read leniently: locks written by uv, by other PEP 751 tools or by hand all land in the same model.
-``packaging.pylock`` is not used because the tool supports packaging>=24.2, which lacks it.
+Reading: tomllib parses the file once; ``packaging.pylock.Pylock.from_dict`` validates it against
+PEP 751 (its ``PylockValidationError`` context becomes the key path of our one-line error,
+``locks/x.toml: packages[3].wheels[0].hashes: ...``); the model is then built from the validated
+data, keeping the file's own spelling of versions and markers so that a lock round-trips byte for
+byte. ``[tool.megacpp-env]`` is read into ``LockMeta``. Locks written by uv, by other PEP 751 tools
+or by hand all land in the same model.
 """
 
 from __future__ import annotations
@@ -12,20 +16,48 @@ import json
 import tomllib
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from packaging.utils import NormalizedName, canonicalize_name
+from packaging.utils import canonicalize_name
 
-from megacpp_env.errors import MegacppEnvError
+from megacpp_env.errors import FormatError
+from megacpp_env.records import Table, as_dict, renamed
 
 TOOL_KEY = "megacpp-env"
 
 
-class LockFormatError(MegacppEnvError, ValueError):
-    """A lock file that cannot be read."""
+class LockFormatError(FormatError):
+    """A lock file that cannot be read (``FILE: KEY.PATH: what``)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LockMeta:
+    """``[tool.megacpp-env]`` of a lock megacpp-env wrote: what it was resolved from, and how."""
+
+    target: str = ""
+    platform: str = ""
+    python: str = ""
+    python_platform: str = field(default="", metadata=renamed("python-platform"))
+    inputs_hash: str = field(default="", metadata=renamed("inputs-hash"))
+    uv_version: str = field(default="", metadata=renamed("uv-version"))
+    command: str = ""
+    uv_command: str = field(default="", metadata=renamed("uv-command"))
+    direct: tuple[str, ...] = ()
+    requirements: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return as_dict(self)
+
+    @classmethod
+    def read(cls, t: Table) -> LockMeta:
+        keys = {f: f.replace("_", "-") for f in cls.__dataclass_fields__}
+        t.only(keys.values())
+        lists = ("direct", "requirements")
+        values: dict[str, Any] = {f: t.texts(k) if f in lists else t.text(k, "") for f, k in keys.items()}
+        return cls(**values)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -82,7 +114,7 @@ class Lock:
     packages: tuple[LockedPackage, ...]
     requires_python: str = ""
     created_by: str = "megacpp-env"
-    tool: Mapping[str, Any] = field(default_factory=dict)  # the [tool.megacpp-env] table
+    meta: LockMeta | None = None  # [tool.megacpp-env]; None in a lock another tool wrote
     path: str = ""  # where it was read from (for messages)
 
     def by_name(self) -> dict[str, LockedPackage]:
@@ -96,78 +128,87 @@ class Lock:
 
     @property
     def inputs_hash(self) -> str:
-        return str(self.tool.get("inputs-hash", ""))
-
-    def with_tool(self, tool: Mapping[str, Any]) -> Lock:
-        return replace(self, tool=dict(tool))
+        return self.meta.inputs_hash if self.meta else ""
 
 
 # ---- reading ----------------------------------------------------------------------------------
 
 
 def read_pylock_text(text: str, *, path: str = "<pylock>") -> Lock:
+    """The one reader of PEP 751 text: parse, validate (``packaging.pylock``), build the model."""
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise LockFormatError(f"{path}: not valid TOML: {exc}") from None
+        raise LockFormatError(f"not valid TOML: {exc}", file=path) from None
     if "packages" not in data and "lock-version" not in data:
-        raise LockFormatError(f"{path}: not a PEP 751 lock (no lock-version, no [[packages]])")
-    tool = data.get("tool", {}).get(TOOL_KEY, {})
-    direct = {canonicalize_name(n) for n in tool.get("direct", [])}
-    packages = tuple(_package(p, direct, path) for p in data.get("packages", []))
+        raise LockFormatError("not a PEP 751 lock (no lock-version, no [[packages]])", file=path)
+    _validate(data, path)
+    doc = Table.root(data, path, LockFormatError)
+    tool = doc.opt_table("tool")
+    table = tool.opt_table(TOOL_KEY) if tool else None
+    meta = LockMeta.read(table) if table else None
+    direct: set[str] = {canonicalize_name(n) for n in (meta.direct if meta else ())}
+    packages = tuple(_package(p, direct) for p in doc.tables("packages"))
     return Lock(
         packages=tuple(sorted(packages, key=lambda p: (p.name, p.marker))),
-        requires_python=str(data.get("requires-python", "")),
-        created_by=str(data.get("created-by", "")),
-        tool=tool,
+        requires_python=doc.text("requires-python", ""),
+        created_by=doc.text("created-by", ""),
+        meta=meta,
         path=path,
     )
 
 
-def read_pylock(path: Path) -> Lock:
-    return read_pylock_text(Path(path).read_text(encoding="utf-8"), path=str(path))
+def _validate(data: Mapping[str, Any], path: str) -> None:
+    from packaging.pylock import Pylock, PylockValidationError
 
-
-def _package(raw: Mapping[str, Any], direct: set[NormalizedName], path: str) -> LockedPackage:
     try:
-        name = canonicalize_name(raw["name"])
-    except KeyError:
-        raise LockFormatError(f"{path}: a [[packages]] entry has no name") from None
-    artifacts = [_artifact("wheel", w) for w in raw.get("wheels", [])]
-    if "sdist" in raw:
-        artifacts.append(_artifact("sdist", raw["sdist"]))
-    if "archive" in raw:
-        artifacts.append(_artifact("archive", raw["archive"]))
-    vcs = raw.get("vcs")
+        Pylock.from_dict({"packages": [], **data})  # a lock of nothing may leave [[packages]] out
+    except PylockValidationError as exc:
+        raise LockFormatError(f"not a valid PEP 751 lock: {exc.message}", file=path, key=exc.context or "") from None
+
+
+def read_pylock(path: Path) -> Lock:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise LockFormatError("not a text file (not UTF-8)", file=str(path)) from None
+    return read_pylock_text(text, path=str(path))
+
+
+def _package(t: Table, direct: set[str]) -> LockedPackage:
+    name = canonicalize_name(t.text("name"))
+    artifacts = [_artifact("wheel", w) for w in t.tables("wheels")]
+    artifacts += [_artifact(kind, a) for kind in ("sdist", "archive") if (a := t.opt_table(kind)) is not None]
+    vcs = t.opt_table("vcs")
     return LockedPackage(
         name=name,
-        version=str(raw.get("version", "")),
-        marker=str(raw.get("marker", "")),
-        index=str(raw.get("index", "")),
+        version=t.text("version", ""),
+        marker=t.text("marker", ""),
+        index=t.text("index", ""),
         direct=name in direct,
         artifacts=tuple(sorted(artifacts, key=lambda a: (a.kind != "wheel", a.filename))),
         vcs=Vcs(
-            type=str(vcs.get("type", "git")),
-            url=str(vcs.get("url", "")),
-            commit=str(vcs.get("commit-id", "")),
-            requested_revision=str(vcs.get("requested-revision", "")),
+            type=vcs.text("type", "git"),
+            url=vcs.text("url", ""),
+            commit=vcs.text("commit-id", ""),
+            requested_revision=vcs.text("requested-revision", ""),
         )
         if vcs
         else None,
     )
 
 
-def _artifact(kind: str, raw: Mapping[str, Any]) -> Artifact:
-    upload = raw.get("upload-time", "")
+def _artifact(kind: str, t: Table) -> Artifact:
+    upload = t.data.get("upload-time")
     if isinstance(upload, dt.datetime):
         upload = upload.isoformat().replace("+00:00", "Z")
-    size = raw.get("size")
+    hashes = t.opt_table("hashes")
     return Artifact(
         kind=kind,
-        url=str(raw.get("url", raw.get("path", ""))),
-        sha256=str(raw.get("hashes", {}).get("sha256", "")),
-        size=int(size) if size is not None else None,
-        upload_time=str(upload),
+        url=t.text("url", "") or t.text("path", ""),
+        sha256=hashes.text("sha256", "") if hashes else "",
+        size=t.number("size", None),
+        upload_time=str(upload or ""),
     )
 
 
@@ -237,7 +278,7 @@ def render_pylock(lock: Lock) -> str:
         head.append(f"requires-python = {_s(lock.requires_python)}")
     blocks = ["\n".join(head)]
     blocks += ["\n".join(_package_toml(p)) for p in sorted(lock.packages, key=lambda p: (p.name, p.marker))]
-    if lock.tool:
-        table = [f"[tool.{TOOL_KEY}]"] + [f"{k} = {_value(v)}" for k, v in lock.tool.items()]
+    if lock.meta:
+        table = [f"[tool.{TOOL_KEY}]"] + [f"{k} = {_value(v)}" for k, v in lock.meta.to_dict().items()]
         blocks.append("\n".join(table))
     return "\n\n".join(blocks) + "\n"

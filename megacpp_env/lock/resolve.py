@@ -22,15 +22,15 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from packaging.utils import canonicalize_name
 
 from megacpp_env import uv
 from megacpp_env.errors import ToolError
 from megacpp_env.lock.inputs import LockInputs
-from megacpp_env.lock.pylock import Lock, LockedPackage, read_pylock, render_pylock
-from megacpp_env.lock.reqtxt import read_via, render_requirements
+from megacpp_env.lock.outputs import lock_command
+from megacpp_env.lock.pylock import Lock, LockedPackage, LockMeta, read_pylock
+from megacpp_env.lock.reqtxt import read_via
 
 INPUT_PROJECT = "megacpp-lock-input"
 
@@ -41,10 +41,6 @@ class Resolved:
     lock: Lock
     seconds: float
     uv_runs: int
-
-
-def lock_command(target: str, platform: str) -> str:
-    return f"megacpp-env lock {target} --platform {platform}"
 
 
 def _toml_list(items: Iterable[str]) -> str:
@@ -174,19 +170,19 @@ def finish_lock(raw: Lock, inputs: LockInputs, direct: set[str], *, constraints_
     """Tag packages with index and direct flag; add ``[tool.megacpp-env]``."""
     default = uv.default_index()
     packages = tuple(replace(p, index=_index_url(p, inputs, default), direct=p.name in direct) for p in raw.packages)
-    tool: dict[str, Any] = {
-        "target": inputs.target,
-        "platform": inputs.platform,
-        "python": inputs.python,
-        "python-platform": uv.python_platform(inputs.platform),
-        "inputs-hash": inputs.digest(),
-        "uv-version": uv.uv_version(),
-        "command": lock_command(inputs.target, inputs.platform),
-        "uv-command": " ".join(["uv", *uv.compile_args(_example_request(inputs, constraints_from))]),
-        "direct": sorted(p.name for p in packages if p.direct),
-        "requirements": list(inputs.requirements),
-    }
-    return Lock(packages=packages, requires_python=raw.requires_python, created_by="megacpp-env", tool=tool)
+    meta = LockMeta(
+        target=inputs.target,
+        platform=inputs.platform,
+        python=inputs.python,
+        python_platform=uv.python_platform(inputs.platform),
+        inputs_hash=inputs.digest(),
+        uv_version=uv.uv_version(),
+        command=lock_command(inputs.target, inputs.platform),
+        uv_command=" ".join(["uv", *uv.compile_args(_example_request(inputs, constraints_from))]),
+        direct=tuple(sorted(p.name for p in packages if p.direct)),
+        requirements=tuple(inputs.requirements),
+    )
+    return Lock(packages=packages, requires_python=raw.requires_python, created_by="megacpp-env", meta=meta)
 
 
 def _example_request(inputs: LockInputs, constraints: bool) -> uv.CompileRequest:
@@ -204,24 +200,6 @@ def _index_url(pkg: LockedPackage, inputs: LockInputs, default: str) -> str:
         return ""
     index = inputs.index_of(pkg.name)
     return index.url.rstrip("/") if index is not None else default
-
-
-def export_header(lock: Lock, export_rel: str) -> str:
-    tool = lock.tool
-    return "\n".join(
-        [
-            f"megacpp-env lock export (generated, do not edit): target {tool.get('target')}, "
-            f"platform {tool.get('platform')}, python {tool.get('python')}",
-            f"inputs-hash: {tool.get('inputs-hash')}",
-            f"made by: {tool.get('command')}",
-            f"install: pip install --require-hashes --no-deps -r {export_rel}",
-        ]
-    )
-
-
-def render_outputs(lock: Lock, export_rel: str) -> tuple[str, str]:
-    """(pylock text, requirements export text) of one finished lock."""
-    return render_pylock(lock), render_requirements(lock, header=export_header(lock, export_rel))
 
 
 def resolve_all(

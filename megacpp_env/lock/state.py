@@ -14,8 +14,8 @@ from megacpp_env import layout
 from megacpp_env.errors import SpecError
 from megacpp_env.fsutil import atomic_write_text
 from megacpp_env.lock.inputs import LockInputs, lock_inputs
-from megacpp_env.lock.pylock import Lock, LockFormatError, read_pylock
-from megacpp_env.lock.resolve import lock_command, render_outputs
+from megacpp_env.lock.outputs import lock_command, render_outputs
+from megacpp_env.lock.pylock import Lock, LockFormatError, LockMeta, read_pylock
 from megacpp_env.spec.model import Index, Spec, Target
 
 OK, MISSING, STALE, UNLOCKED, EXPORT_STALE = "ok", "missing", "stale", "unlocked", "export-stale"
@@ -145,7 +145,8 @@ def _check_export(job: LockJob, lock: Lock, root: Path, base: dict[str, str]) ->
 
 def stale_reason(lock: Lock, inputs: LockInputs) -> str:
     """Say which input changed, as far as the lock's recorded inputs tell."""
-    old = [str(r) for r in lock.tool.get("requirements", [])]
+    meta = lock.meta or LockMeta()
+    old = list(meta.requirements)
     added = [r for r in inputs.requirements if r not in old]
     removed = [r for r in old if r not in inputs.requirements]
     parts = []
@@ -153,8 +154,8 @@ def stale_reason(lock: Lock, inputs: LockInputs) -> str:
         parts.append("requirements added: " + ", ".join(added))
     if removed:
         parts.append("requirements removed: " + ", ".join(removed))
-    if str(lock.tool.get("python", inputs.python)) != inputs.python:
-        parts.append(f"python {lock.tool.get('python')} -> {inputs.python}")
+    if (meta.python or inputs.python) != inputs.python:
+        parts.append(f"python {meta.python} -> {inputs.python}")
     return "; ".join(parts) or "inputs hash differs (indexes or other spec inputs changed)"
 
 

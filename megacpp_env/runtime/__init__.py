@@ -23,7 +23,6 @@ from megacpp_env.runtime.catalog import PATCHES
 
 TRUTHY = ("1", "true", "yes", "on")
 HOME_ENV = "MEGACPP_ENV_HOME"
-IMAGE_HOME = "/opt/megacpp-env"  # == megacpp_env.layout.IMAGE_HOME (not imported: layout pulls in the spec)
 
 
 def gate_on(gate: str, environ: Mapping[str, str] | None = None) -> bool:

@@ -25,7 +25,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from megacpp_env.runtime import HOME_ENV, IMAGE_HOME
+from megacpp_env.layout import IMAGE_HOME
+from megacpp_env.runtime import HOME_ENV
 from megacpp_env.runtime.hook import POST_IMPORT, SHADOWS, record
 
 MIN_PTXAS = (13, 0)

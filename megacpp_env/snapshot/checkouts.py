@@ -1,6 +1,7 @@
 """Source checkouts: every source of the spec that is checked out where megacpp-env puts it, plus
-``--paths``. Uses ``megacpp_env.checkout.inspect_checkout`` (all git calls go through
-``megacpp_env.git``). A tree without ``.git`` is recorded as such; ``diff``/``doctor`` make it a finding.
+``--paths``. Uses ``megacpp_env.worktree`` (what a checkout and its overlay are; all git calls
+go through ``megacpp_env.git``), never the pipeline that makes them. A tree without ``.git`` is
+recorded as such; ``diff``/``doctor`` make it a finding.
 """
 
 from __future__ import annotations
@@ -23,9 +24,8 @@ def candidate_dirs(spec: Spec, source: Source, environ: Mapping[str, str]) -> li
     """Where a checkout of ``source`` may live, in order: the spec's default destination, under
     ``$MEGACPP_ENV_HOME/src``, then the in-image path (``/opt/src/<name-with-dashes>``)."""
     from megacpp_env import layout
-    from megacpp_env.checkout import default_dest
 
-    out = [default_dest(spec.root, source)]
+    out = [layout.host_checkout_dir(spec.root, source.name)]
     if environ.get("MEGACPP_ENV_HOME"):
         out.append(Path(environ["MEGACPP_ENV_HOME"]) / "src" / source.dist_dir_name)
     out.append(Path(layout.image_checkout_dir(source.name)))
@@ -33,13 +33,14 @@ def candidate_dirs(spec: Spec, source: Source, environ: Mapping[str, str]) -> li
 
 
 def _overlay(spec: Spec | None, source: Source | None, path: Path) -> dict[str, Any] | None:
-    """The overlay state of a checkout whose source has one (``megacpp_env.overlay``)."""
+    """The overlay state of a checkout whose source has one (``megacpp_env.worktree.status``)."""
     if spec is None or source is None or not source.overlay:
         return None
-    from megacpp_env import layout, overlay
+    from megacpp_env import layout
+    from megacpp_env.worktree.status import overlay_status
 
     try:
-        status = overlay.overlay_status(layout.overlay_dir(spec.root, source.overlay), path)
+        status = overlay_status(layout.overlay_dir(spec.root, source.overlay), path)
     except (MegacppEnvError, OSError, ValueError) as exc:
         return {"name": source.overlay, "error": str(exc)}
     return {
@@ -53,12 +54,12 @@ def _overlay(spec: Spec | None, source: Source | None, path: Path) -> dict[str, 
 
 def inspect_one(path: Path, source: Source | None, spec: Spec | None, scrubber: Scrubber) -> dict[str, Any]:
     from megacpp_env import git
-    from megacpp_env.checkout import inspect_checkout
+    from megacpp_env.worktree.status import checkout_state
 
     if not path.is_dir():
         return {"path": str(path), "source": source.name if source else None, "error": "no such directory"}
     try:
-        state = inspect_checkout(path, source)
+        state = checkout_state(path, pin=source.commit, name=source.name) if source else checkout_state(path)
         facts = {k: v for k, v in state.to_dict().items() if k not in DROP_KEYS}
         if state.has_git:
             facts["remotes"] = git.remote_urls(path)

@@ -13,12 +13,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from megacpp_env.errors import MegacppEnvError, SpecError, VerificationError
+from megacpp_env.errors import FormatError, MegacppEnvError, SpecError, VerificationError
 from megacpp_env.fsutil import canonical_hash
+from megacpp_env.records import Table, read_json
 
 SCHEMA = "megacpp-env/snapshot"
 SCHEMA_VERSION = 1
 AREAS = ("python", "checkouts", "torch", "gpu", "compilers", "runtime", "env", "system")
+
+
+class SnapshotFormatError(FormatError, VerificationError):
+    """A snapshot document that cannot be read, or whose digest does not match its facts."""
 
 
 def digest_of(facts: dict[str, Any]) -> str:
@@ -41,6 +46,7 @@ class Snapshot:
         return value if isinstance(value, dict) else {}
 
     def to_dict(self) -> dict[str, Any]:
+        # Not derived (records.as_dict): that would deep-copy the facts, which can be large.
         return {
             "schema": SCHEMA,
             "schema_version": SCHEMA_VERSION,
@@ -55,34 +61,45 @@ class Snapshot:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], *, origin: str = "snapshot") -> Snapshot:
-        if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-            raise VerificationError(f"{origin}: not a megacpp-env snapshot (no schema {SCHEMA!r})")
-        version = data.get("schema_version")
+        return cls.read(Table.root(data, origin, SnapshotFormatError))
+
+    @classmethod
+    def read(cls, t: Table) -> Snapshot:
+        """The one reader of a snapshot document: schema, version, facts, and a digest that must
+        match the facts (an edited or truncated file is refused)."""
+        if t.data.get("schema") != SCHEMA:
+            t.fail(f"not a megacpp-env snapshot (no schema {SCHEMA!r})")
+        version = t.data.get("schema_version")
         if version != SCHEMA_VERSION:
-            raise VerificationError(
-                f"{origin}: snapshot schema_version {version}, this megacpp-env reads {SCHEMA_VERSION} "
-                "(take a new snapshot with this version)"
+            t.fail(
+                f"snapshot schema_version {version}, this megacpp-env reads {SCHEMA_VERSION} "
+                "(take a new snapshot with this version)",
+                "schema_version",
             )
-        facts = data.get("facts")
-        if not isinstance(facts, dict):
-            raise VerificationError(f"{origin}: snapshot has no facts")
-        snap = cls(facts=facts, host=dict(data.get("host") or {}), timing=dict(data.get("timing") or {}))
-        if data.get("digest") != snap.digest:
-            raise VerificationError(
-                f"{origin}: digest {data.get('digest')} does not match the facts ({snap.digest}); "
-                "the file was edited or truncated"
+        if not t.has("facts"):
+            t.fail("snapshot has no facts", "facts")
+        facts, host, timing = (t.opt_table(k) for k in ("facts", "host", "timing"))
+        snap = cls(
+            facts=dict(facts.data) if facts else {},
+            host=dict(host.data) if host else {},
+            timing=dict(timing.data) if timing else {},
+        )
+        if t.data.get("digest") != snap.digest:
+            t.fail(
+                f"digest {t.data.get('digest')} does not match the facts ({snap.digest}); "
+                "the file was edited or truncated",
+                "digest",
             )
         return snap
 
 
 def load_snapshot(path: Path) -> Snapshot:
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        return Snapshot.read(read_json(path, SnapshotFormatError))
     except FileNotFoundError:
-        raise VerificationError(f"{path}: no such snapshot file") from None
-    except (OSError, ValueError) as exc:
-        raise VerificationError(f"{path}: unreadable snapshot: {exc}") from None
-    return Snapshot.from_dict(data, origin=str(path))
+        raise SnapshotFormatError("no such snapshot file", file=str(path)) from None
+    except OSError as exc:
+        raise SnapshotFormatError(f"unreadable snapshot: {exc.strerror or exc}", file=str(path)) from None
 
 
 def check_output(path: Path, *, option: str = "--output") -> Path:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from megacpp_env.layout import PLATFORMS
 from megacpp_env.spec.loader import load_spec, load_spec_text
 from megacpp_env.spec.model import (
-    PLATFORMS,
     Alignment,
     GpuSpec,
     ImageRef,

@@ -11,12 +11,12 @@ from typing import Any, TypeVar
 from packaging.utils import canonicalize_name
 
 from megacpp_env.errors import SpecError
+from megacpp_env.layout import PLATFORMS
 from megacpp_env.runtime.catalog import PATCHES
 from megacpp_env.spec import fields as F
 from megacpp_env.spec.model import (
     FEATURES,
     INSTALL_MODES,
-    PLATFORMS,
     SCHEMA_VERSION,
     Alignment,
     BuildSettings,

@@ -12,10 +12,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from megacpp_env.fsutil import canonical_hash
+from megacpp_env.layout import checkout_dir_name
 
 SCHEMA_VERSION = 1
-PLATFORMS = ("linux/amd64", "linux/arm64")
-PLATFORM_ARCH = {"linux/amd64": "x86_64", "linux/arm64": "aarch64"}
 INSTALL_MODES = ("wheel", "path")
 FEATURES = (
     "nvfp4_inference",
@@ -33,16 +32,6 @@ FEATURES = (
 )
 
 Install = Literal["wheel", "path"]
-
-
-def platform_slug(platform: str) -> str:
-    """``linux/arm64`` -> ``linux-arm64`` (used in file names)."""
-    return platform.replace("/", "-")
-
-
-def platform_arch(platform: str) -> str:
-    """``linux/arm64`` -> ``arm64`` (Docker's TARGETARCH)."""
-    return platform.split("/", 1)[1]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -150,7 +139,7 @@ class Source:
     @property
     def dist_dir_name(self) -> str:
         """The directory name a checkout of this source gets by default (``/opt/src/<this>``)."""
-        return self.name.replace("_", "-")
+        return checkout_dir_name(self.name)
 
     def to_dict(self) -> dict[str, Any]:
         return {

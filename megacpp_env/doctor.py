@@ -1,5 +1,8 @@
 """``doctor``: the live machine (a snapshot) against what one target of the spec promises.
 
+It compares spec + lock + snapshot, so it sits above all three (``snapshot`` itself needs neither
+a spec nor a lock).
+
 Toolchain versions, minimum driver, Python, every locked distribution (missing, wrong version,
 wrong source), installed files modified since install, pinned checkouts and their overlays, GPU
 architecture against the target's arch list, runtime patches. Findings of severity ``error`` make
@@ -15,12 +18,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from megacpp_env import layout
+from megacpp_env.lock.pylock import Lock, LockedPackage, LockFormatError, read_pylock
 from megacpp_env.snapshot.diff import Finding, show
 from megacpp_env.snapshot.document import Snapshot
 from megacpp_env.snapshot.runtime import HOOK_GLOB
 
 if TYPE_CHECKING:
-    from megacpp_env.lock.pylock import Lock, LockedPackage
     from megacpp_env.spec.model import Source, Spec, Target
 
 RANK = ("error", "warning", "info", "ok")
@@ -306,9 +310,6 @@ def check_lock(lock: Lock, snap: Snapshot) -> list[Finding]:
 
 
 def load_target_lock(spec: Spec, target: str, platform: str) -> tuple[Lock | None, str, list[Finding]]:
-    from megacpp_env import layout
-    from megacpp_env.lock.pylock import LockFormatError, read_pylock
-
     path = layout.lock_path(spec.root, target, platform)
     shown = str(path.relative_to(spec.root)) if path.is_relative_to(spec.root) else str(path)
     if not path.is_file():

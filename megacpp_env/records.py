@@ -1,0 +1,184 @@
+"""Typed records at file boundaries: one validating reader with a context path, and ``to_dict``
+derived from a record's fields.
+
+Every file megacpp-env reads (PEP 751 locks, overlay manifests and journals, checkout provenance
+records, snapshot documents, ``locks/ACKNOWLEDGED.toml``) is parsed once (tomllib or json) and then
+read through a ``Table``. Each accessor checks the type of one key; a wrong one raises the format's
+error class (a ``FormatError``) naming the file and the key path, e.g.
+``locks/x.toml: packages[3].wheels[0].hashes: expected a table, got a string`` -- the context chain
+``packaging.pylock`` gives its ``PylockValidationError``.
+
+Records are ``@dataclass(frozen=True, kw_only=True, slots=True)`` with ``from_dict``/``to_dict``;
+``as_dict`` derives ``to_dict`` from the fields (``renamed``/``HIDDEN`` field metadata).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NoReturn
+
+from megacpp_env.errors import FormatError
+
+HIDDEN = {"dump": False}  # field(metadata=HIDDEN): not part of to_dict
+_MISSING: Any = object()
+_NAMES = {
+    str: "a string",
+    bool: "a boolean",
+    int: "an integer",
+    float: "a number",
+    list: "an array",
+    dict: "a table",
+    type(None): "null",
+}
+
+
+def renamed(key: str) -> dict[str, str]:
+    """``field(metadata=renamed("schema-version"))``: the key ``as_dict`` writes for this field."""
+    return {"key": key}
+
+
+def join(path: str, key: str | int) -> str:
+    """``join("packages[3]", "wheels")`` -> ``packages[3].wheels``; an int key is an index."""
+    if isinstance(key, int):
+        return f"{path}[{key}]"
+    return f"{path}.{key}" if path else key
+
+
+def kind_of(value: object) -> str:
+    for kind, name in _NAMES.items():
+        if type(value) is kind or (kind is dict and isinstance(value, Mapping)):
+            return name
+    return type(value).__name__
+
+
+@dataclass(frozen=True, slots=True)
+class Table:
+    """One table of a parsed document and where it is (file + key path). Accessors return typed
+    values or raise ``error`` (``FILE: PATH.KEY: expected ..., got ...``)."""
+
+    data: Mapping[str, Any]
+    file: str
+    path: str = ""
+    error: type[FormatError] = FormatError
+
+    @classmethod
+    def root(cls, data: object, file: str, error: type[FormatError] = FormatError) -> Table:
+        if not isinstance(data, Mapping):
+            raise error(f"expected a table at the top, got {kind_of(data)}", file=file)
+        return cls(data, file, "", error)
+
+    def where(self, key: str | int | None = None) -> str:
+        return self.path if key is None else join(self.path, key)
+
+    def fail(self, message: str, key: str | int | None = None, *, remedy: str = "") -> NoReturn:
+        raise self.error(message, file=self.file, key=self.where(key), remedy=remedy)
+
+    def has(self, key: str) -> bool:
+        return self.data.get(key) is not None
+
+    def _get(self, key: str, kind: type | tuple[type, ...], what: str, default: Any) -> Any:
+        value = self.data.get(key)
+        if value is None:
+            if default is _MISSING:
+                self.fail(f"missing (expected {what})", key)
+            return default
+        if not isinstance(value, kind) or (isinstance(value, bool) and bool not in _kinds(kind)):
+            self.fail(f"expected {what}, got {kind_of(value)}", key)
+        return value
+
+    def text(self, key: str, default: Any = _MISSING, *, nonempty: bool = False) -> str:
+        value: str = self._get(key, str, "a string", default)
+        if nonempty and not value.strip():
+            self.fail("expected a non-empty string", key)
+        return value
+
+    def opt_text(self, key: str) -> str | None:
+        value: str | None = self._get(key, str, "a string", None)
+        return value
+
+    def flag(self, key: str, default: Any = _MISSING) -> bool:
+        value: bool = self._get(key, bool, "a boolean", default)
+        return value
+
+    def number(self, key: str, default: Any = _MISSING) -> int:
+        value: int = self._get(key, int, "an integer", default)
+        return value
+
+    def texts(self, key: str, default: Any = ()) -> tuple[str, ...]:
+        items: list[Any] = self._get(key, list, "an array of strings", default)
+        for i, item in enumerate(items):
+            if not isinstance(item, str):
+                where = join(self.where(key), i)
+                raise self.error(f"expected a string, got {kind_of(item)}", file=self.file, key=where)
+        return tuple(items)
+
+    def text_map(self, key: str) -> dict[str, str]:
+        table = self.table(key, default=None)
+        if table is None:
+            return {}
+        return {k: table.text(k) for k in table.data}
+
+    def table(self, key: str, default: Any = _MISSING) -> Table:
+        value: Mapping[str, Any] | None = self._get(key, Mapping, "a table", default)
+        if value is None:
+            return default  # type: ignore[no-any-return]
+        return Table(value, self.file, self.where(key), self.error)
+
+    def opt_table(self, key: str) -> Table | None:
+        return self.table(key, default=None)
+
+    def tables(self, key: str, default: Any = ()) -> list[Table]:
+        items: list[Any] = self._get(key, list, "an array of tables", default)
+        out = []
+        for i, item in enumerate(items):
+            where = join(self.where(key), i)
+            if not isinstance(item, Mapping):
+                raise self.error(f"expected a table, got {kind_of(item)}", file=self.file, key=where)
+            out.append(Table(item, self.file, where, self.error))
+        return out
+
+    def only(self, allowed: Collection[str]) -> None:
+        """Refuse keys a format does not define (a typo must not be ignored)."""
+        unknown = sorted(set(self.data) - set(allowed))
+        if unknown:
+            self.fail(f"unknown key(s): {', '.join(unknown)} (known: {', '.join(sorted(allowed))})")
+
+
+def _kinds(kind: type | tuple[type, ...]) -> tuple[type, ...]:
+    return kind if isinstance(kind, tuple) else (kind,)
+
+
+def read_json(path: Path, error: type[FormatError] = FormatError) -> Table:
+    """Parse a JSON document once; FileNotFoundError passes through (callers decide what absence means)."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise error(f"not valid JSON: {exc}", file=str(path)) from None
+    return Table.root(data, str(path), error)
+
+
+def plain(value: Any) -> Any:
+    """A JSON-able copy: records through their ``to_dict``, tuples as lists, mappings as dicts."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        to_dict = getattr(value, "to_dict", None)
+        return to_dict() if callable(to_dict) else as_dict(value)
+    if isinstance(value, Mapping):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | frozenset | set):
+        items = [plain(v) for v in value]
+        return sorted(items) if isinstance(value, frozenset | set) else items
+    return value
+
+
+def as_dict(record: Any) -> dict[str, Any]:
+    """``to_dict`` derived from a record's fields, in field order. A field's metadata may rename its
+    key (``renamed(...)``) or leave it out (``HIDDEN``)."""
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(record):
+        if f.metadata.get("dump", True):
+            out[f.metadata.get("key", f.name)] = plain(getattr(record, f.name))
+    return out
