@@ -1,5 +1,5 @@
-"""Where things live: repository paths relative to the spec root, fixed paths inside images, and
-the platform names they are spelled with.
+"""Where things live: repository paths relative to the spec root, the package's templates, fixed
+paths inside images, and the platform names they are spelled with.
 
 Every module that needs one of these paths calls this module, so the conventions exist once.
 Standard library only (the runtime patches and ``snapshot`` import it without yaml or packaging).
@@ -56,8 +56,10 @@ def dockerfile_path(root: Path, target: str) -> Path:
     return images_dir(root) / target / "Dockerfile"
 
 
-def templates_dir(root: Path) -> Path:
-    return images_dir(root) / "templates"
+def templates_dir() -> Path:
+    """The one Jinja template set, shipped inside the package (package data), so an installed tool
+    renders and builds from any directory."""
+    return Path(__file__).resolve().parent / "templates"
 
 
 def overlays_dir(root: Path) -> Path:

@@ -183,10 +183,11 @@ def view(spec: Spec, target: Target, templates: Path) -> dict[str, Any]:
 def render_target(spec: Spec, name: str, *, templates: Path | None = None) -> tuple[RenderedFile, ...]:
     """Every file ``images/<name>/`` holds, rendered in memory."""
     target = spec.target(name)
-    tpl = templates or layout.templates_dir(spec.root)
-    if not tpl.is_dir():
+    tpl = templates or layout.templates_dir()
+    if not (tpl / TEMPLATE).is_file():
         raise MegacppEnvError(
-            f"no templates at {tpl}: render and build need the repository's images/templates/ next to stack.yaml"
+            f"no {TEMPLATE} in {tpl}: the package's templates are missing; reinstall megacpp-env "
+            "(they ship as package data in megacpp_env/templates/)"
         )
     try:
         text = render_template(tpl, TEMPLATE, view(spec, target, tpl))

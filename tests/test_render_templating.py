@@ -8,6 +8,7 @@ import shlex
 
 import jinja2
 import pytest
+import yaml
 
 from megacpp_env import render
 from megacpp_env.errors import SpecError
@@ -155,19 +156,34 @@ def _logical_runs_of(text: str) -> list[str]:
     return _logical_runs(text)
 
 
-def test_template_errors_are_user_errors_exit_1(tmp_path, capsys):
-    from megacpp_env.cli import main
+def test_template_errors_are_user_errors(tmp_path):
     from megacpp_env.errors import MegacppEnvError
+    from tests.fixtures.spec import REPO_ROOT
 
     assert issubclass(TemplateValueError, MegacppEnvError)
     assert issubclass(TemplateValueError, ValueError)
-    # a stack.yaml outside the repository: no images/templates/ next to it
+    spec = load_data(yaml.safe_load((REPO_ROOT / "stack.yaml").read_text()))
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "Dockerfile.j2").write_text("FROM {{ bases[0].ref|word }\n")  # unclosed expression
+    with pytest.raises(TemplateValueError, match=r"^target smoke: Dockerfile\.j2: unexpected '}'"):
+        render.render_target(spec, "smoke", templates=broken)
+    with pytest.raises(MegacppEnvError) as missing:
+        render.render_target(spec, "smoke", templates=tmp_path / "gone")
+    assert str(missing.value) == (
+        f"no Dockerfile.j2 in {tmp_path / 'gone'}: the package's templates are missing; reinstall megacpp-env "
+        "(they ship as package data in megacpp_env/templates/)"
+    )
+
+
+def test_spec_outside_the_repository_renders_from_the_package_templates(tmp_path, capsys):
+    from megacpp_env.cli import main
     from tests.fixtures.spec import REPO_ROOT
 
     (tmp_path / "stack.yaml").write_text((REPO_ROOT / "stack.yaml").read_text())
-    assert main(["--spec", str(tmp_path / "stack.yaml"), "render", "smoke", "--check"]) == 1
-    err = capsys.readouterr().err
-    assert err == (
-        f"megacpp-env render: error: no templates at {tmp_path / 'images' / 'templates'}: "
-        "render and build need the repository's images/templates/ next to stack.yaml\n"
-    )
+    assert main(["--spec", str(tmp_path / "stack.yaml"), "render", "smoke", "--check"]) == 1  # nothing rendered yet
+    assert "+++ b/images/smoke/Dockerfile" in capsys.readouterr().out
+    assert main(["--spec", str(tmp_path / "stack.yaml"), "render", "smoke"]) == 0
+    rendered = (tmp_path / "images" / "smoke" / "Dockerfile").read_bytes()
+    assert rendered == (REPO_ROOT / "images" / "smoke" / "Dockerfile").read_bytes()
+    assert not (tmp_path / "images" / "templates").exists()
