@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import os
 import sys
 from collections.abc import Sequence
 from types import ModuleType
@@ -36,12 +35,15 @@ VERBS: dict[str, tuple[str, str]] = {
     "doctor": ("doctor", "check the live machine against what a target promises"),
 }
 
-SPEC_ENV = "MEGACPP_ENV_SPEC"
+SPEC_ENV = "MEGACPP_ENV_SPEC"  # spec/discover.py reads it; named here only for --help
 
 
-def _add_spec(parser: argparse.ArgumentParser, default: str) -> None:
+def _add_spec(parser: argparse.ArgumentParser, default: str | None) -> None:
     parser.add_argument(
-        "--spec", default=default, metavar="PATH", help=f"the stack spec (default: ${SPEC_ENV} or ./stack.yaml)"
+        "--spec",
+        default=default,
+        metavar="PATH",
+        help=f"the stack spec (default: ${SPEC_ENV}, else the nearest stack.yaml here or in a parent directory)",
     )
 
 
@@ -75,7 +77,7 @@ def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
         epilog="exit codes: 0 ok, 1 findings or user error, 2 usage, 3 bug, 130 interrupted",
     )
     parser.add_argument("--version", action="version", version=f"megacpp-env {__version__}")
-    _add_spec(parser, os.environ.get(SPEC_ENV, "stack.yaml"))
+    _add_spec(parser, None)
     sub = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
     chosen = _chosen_verb(argv)
     parent = _common_parent()

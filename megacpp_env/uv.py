@@ -46,9 +46,34 @@ class UvRun:
 
 
 def uv_executable() -> str:
-    exe = shutil.which(os.environ.get("MEGACPP_ENV_UV", "uv"))
+    """``$MEGACPP_ENV_UV``, else the uv that the ``uv`` package installed next to this tool (works from
+    ``uv tool install``, ``pipx`` and a venv that is not activated), else ``uv`` on PATH."""
+    override = os.environ.get("MEGACPP_ENV_UV", "")
+    if override:
+        exe = shutil.which(override)
+        if exe is None:
+            raise ToolNotFoundError(f"MEGACPP_ENV_UV={override!r}: no such executable")
+        return exe
+    return _bundled_uv() or _uv_on_path()
+
+
+def _bundled_uv() -> str | None:
+    try:
+        from uv import find_uv_bin
+    except ImportError:  # a Nix or distro package may ship megacpp-env without the uv wheel
+        return None
+    try:
+        return find_uv_bin()
+    except FileNotFoundError:
+        return None
+
+
+def _uv_on_path() -> str:
+    exe = shutil.which("uv")
     if exe is None:
-        raise ToolNotFoundError("uv is not on PATH (install it: pip install uv)")
+        raise ToolNotFoundError(
+            "uv not found: neither the uv package's binary nor `uv` on PATH (install it: pip install uv)"
+        )
     return exe
 
 

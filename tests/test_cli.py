@@ -88,9 +88,28 @@ def test_spec_from_environment(tmp_path):
     assert proc.returncode == 0 and "smoke" in proc.stdout
 
 
-def test_missing_spec_in_cwd_names_remedy(tmp_path):
-    proc = run_cli("targets", cwd=tmp_path)
-    assert proc.returncode == 1 and "spec file not found" in proc.stderr and "--spec" in proc.stderr
+def test_missing_spec_names_where_it_looked_and_the_remedy(tmp_path):
+    env = {k: v for k, v in __import__("os").environ.items() if k != "MEGACPP_ENV_SPEC"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "megacpp_env", "targets"], cwd=tmp_path, capture_output=True, text=True, check=False, env=env
+    )
+    assert proc.returncode == 1
+    assert proc.stderr == (
+        f"megacpp-env targets: error: no stack.yaml in {tmp_path} or any parent directory (searched up to /) "
+        "(remedy: run inside the project, pass --spec PATH or set MEGACPP_ENV_SPEC)\n"
+    )
+
+
+def test_explicit_missing_spec_names_the_file(tmp_path):
+    proc = run_cli("targets", "--spec", "nope.yaml", cwd=tmp_path)
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("megacpp-env targets: error: nope.yaml: spec file not found")
+
+
+def test_spec_found_upward_from_a_subdirectory():
+    proc = run_cli("targets", "--json", cwd=REPO_ROOT / "images" / "smoke")
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(t["name"] for t in json.loads(proc.stdout)) == ["cloud", "gb10", "smoke"]
 
 
 def test_check_refuses_an_unknown_rule(capsys):

@@ -42,12 +42,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from megacpp_env.commands._common import load
     from megacpp_env.lock import acks, gate
     from megacpp_env.lock.consistency import check_locks
     from megacpp_env.lock.gitlocks import lock_pairs
-    from megacpp_env.spec import load_spec
 
-    spec = load_spec(args.spec)
+    spec = load(args)
     root = spec.root
     commit, pairs = lock_pairs(root, args.base)
     diffs = [p.diff() for p in pairs]

@@ -133,9 +133,9 @@ def run(args: argparse.Namespace) -> int:
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     if is_diff:
         return _diff(args)
-    from megacpp_env.spec import load_spec
+    from megacpp_env.commands._common import load
 
-    spec = load_spec(args.spec)
+    spec = load(args)
     from megacpp_env.lock.state import jobs_for
 
     jobs = jobs_for(spec, args.names or None, args.platform)

@@ -35,10 +35,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from megacpp_env.spec import load_spec
+    from megacpp_env.commands._common import load
     from megacpp_env.ui import print_json
 
-    spec = load_spec(args.spec)
+    spec = load(args)
     from megacpp_env.lock.state import jobs_for
 
     root = Path(args.to)

@@ -72,7 +72,14 @@ def run(args: argparse.Namespace) -> int:
         _report_new(m, overlay_dir, args.json)
         return 0
     force = getattr(args, "force", False)
-    st, ok = overlay.run_action(args.action, overlay_dir, args.checkout, spec=spec, spec_file=args.spec, force=force)
+    st, ok = overlay.run_action(
+        args.action,
+        overlay_dir,
+        args.checkout,
+        spec=spec,
+        spec_file=args.spec or "stack.yaml (here or in a parent directory)",
+        force=force,
+    )
     if args.json:
         print_json({"action": args.action, **st.to_dict(), "ok": ok})
     else:
