@@ -7,7 +7,8 @@
   package, when pip's hash check failed), then reads the snapshot baked into the image and adds its
   digest as a label in a metadata-only step (the digest exists only after the last RUN).
 
-The default tag is ``megacpp/<target>:<content hash>``; the hash covers the rendered Dockerfile, the
+The default tag is ``megacpp/<target>:<content hash>`` (under ``--registry HOST[:PORT]/`` when given;
+``--push`` then pushes it, see ``publish``); the hash covers the rendered Dockerfile, the
 lock files of the platform, stack.yaml (source pins), the overlays the image copies, the tool's own
 source, the platform and any base-image override: the same inputs give the same tag.
 """
@@ -26,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from megacpp_env import docker, layout, render
+from megacpp_env import docker, layout, publish, render
 from megacpp_env.errors import RefusedError, StaleError, ToolError
 from megacpp_env.fsutil import canonical_hash, sha256_bytes
 from megacpp_env.layout import platform_arch
@@ -52,6 +53,7 @@ class BuildOptions:
     platform: str = ""
     base_image: str = ""
     tag: str = ""
+    registry: str = ""  # HOST[:PORT]: the default tag goes under it (where --push sends it)
     push: bool = False
     builder: str = ""
     cache_from: tuple[str, ...] = ()
@@ -73,6 +75,7 @@ class BuildPlan:
     argv: tuple[str, ...]
     mirror: str = ""
     mirror_port: int = 0
+    cache_ref: str = ""  # classic --push: the build's own image (with its inline cache) is pushed here too
     notes: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
@@ -84,6 +87,7 @@ class BuildPlan:
             "cwd": str(self.root),
             "argv": list(self.argv),
             "buildx": self.request.needs_buildx,
+            "cache_ref": self.cache_ref,
             "notes": list(self.notes),
         }
 
@@ -97,17 +101,21 @@ class BuildResult:
     executed: tuple[str, ...] = ()
     cached: int = 0
     label_seconds: float = 0.0
+    build_image_id: str = ""  # the image `docker build` made, before the metadata-only label step
+    pushed: publish.Pushed | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             **self.plan.to_dict(),
             "image_id": self.image_id,
+            "build_image_id": self.build_image_id,
             "snapshot_digest": self.snapshot_digest,
             "seconds": round(self.seconds, 2),
             "label_seconds": round(self.label_seconds, 2),
             "executed_steps": list(self.executed),
             "cached_steps": self.cached,
+            "pushed": self.pushed.to_dict() if self.pushed else None,
         }
 
 
@@ -209,7 +217,9 @@ def plan_build(spec: Spec, opts: BuildOptions, *, docker_bin: str = "docker") ->
     platform = resolve_platform(target, opts.platform)
     arch = platform_arch(platform)
     digest = content_hash(spec, target, platform, opts.base_image)
-    tag = opts.tag or f"megacpp/{target.name}:{digest[:16]}"
+    tag = opts.tag or publish.image_tag(opts.registry, target.name, digest)
+    if opts.push:
+        publish.check_push_target(tag, opts.registry, bool(opts.tag))
     base = opts.base_image or str(target.base_image(platform))
     build_args: list[tuple[str, str]] = []
     if opts.base_image:
@@ -237,8 +247,10 @@ def plan_build(spec: Spec, opts: BuildOptions, *, docker_bin: str = "docker") ->
     )
     if request.needs_buildx:
         notes.append("--builder/--cache-to need `docker buildx build` (the classic `docker build` lacks them)")
-    if opts.push and not request.needs_buildx:
-        notes.append(f"then: {docker_bin} push {tag}")
+    cache = publish.cache_ref(tag, platform) if opts.push and not request.needs_buildx else ""
+    if cache:
+        notes.append(f"then: {docker_bin} tag {tag} {cache} (the build's image, with its inline cache)")
+        notes.append(f"then: {docker_bin} push {cache}; {docker_bin} push {tag} (after the snapshot label)")
     argv = tuple(docker.build_argv(request, docker=docker_bin))
     return BuildPlan(
         target=target.name,
@@ -250,6 +262,7 @@ def plan_build(spec: Spec, opts: BuildOptions, *, docker_bin: str = "docker") ->
         argv=argv,
         mirror=opts.mirror,
         mirror_port=port,
+        cache_ref=cache,
         notes=tuple(notes),
     )
 
@@ -374,21 +387,26 @@ def execute(plan: BuildPlan, *, on_line: Callable[[str], None] | None = None) ->
             rc, log = _stream_in(plan.root, argv, on_line)
         if rc != 0:
             raise _failure(log, rc)
-        image_id = iid.read_text().strip() if iid.is_file() else ""
+        image_id = build_id = iid.read_text().strip() if iid.is_file() else ""
     seconds = time.monotonic() - start
+    if plan.cache_ref:  # before the label step, whose new image config has no inline cache
+        docker.tag_image(plan.tag, plan.cache_ref)
     digest, label_s = _label_snapshot(plan, on_line) if not plan.request.needs_buildx else ("", 0.0)
     if not plan.request.needs_buildx:
         image_id = docker.image_id(plan.tag)
+    pushed = None
     if plan.request.push and not plan.request.needs_buildx:
-        docker.run(docker.push_argv(plan.tag, docker=docker.binary()))
+        pushed = publish.push(plan.tag, plan.cache_ref, on_line=on_line)
     return BuildResult(
         plan=plan,
         image_id=image_id,
+        build_image_id=build_id,
         snapshot_digest=digest,
         seconds=seconds,
         executed=tuple(log.executed()),
         cached=len(log.cached & set(log.instruction_steps)),
         label_seconds=label_s,
+        pushed=pushed,
     )
 
 

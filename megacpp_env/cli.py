@@ -29,6 +29,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "verify-checkout": ("verify_checkout", "verify a checkout is exactly at its pin"),
     "overlay": ("overlay", "file overlays onto pinned checkouts: new/apply/verify/status/restore"),
     "build": ("build", "build a target's image with docker BuildKit"),
+    "pin-base": ("pin_base", "pin a target's base images by registry digest; --check finds moved tags"),
     "verify-image": ("verify_image", "snapshot inside an image and diff against its baked snapshot"),
     "snapshot": ("snapshot", "fingerprint this machine and environment"),
     "diff": ("diff", "explain drift between two snapshots"),

@@ -73,7 +73,7 @@ def build_argv(req: BuildRequest, *, docker: str = "docker") -> list[str]:
         argv += ["--network", req.network]
     for key, value in req.build_args:
         argv += ["--build-arg", f"{key}={value}"]
-    if req.cache_from and not req.needs_buildx:  # an image pushed from this build can then serve as a cache
+    if (req.cache_from or req.push) and not req.needs_buildx:  # the pushed image can then serve as a cache
         argv += ["--build-arg", "BUILDKIT_INLINE_CACHE=1"]
     for sid, src in req.secrets:
         argv += ["--secret", f"id={sid},src={src}"]
@@ -95,6 +95,17 @@ def build_argv(req: BuildRequest, *, docker: str = "docker") -> list[str]:
 
 def push_argv(tag: str, *, docker: str = "docker") -> list[str]:
     return [docker, "push", tag]
+
+
+def pull_argv(ref: str, *, docker: str = "docker") -> list[str]:
+    return [docker, "pull", ref]
+
+
+def tag_argv(source: str, target: str, *, docker: str = "docker") -> list[str]:
+    return [docker, "tag", source, target]
+
+
+_PUSHED = re.compile(r"^(?P<tag>\S+): digest: (?P<digest>sha256:[0-9a-f]{64}) size: \d+$")
 
 
 def stdin_build_argv(
@@ -206,6 +217,21 @@ def run(argv: Sequence[str], *, check: bool = True, timeout: float | None = None
         detail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
         raise ToolError(f"`{' '.join(argv[:4])} ...` failed (exit {proc.returncode}): {' | '.join(detail)}")
     return proc
+
+
+def push(tag: str, *, on_line: Callable[[str], None] | None = None) -> str:
+    """``docker push tag`` (its progress lines go to ``on_line``); the manifest digest the registry gave."""
+    rc, log = stream(push_argv(tag, docker=binary()), on_line=on_line)
+    if rc != 0:
+        raise ToolError(f"docker push {tag} failed (exit {rc}): {' | '.join(list(log.last_lines)[-5:])}")
+    digests = [m["digest"] for line in log.last_lines if (m := _PUSHED.match(line))]
+    if not digests:
+        raise ToolError(f"docker push {tag}: no 'digest: sha256:...' line in its output")
+    return digests[-1]
+
+
+def tag_image(source: str, target: str) -> None:
+    run(tag_argv(source, target, docker=binary()))
 
 
 def daemon_ok() -> bool:

@@ -408,7 +408,7 @@ def _digest(spec: Spec) -> Iterator[tuple[str, str, str]]:
                 yield (
                     f"targets.{t.name}.base_image",
                     f"{image} ({platform}) has no @sha256 digest: the tag can move",
-                    "append @sha256:<digest> (docker buildx imagetools inspect <ref>)",
+                    f"`megacpp-env pin-base {t.name}` (the image must be in a registry)",
                 )
 
 

@@ -29,7 +29,7 @@ def _args(target, **kw):
     base = {
         "spec": str(REPO_ROOT / "stack.yaml"), "target": target, "platform": "", "base_image": "", "tag": "",
         "push": False, "builder": "", "cache_from": [], "cache_to": [], "network": "", "ca_bundle": "",
-        "mirror": "", "dry_run": True, "no_cache": False, "json": False,
+        "mirror": "", "dry_run": True, "no_cache": False, "json": False, "registry": "", "skip_base_check": False,
     }
     base.update(kw)
     return argparse.Namespace(**base)
@@ -76,8 +76,9 @@ def test_dry_run_secrets_cache_and_buildx(capsys, tmp_path):
     ca.write_text("not a real certificate\n")
     argv, notes = _dry_run(capsys, "cloud", ca_bundle=str(ca), builder="remote-bk",
                            cache_from=["type=registry,ref=cache/cloud"], cache_to=["type=registry,ref=cache/cloud,mode=max"],
-                           push=True, base_image="nvidia/cuda:13.2.1-cudnn-devel-ubuntu24.04")
+                           push=True, registry="reg.example:5000", base_image="nvidia/cuda:13.2.1-cudnn-devel-ubuntu24.04")
     assert argv[1:3] == ["buildx", "build"]
+    assert argv[argv.index("-t") + 1].startswith("reg.example:5000/megacpp/cloud:")
     joined = shlex.join(argv)
     assert f"--secret id=ca_bundle,src={ca}" in joined
     assert "--builder remote-bk" in joined
@@ -85,16 +86,37 @@ def test_dry_run_secrets_cache_and_buildx(capsys, tmp_path):
     assert "--build-arg BASE_IMAGE_AMD64=nvidia/cuda:13.2.1-cudnn-devel-ubuntu24.04" in joined
     assert "--load" not in argv and "not a real certificate" not in joined
     assert notes[0] == "# --builder/--cache-to need `docker buildx build` (the classic `docker build` lacks them)"
+    assert not any("docker push" in n for n in notes)  # buildx pushes itself; no cache image of its own
 
 
 def test_classic_build_push_and_load(spec):
-    plan = build.plan_build(spec, build.BuildOptions(target="gb10", push=True, cache_from=("reg/x:cache",)))
+    plan = build.plan_build(spec, build.BuildOptions(target="gb10", push=True, registry="127.0.0.1:5000",
+                                                     cache_from=("127.0.0.1:5000/megacpp/gb10:cache-arm64",)))
     assert plan.argv[1] == "build" and "--cache-from" in plan.argv
+    digest = build.content_hash(spec, spec.target("gb10"), "linux/arm64")
+    assert plan.tag == f"127.0.0.1:5000/megacpp/gb10:{digest[:16]}"
+    assert plan.cache_ref == "127.0.0.1:5000/megacpp/gb10:cache-arm64"
     assert "--build-arg BUILDKIT_INLINE_CACHE=1" in shlex.join(plan.argv)  # the pushed image can serve as a cache
     assert "BUILDKIT_INLINE_CACHE" not in shlex.join(build.plan_build(spec, build.BuildOptions(target="gb10")).argv)
-    assert plan.notes == (f"then: docker push {plan.tag}",)
+    assert plan.notes == (
+        f"then: docker tag {plan.tag} {plan.cache_ref} (the build's image, with its inline cache)",
+        f"then: docker push {plan.cache_ref}; docker push {plan.tag} (after the snapshot label)",
+    )
+    pushed_only = build.plan_build(spec, build.BuildOptions(target="gb10", push=True, registry="127.0.0.1:5000"))
+    assert "--build-arg BUILDKIT_INLINE_CACHE=1" in shlex.join(pushed_only.argv)
     plan = build.plan_build(spec, build.BuildOptions(target="gb10", builder="bk"))
     assert plan.argv[-2:] == ("--load", ".")
+
+
+def test_push_needs_a_registry(spec):
+    with pytest.raises(RefusedError) as exc:
+        build.plan_build(spec, build.BuildOptions(target="smoke", push=True))
+    assert str(exc.value).startswith("--push: megacpp/smoke:")
+    assert "it would go to Docker Hub (remedy: --registry HOST[:PORT] or $MEGACPP_REGISTRY" in str(exc.value)
+    with pytest.raises(RefusedError, match=r"--registry 'a/b': expected HOST\[:PORT\]"):
+        build.plan_build(spec, build.BuildOptions(target="smoke", push=True, registry="a/b"))
+    explicit = build.plan_build(spec, build.BuildOptions(target="smoke", push=True, tag="me/smoke:1"))
+    assert explicit.cache_ref == "me/smoke:cache-amd64"  # an explicit --tag says where to push
 
 
 def test_smoke_uses_host_network_for_its_loopback_source_and_mirror_is_served(spec, tmp_path):

@@ -1,4 +1,5 @@
-"""Host infrastructure scripts: scripts/docker-up.sh, binfmt-up.sh, make-base-image.sh, lib.sh."""
+"""Host infrastructure scripts: scripts/docker-up.sh, binfmt-up.sh, make-base-image.sh, lib.sh
+(registry-up.sh runs in tests/test_registry.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 SCRIPTS = REPO / "scripts"
-SHELL_FILES = [SCRIPTS / n for n in ("binfmt-up.sh", "docker-up.sh", "lib.sh", "make-base-image.sh")]
+SHELL_FILES = [SCRIPTS / n for n in ("binfmt-up.sh", "docker-up.sh", "lib.sh", "make-base-image.sh", "registry-up.sh")]
 DOCKER = "/usr/bin/docker"
 BASE = "megacpp-base/debian-forky"
 
@@ -38,7 +39,7 @@ def _image(tag: str) -> str:
 
 def test_scripts_exist_and_are_executable() -> None:
     assert all(p.is_file() for p in SHELL_FILES)
-    for name in ("docker-up.sh", "binfmt-up.sh", "make-base-image.sh"):
+    for name in ("docker-up.sh", "binfmt-up.sh", "make-base-image.sh", "registry-up.sh"):
         assert (SCRIPTS / name).stat().st_mode & 0o111, name
 
 

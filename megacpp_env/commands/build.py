@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 from typing import TYPE_CHECKING
@@ -19,7 +20,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--platform", default="", help="linux/amd64 or linux/arm64 (default: the target's first)")
     parser.add_argument("--base-image", default="", metavar="REF", help="override the base image for this platform")
     parser.add_argument("--tag", default="", help="image tag (default: megacpp/<target>:<content hash>)")
-    parser.add_argument("--push", action="store_true", help="push the tag after building")
+    parser.add_argument(
+        "--registry",
+        default=os.environ.get("MEGACPP_REGISTRY", ""),
+        metavar="HOST[:PORT]",
+        help="tag HOST[:PORT]/megacpp/<target>:<content tag> by default (default: $MEGACPP_REGISTRY)",
+    )
+    parser.add_argument(
+        "--push", action="store_true", help="push the image (and, classic build, its cache image); report the digest"
+    )
+    parser.add_argument(
+        "--skip-base-check",
+        action="store_true",
+        help="build from a pinned base digest without checking that its tag still names it",
+    )
     parser.add_argument("--builder", default="", metavar="NAME", help="BuildKit builder (uses docker buildx)")
     parser.add_argument("--cache-from", action="append", default=[], metavar="X", help="BuildKit cache source")
     parser.add_argument("--cache-to", action="append", default=[], metavar="X", help="BuildKit cache export (buildx)")
@@ -51,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from megacpp_env import build, docker
+    from megacpp_env import build, docker, publish
     from megacpp_env.errors import ToolNotFoundError
     from megacpp_env.ui import print_json
 
@@ -61,6 +75,7 @@ def _run(args: argparse.Namespace) -> int:
         platform=args.platform,
         base_image=args.base_image,
         tag=args.tag,
+        registry=args.registry,
         push=args.push,
         builder=args.builder,
         cache_from=tuple(args.cache_from),
@@ -80,14 +95,20 @@ def _run(args: argparse.Namespace) -> int:
     if args.dry_run:
         return _dry_run(spec, plan, args.json)
     build.refuse_if_stale(spec, plan.target, plan.platform)
+    if not args.skip_base_check and not args.base_image:
+        publish.refuse_if_base_moved(spec, plan.target, plan.platform)
     result = build.execute(plan, on_line=lambda line: print(line, file=sys.stderr, flush=True))
     if args.json:
         print_json({"ok": True, **result.to_dict()})
-    else:
-        print(
-            f"built {result.plan.tag} ({result.plan.platform}) in {result.seconds:.1f}s; "
-            f"snapshot {result.snapshot_digest or 'not read'}"
-        )
+        return 0
+    print(
+        f"built {result.plan.tag} ({result.plan.platform}) in {result.seconds:.1f}s; "
+        f"snapshot {result.snapshot_digest or 'not read'}"
+    )
+    if result.pushed:
+        p = result.pushed
+        print(f"pushed {p.ref}: {p.digest} (pull by digest: {p.pull_ref})")
+        print(f"pushed build cache {p.cache_ref}: {p.cache_digest} (re-use it: --cache-from {p.cache_ref})")
     return 0
 
 

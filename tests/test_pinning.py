@@ -1,0 +1,260 @@
+"""megacpp_env/pinning.py + `pin-base`: the textual spec edit (every YAML form the loader accepts for a
+base image), and, against the real loopback registry, pinning the pushed smoke base in a copy of the
+spec and catching a tag that moved."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import uuid
+from pathlib import Path
+
+import pytest
+
+from megacpp_env import build, docker, pinning, policy
+from megacpp_env.commands import build as build_cmd
+from megacpp_env.commands import pin_base as pin_cmd
+from megacpp_env.errors import SpecError, VerificationError
+from megacpp_env.spec import load_spec
+from tests.fixtures.registry import PushedImage, push_local, remove_if_untagged
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DIGEST = "sha256:" + "c4" * 32
+SHIPPED_AMD64 = "      linux/amd64: megacpp-base/debian-forky:amd64\n"
+CUDA = "nvidia/cuda:13.2.0-cudnn-devel-ubuntu24.04"
+
+
+def _spec_file(tmp_path: Path, old: str = "", new: str = "", count: int = 1) -> Path:
+    """A copy of the shipped stack.yaml in ``tmp_path``; the first ``old`` (seen ``count`` times) replaced."""
+    text = (REPO_ROOT / "stack.yaml").read_text()
+    if old:
+        assert text.count(old) == count, old
+        text = text.replace(old, new, 1)
+    path = tmp_path / "stack.yaml"
+    path.write_text(text)
+    return path
+
+
+def _pin_all(path: Path, target: str, digest: str = DIGEST) -> tuple[str, str]:
+    """Pin every base of ``target`` to ``digest`` as if the registry had said so; (old text, new text)."""
+    before = path.read_text()
+    spec = load_spec(path)
+    results = [pinning.PinResult(entry=e, status=pinning.PINNED, digest=digest)
+               for e in pinning.entries(spec, spec.target(target))]
+    assert pinning.write_pins(spec, results)
+    return before, path.read_text()
+
+
+def _changed_lines(before: str, after: str) -> list[tuple[str, str]]:
+    a, b = before.splitlines(keepends=True), after.splitlines(keepends=True)
+    assert len(a) == len(b)
+    return [(x, y) for x, y in zip(a, b, strict=True) if x != y]
+
+
+def test_entries_follow_the_spec_form():
+    spec = load_spec(REPO_ROOT / "stack.yaml")
+    smoke = pinning.entries(spec, spec.target("smoke"))
+    assert [(e.key, e.line, e.platforms, e.token) for e in smoke] == [
+        ("targets.smoke.base_image.linux/amd64", spec.lines["targets.smoke.base_image.linux/amd64"],
+         ("linux/amd64",), "linux/amd64"),
+        ("targets.smoke.base_image.linux/arm64", spec.lines["targets.smoke.base_image.linux/arm64"],
+         ("linux/arm64",), "linux/arm64"),
+    ]
+    assert [e.key for e in pinning.entries(spec, spec.target("smoke"), ("linux/arm64",))] == [
+        "targets.smoke.base_image.linux/arm64"]
+    (gb10,) = pinning.entries(spec, spec.target("gb10"))
+    assert (gb10.key, gb10.token, str(gb10.image)) == ("targets.gb10.base_image", "base_image", CUDA)
+
+
+def test_pin_edits_only_the_value_on_the_recorded_lines(tmp_path):
+    before, after = _pin_all(_spec_file(tmp_path), "smoke")
+    assert _changed_lines(before, after) == [
+        (SHIPPED_AMD64, f"      linux/amd64: megacpp-base/debian-forky:amd64@{DIGEST}\n"),
+        ("      linux/arm64: megacpp-base/debian-forky:arm64\n",
+         f"      linux/arm64: megacpp-base/debian-forky:arm64@{DIGEST}\n"),
+    ]
+    tc005 = [f.key for f in policy.run_rules(load_spec(tmp_path / "stack.yaml"), only=("TC005",))]
+    assert tc005 == ["targets.gb10.base_image", "targets.cloud.base_image"]
+
+
+@pytest.mark.parametrize(("line", "pinned"), [
+    (f"    base_image: {CUDA}   # the CUDA base\n", f"    base_image: {CUDA}@{DIGEST}   # the CUDA base\n"),
+    (f'    base_image: "{CUDA}"\n', f'    base_image: "{CUDA}@{DIGEST}"\n'),
+    (f"    base_image: '{CUDA}'  # quoted\n", f"    base_image: '{CUDA}@{DIGEST}'  # quoted\n"),
+    (f"    base_image: {{linux/arm64: {CUDA}}}\n", f"    base_image: {{linux/arm64: {CUDA}@{DIGEST}}}\n"),
+    (f"    'base_image': {CUDA}\n", f"    'base_image': {CUDA}@{DIGEST}\n"),
+    (f"    base_image: {CUDA}@sha256:{'0' * 64}\n", f"    base_image: {CUDA}@{DIGEST}\n"),  # a re-pin
+])
+def test_pin_keeps_quoting_comments_and_flow_style(tmp_path, line, pinned):
+    path = _spec_file(tmp_path, f"    base_image: {CUDA}\n", line, count=2)
+    before, after = _pin_all(path, "gb10")
+    assert _changed_lines(before, after) == [(line, pinned)]  # gb10's line; cloud's (the same image) is left alone
+
+
+def test_flow_mapping_with_the_same_image_twice_edits_one_platform(tmp_path):
+    flow = "    base_image: {linux/amd64: 'megacpp-base/debian-forky:amd64', linux/arm64: megacpp-base/debian-forky:amd64}\n"
+    path = _spec_file(tmp_path, "    base_image:                         # made by scripts/make-base-image.sh "
+                      "(debootstrap + docker import)\n" + SHIPPED_AMD64
+                      + "      linux/arm64: megacpp-base/debian-forky:arm64\n", flow)
+    spec = load_spec(path)
+    arm = [e for e in pinning.entries(spec, spec.target("smoke")) if e.platforms == ("linux/arm64",)]
+    assert pinning.write_pins(spec, [pinning.PinResult(entry=arm[0], status=pinning.PINNED, digest=DIGEST)])
+    assert path.read_text().count(flow.replace("arm64: megacpp-base/debian-forky:amd64",
+                                               f"arm64: megacpp-base/debian-forky:amd64@{DIGEST}")) == 1
+
+
+@pytest.mark.parametrize("layout", ["alias", "next_line"])
+def test_values_not_on_the_key_line_are_refused_with_a_remedy(tmp_path, layout):
+    path = _spec_file(tmp_path)
+    line = f"    base_image: {CUDA}\n"
+    text = path.read_text()
+    if layout == "alias":  # gb10 anchors the image, cloud names it through the alias
+        text = text.replace(line, f"    base_image: &cuda_base {CUDA}\n", 1).replace(line, "    base_image: *cuda_base\n")
+    else:
+        text = text.replace(line, f"    base_image:\n      {CUDA}\n")
+    path.write_text(text)
+    spec = load_spec(path)
+    (entry,) = pinning.entries(spec, spec.target("cloud"))
+    with pytest.raises(SpecError) as exc:
+        pinning.write_pins(spec, [pinning.PinResult(entry=entry, status=pinning.PINNED, digest=DIGEST)])
+    assert str(exc.value) == (
+        f"{path}:{entry.line}: targets.cloud.base_image: cannot find `base_image: {CUDA}` on this line to edit "
+        f"(0 matches) (remedy: write {CUDA}@{DIGEST} there by hand)")
+    assert path.read_text() == text  # nothing written
+
+
+def test_unchanged_pins_write_nothing(tmp_path):
+    path = _spec_file(tmp_path, SHIPPED_AMD64, SHIPPED_AMD64)
+    spec = load_spec(path)
+    results = [pinning.PinResult(entry=e, status=pinning.UNCHANGED) for e in pinning.entries(spec, spec.target("smoke"))]
+    mtime = path.stat().st_mtime_ns
+    assert pinning.write_pins(spec, results) is False and path.stat().st_mtime_ns == mtime
+
+
+# ---- against the real registry -------------------------------------------------------------------
+
+
+def _pin_args(spec: Path, target: str = "smoke", *, check: bool = False, json: bool = False, platform=()):
+    return argparse.Namespace(spec=str(spec), target=target, platform=list(platform), check=check, json=json)
+
+
+def _use_registry_base(repo: Path, ref: str) -> Path:
+    """The copy's smoke target becomes amd64-only, FROM ``ref`` (a comment on the line shows it is kept)."""
+    path = repo / "stack.yaml"
+    text = path.read_text()
+    old = ("    platforms: [linux/amd64, linux/arm64]\n    base_image:                         # made by "
+           "scripts/make-base-image.sh (debootstrap + docker import)\n" + SHIPPED_AMD64
+           + "      linux/arm64: megacpp-base/debian-forky:arm64\n")
+    assert text.count(old) == 1
+    path.write_text(text.replace(old, f'    platforms: [linux/amd64]\n    base_image: "{ref}"   # pushed by the test\n'))
+    return path
+
+
+def _render(spec_path: Path) -> None:
+    from megacpp_env import render
+
+    spec = load_spec(spec_path)
+    render.write(spec.root, render.render_target(spec, "smoke"))
+
+
+@pytest.mark.docker
+def test_pin_base_writes_the_registry_digest(pushed_base, repo_copy, capsys):
+    path = _use_registry_base(repo_copy, pushed_base.ref)
+    _render(path)
+    before = path.read_text()
+    line = load_spec(path).lines["targets.smoke.base_image"]
+    assert pin_cmd.run(_pin_args(path, check=True)) == 1
+    assert capsys.readouterr().out == (
+        f"unpinned: {path}:{line}: targets.smoke.base_image: {pushed_base.ref} has no @sha256 digest "
+        "(remedy: `megacpp-env pin-base smoke`)\n")
+    assert pin_cmd.run(_pin_args(path)) == 0
+    out = capsys.readouterr().out
+    pinned = f"{pushed_base.ref}@{pushed_base.digest}"
+    assert out == (f"{path}:{line}: targets.smoke.base_image (linux/amd64): pinned: {pinned} "
+                   f"[application/vnd.docker.distribution.manifest.v2+json]\n"
+                   f"wrote {path}; rendered images/smoke/Dockerfile\n")
+    assert _changed_lines(before, path.read_text()) == [
+        (f'    base_image: "{pushed_base.ref}"   # pushed by the test\n',
+         f'    base_image: "{pinned}"   # pushed by the test\n')]
+    spec = load_spec(path)
+    tc005 = [f.key for f in policy.run_rules(spec, only=("TC005",))]
+    assert tc005 == ["targets.gb10.base_image", "targets.cloud.base_image"]  # smoke no longer warns
+    assert f"ARG BASE_IMAGE_AMD64={pinned}\n" in (repo_copy / "images/smoke/Dockerfile").read_text()
+    assert build.preflight(spec, "smoke", "linux/amd64") == []  # the Dockerfile was re-rendered
+    assert pin_cmd.run(_pin_args(path, check=True)) == 0
+    assert capsys.readouterr().out.endswith("(the tag still names the pinned digest)\n")
+    mtime = path.stat().st_mtime_ns
+    assert pin_cmd.run(_pin_args(path)) == 0 and path.stat().st_mtime_ns == mtime
+    assert ": unchanged: " in capsys.readouterr().out
+
+
+@pytest.mark.docker
+def test_pin_base_refuses_an_image_of_another_platform(pushed_base, registry_host, repo_copy, pushes):
+    """The amd64 base pushed under an arm64 tag: the config says amd64, so the pin is refused."""
+    pushes.append(push_local(pushed_base.ref, f"{registry_host}/megacpp-test/wrong-arch:arm64"))
+    ref = pushes[-1].ref
+    path = repo_copy / "stack.yaml"
+    path.write_text(path.read_text().replace("linux/arm64: megacpp-base/debian-forky:arm64",
+                                             f"linux/arm64: {ref}"))
+    before = path.read_text()
+    with pytest.raises(VerificationError) as exc:
+        pin_cmd.run(_pin_args(path, platform=["linux/arm64"]))
+    assert re.fullmatch(
+        rf"{re.escape(str(path))}:{load_spec(path).lines['targets.smoke.base_image.linux/arm64']}: targets\.smoke\.base_image\.linux/arm64: {re.escape(ref)} \(sha256:[0-9a-f]{{64}}\) "
+        r"serves linux/amd64, not linux/arm64 \(remedy: name an image built for linux/arm64\)", str(exc.value))
+    assert path.read_text() == before
+
+
+@pytest.mark.docker
+def test_a_moved_tag_is_drift_for_check_and_build(pushed_base, registry_host, repo_copy, smoke_source_server, capsys,
+                                                  pushes):
+    """Pin a base, push a DIFFERENT image under the same tag: `pin-base --check` and `build` catch it."""
+    original = push_local(pushed_base.ref, f"{registry_host}/megacpp-test/drift-base:amd64")
+    pushes.append(original)
+    path = _use_registry_base(repo_copy, original.ref)
+    assert pin_cmd.run(_pin_args(path)) == 0
+    capsys.readouterr()
+    nonce = uuid.uuid4().hex
+    moved_ref = original.ref
+    rc, log = docker.stream(docker.stdin_build_argv(moved_ref, "linux/amd64", {"io.megacpp.test.moved": nonce},
+                                                    docker=docker.binary()), stdin=f"FROM {original.ref}\n")
+    assert rc == 0, "\n".join(log.last_lines)
+    moved = docker.push(moved_ref)
+    pushes.append(PushedImage(ref=moved_ref, digest=moved))  # the moved image: only this tag names it
+    assert moved != original.digest
+    line = load_spec(path).lines["targets.smoke.base_image"]
+    drift = (f"{path}:{line}: targets.smoke.base_image: the tag {original.ref} now names {moved}, not the pinned "
+             f"{original.digest}: the base image changed under its tag (remedy: inspect the new image; if it is "
+             "wanted, `megacpp-env pin-base smoke` moves the pin and re-renders; if not, push the pinned image "
+             "back to the tag)")
+    assert pin_cmd.run(_pin_args(path, check=True)) == 1
+    assert capsys.readouterr().out == f"drift: {drift}\n"
+    args = _build_args(path)
+    assert build_cmd.run(args) == 1
+    refused = f"refusing to build: {drift}; --skip-base-check builds from the pinned digest anyway"
+    assert json.loads(capsys.readouterr().out) == {"ok": False, "error": refused}
+    args.json = False
+    with pytest.raises(VerificationError, match=re.escape(refused)):
+        build_cmd.run(args)
+    args.json = True
+    args.skip_base_check = True  # builds FROM the pinned digest: the moved image's label is not inherited
+    assert build_cmd.run(args) == 0
+    doc = json.loads(capsys.readouterr().out)
+    labels = docker.image_labels(doc["tag"])
+    assert labels["org.opencontainers.image.base.name"] == f"{original.ref}@{original.digest}"
+    assert "io.megacpp.test.moved" not in labels
+    docker.remove_image(doc["tag"])
+    remove_if_untagged(doc["build_image_id"])
+    assert pin_cmd.run(_pin_args(path)) == 0  # the remedy: move the pin
+    assert f": repinned: {original.ref}@{moved} " in capsys.readouterr().out
+    assert pin_cmd.run(_pin_args(path, check=True)) == 0
+
+
+def _build_args(path: Path, **kw) -> argparse.Namespace:
+    from tests.fixtures.docker import ca_bundle
+
+    base = {"spec": str(path), "target": "smoke", "platform": "", "base_image": "", "tag": "", "registry": "",
+            "push": False, "builder": "", "cache_from": [], "cache_to": [], "network": "", "ca_bundle": ca_bundle(),
+            "mirror": "", "dry_run": False, "no_cache": False, "json": True, "skip_base_check": False}
+    return argparse.Namespace(**{**base, **kw})
