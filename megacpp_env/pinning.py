@@ -6,6 +6,8 @@
   that the digest serves every platform the key is used for (an index's entries, or a single
   manifest's config).
 * ``check`` compares pinned references with what their tags name now: a tag that moved is drift.
+* ``refuse_if_base_moved``: before a build, a pinned base whose tag now names another digest is
+  refused as drift (``--skip-base-check`` builds from the pinned digest anyway).
 * ``write_pins`` edits stack.yaml as text: only the image reference on the line the spec loader
   recorded for the key changes, so comments, quoting and layout stay. The edited text is re-loaded
   and must equal the old spec with just those references changed before it is written atomically.
@@ -19,12 +21,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from megacpp_env import registry
-from megacpp_env.errors import SpecError, VerificationError
+from megacpp_env.errors import RefusedError, SpecError, VerificationError
 from megacpp_env.fsutil import atomic_write_text
 from megacpp_env.spec.model import ImageRef, Spec, Target
 
 PINNED, REPINNED, UNCHANGED = "pinned", "repinned", "unchanged"  # pin-base
 OK, MOVED, UNPINNED = "ok", "moved", "unpinned"  # pin-base --check
+SKIP_FLAG = "--skip-base-check"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -162,6 +165,25 @@ def moved_message(spec: Spec, result: PinResult) -> str:
 def unpinned_message(spec: Spec, result: PinResult) -> str:
     e = result.entry
     return f"{e.where(spec)}: {e.image} has no @sha256 digest (remedy: `megacpp-env pin-base {e.target}`)"
+
+
+def refuse_if_base_moved(spec: Spec, target: str, platform: str) -> None:
+    """Refuse a build whose pinned base image's tag now names another digest, or cannot be asked."""
+    pinned = [e for e in entries(spec, spec.target(target), (platform,)) if e.image.digest and e.image.tag]
+    if not pinned:
+        return
+    try:
+        results = check(spec, target, (platform,), registry.Client())
+    except registry.RegistryError as exc:
+        raise RefusedError(
+            f"refusing to build: cannot check that the pinned base image's tag still names its digest: {exc} "
+            f"(remedy: {SKIP_FLAG} builds from the pinned digest without asking the registry)"
+        ) from None
+    moved = [moved_message(spec, r) for r in results if r.status == MOVED]
+    if moved:
+        raise VerificationError(
+            "refusing to build: " + "; ".join(moved) + f"; {SKIP_FLAG} builds from the pinned digest anyway"
+        )
 
 
 # ---- writing -------------------------------------------------------------------------------------

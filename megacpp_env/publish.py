@@ -8,8 +8,8 @@
   and pushed as the cache before the label step; ``--cache-from <cache ref>`` then re-uses its layers
   on any builder.
 * ``push``: ``docker push`` both, reading the digest the registry gave each.
-* ``refuse_if_base_moved``: before a build, a pinned base (``name:tag@sha256:...``) whose tag now
-  names another digest is refused as drift (``pinning.check``).
+
+Before a build, ``pinning.refuse_if_base_moved`` checks the pinned base images.
 """
 
 from __future__ import annotations
@@ -19,10 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from megacpp_env import docker
-from megacpp_env.errors import RefusedError, VerificationError
-from megacpp_env.spec.model import Spec, platform_arch
-
-SKIP_FLAG = "--skip-base-check"
+from megacpp_env.errors import RefusedError
+from megacpp_env.layout import platform_arch
 
 
 def image_tag(registry_host: str, target: str, content_hash: str) -> str:
@@ -77,24 +75,3 @@ def push(tag: str, cache: str, *, on_line: Callable[[str], None] | None = None) 
     """Push the build cache image (when ``cache``) and then the image; each digest as the registry gave it."""
     cache_digest = docker.push(cache, on_line=on_line) if cache else ""
     return Pushed(ref=tag, digest=docker.push(tag, on_line=on_line), cache_ref=cache, cache_digest=cache_digest)
-
-
-def refuse_if_base_moved(spec: Spec, target: str, platform: str) -> None:
-    """Refuse a build whose pinned base image's tag now names another digest, or cannot be asked."""
-    from megacpp_env import pinning, registry
-
-    pinned = [e for e in pinning.entries(spec, spec.target(target), (platform,)) if e.image.digest and e.image.tag]
-    if not pinned:
-        return
-    try:
-        results = pinning.check(spec, target, (platform,), registry.Client())
-    except registry.RegistryError as exc:
-        raise RefusedError(
-            f"refusing to build: cannot check that the pinned base image's tag still names its digest: {exc} "
-            f"(remedy: {SKIP_FLAG} builds from the pinned digest without asking the registry)"
-        ) from None
-    moved = [pinning.moved_message(spec, r) for r in results if r.status == pinning.MOVED]
-    if moved:
-        raise VerificationError(
-            "refusing to build: " + "; ".join(moved) + f"; {SKIP_FLAG} builds from the pinned digest anyway"
-        )

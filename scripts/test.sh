@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test.sh: the whole test suite on a fresh Debian machine (root): installs what the tests need, starts
 # dockerd, builds the Debian forky base images (amd64, and arm64 under qemu), serves the smoke source
-# repository on git://127.0.0.1:9418, then runs pytest. Extra arguments go to pytest.
+# repository on git://127.0.0.1:9418, starts the loopback registry (scripts/registry-up.sh, unless
+# MEGACPP_TEST_REGISTRY names one), then runs pytest. Extra arguments go to pytest.
 #   env: MEGACPP_TEST_ARM64=0 skips the arm64 lane (base image + the tests marked arm64).
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
@@ -22,6 +23,11 @@ else
   markers=(-m "not arm64")
 fi
 bash scripts/smoke-source.sh --serve
+# The real OCI registry on loopback that the registry tests push to (pin-base, build --push, cache).
+if [ -z "${MEGACPP_TEST_REGISTRY:-}" ]; then
+  registry="$(bash scripts/registry-up.sh)"
+  export MEGACPP_TEST_REGISTRY="$registry"
+fi
 # The runtime patches are also tested on real torch when a CPU wheel for this Python is at hand
 # (this machine kind keeps one in /opt/wheels); installed into a private dir, never into site-packages.
 torch_wheel="$(find /opt/wheels -maxdepth 1 -name "torch-*+cpu-cp3$(python3 -c "import sys; print(sys.version_info[1])")-*.whl" 2>/dev/null | head -n 1 || true)"

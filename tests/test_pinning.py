@@ -15,7 +15,8 @@ import pytest
 from megacpp_env import build, docker, pinning, policy
 from megacpp_env.commands import build as build_cmd
 from megacpp_env.commands import pin_base as pin_cmd
-from megacpp_env.errors import SpecError, VerificationError
+from megacpp_env.errors import RefusedError, SpecError, VerificationError
+from megacpp_env.registry import RegistryError
 from megacpp_env.spec import load_spec
 from tests.fixtures.registry import PushedImage, push_local, remove_if_untagged
 
@@ -130,6 +131,31 @@ def test_unchanged_pins_write_nothing(tmp_path):
     results = [pinning.PinResult(entry=e, status=pinning.UNCHANGED) for e in pinning.entries(spec, spec.target("smoke"))]
     mtime = path.stat().st_mtime_ns
     assert pinning.write_pins(spec, results) is False and path.stat().st_mtime_ns == mtime
+
+
+def test_an_unreachable_registry_names_the_key_and_writes_nothing(tmp_path, capsys):
+    path = _spec_file(tmp_path, f"    base_image: {CUDA}\n", "    base_image: 127.0.0.1:9/nvidia/cuda:13.2.0  # closed port\n",
+                      count=2)
+    before = path.read_text()
+    line = load_spec(path).lines["targets.gb10.base_image"]
+    assert pin_cmd.run(_pin_args(path, "gb10", json=True)) == 1
+    error = json.loads(capsys.readouterr().out)["error"]
+    assert error.startswith(f"{path}:{line}: targets.gb10.base_image: HEAD http://127.0.0.1:9/v2/nvidia/cuda/manifests/"
+                            "13.2.0: cannot reach the registry: ")
+    assert path.read_text() == before
+    assert pin_cmd.run(_pin_args(path, "gb10", check=True)) == 1  # an unpinned base: said without asking
+    assert capsys.readouterr().out.startswith(f"unpinned: {path}:{line}: targets.gb10.base_image: ")
+    pinned = before.replace("cuda:13.2.0  # closed", f"cuda:13.2.0@{DIGEST}  # closed", 1)
+    path.write_text(pinned)
+    with pytest.raises(RegistryError, match=r"targets\.gb10\.base_image: HEAD .*: cannot reach the registry"):
+        pin_cmd.run(_pin_args(path, "gb10", check=True))  # a pinned base: --check asks its registry
+    with pytest.raises(RefusedError) as exc:
+        pinning.refuse_if_base_moved(load_spec(path), "gb10", "linux/arm64")  # what `build` runs first
+    assert str(exc.value).startswith("refusing to build: cannot check that the pinned base image's tag still names "
+                                     f"its digest: {path}:{line}: targets.gb10.base_image: HEAD http://127.0.0.1:9/")
+    assert str(exc.value).endswith("(remedy: --skip-base-check builds from the pinned digest without asking the "
+                                   "registry)")
+    pinning.refuse_if_base_moved(load_spec(path), "cloud", "linux/amd64")  # unpinned: nothing to ask
 
 
 # ---- against the real registry -------------------------------------------------------------------

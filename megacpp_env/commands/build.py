@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from megacpp_env import build, docker, publish
+    from megacpp_env import build, docker, pinning
     from megacpp_env.errors import ToolNotFoundError
     from megacpp_env.ui import print_json
 
@@ -96,7 +96,7 @@ def _run(args: argparse.Namespace) -> int:
         return _dry_run(spec, plan, args.json)
     build.refuse_if_stale(spec, plan.target, plan.platform)
     if not args.skip_base_check and not args.base_image:
-        publish.refuse_if_base_moved(spec, plan.target, plan.platform)
+        pinning.refuse_if_base_moved(spec, plan.target, plan.platform)
     result = build.execute(plan, on_line=lambda line: print(line, file=sys.stderr, flush=True))
     if args.json:
         print_json({"ok": True, **result.to_dict()})

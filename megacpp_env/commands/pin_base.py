@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import TYPE_CHECKING
 
 from megacpp_env.commands._common import add_json, load
@@ -15,7 +16,11 @@ if TYPE_CHECKING:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("target", help="target whose base images to pin (see `megacpp-env targets`)")
     parser.add_argument(
-        "--platform", action="append", default=[], metavar="P", help="only the base of this platform (repeatable)"
+        "--platform",
+        action="append",
+        default=[],
+        metavar="P",
+        help="only the base of this platform (repeatable; one image shared by several platforms is pinned for all)",
     )
     parser.add_argument(
         "--check",
@@ -26,6 +31,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from megacpp_env.errors import MegacppEnvError
+    from megacpp_env.ui import print_json
+
+    if not args.json:
+        return _run(args)
+    try:
+        return _run(args)
+    except MegacppEnvError as exc:  # --json: a report on stdout on failure too
+        print_json({"ok": False, "error": str(exc)})
+        print(f"megacpp-env pin-base: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+
+
+def _run(args: argparse.Namespace) -> int:
     from megacpp_env import build, pinning, registry
 
     spec = load(args)
@@ -53,7 +72,7 @@ def _report_pin(spec: Spec, results: list[PinResult], written: bool, rendered: l
     from megacpp_env.ui import print_json
 
     if as_json:
-        print_json({"spec": str(spec.path), "written": written, "rendered": rendered,
+        print_json({"ok": True, "spec": str(spec.path), "written": written, "rendered": rendered,
                     "pins": [r.to_dict() for r in results]})  # fmt: skip
         return
     for r in results:
