@@ -1,4 +1,5 @@
-"""megacpp_env/registry.py: reference parsing, and the v2 API against a real registry on loopback.
+"""megacpp_env/registry.py: reference parsing, and the v2 API against a real registry on loopback
+(the bearer-token flow through a small token-auth front that forwards to it).
 
 The documents are real: the smoke base is pushed with `docker push`; the OCI index and the Docker
 manifest list are written to the registry through its API and read back by the client.
@@ -177,3 +178,89 @@ def test_resolve_an_index_and_its_platforms(pushed_base, registry_host, media_ty
     assert served[1].matches("linux/arm64") and not served[1].matches("linux/arm64/v7")
     arm_ref = Reference.parse(f"{registry_host}/{repo}:arm64")
     assert [s.platform for s in client.platforms(arm_ref, arm64)] == ["linux/arm64/v8"]  # from the config blob
+
+
+class _AuthProxy:
+    """A token-auth front for the real registry, the way Docker Hub answers: 401 + a Bearer challenge,
+    a token endpoint, then the registry's own answers (optionally without Docker-Content-Digest)."""
+
+    def __init__(self, upstream: str, *, scheme: str = "Bearer", drop_digest: bool = False) -> None:
+        import http.server
+        import threading
+        import urllib.request
+
+        proxy = self
+        self.token_queries: list[str] = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                return
+
+            def do_GET(self):
+                self._serve()
+
+            def do_HEAD(self):
+                self._serve()
+
+            def _serve(self):
+                if self.path.startswith("/token?"):
+                    proxy.token_queries.append(self.path.split("?", 1)[1])
+                    self._send(200, {"Content-Type": "application/json"}, b'{"token": "t0k"}')
+                    return
+                if self.headers.get("Authorization") != "Bearer t0k":
+                    realm = f"http://127.0.0.1:{self.server.server_address[1]}/token"
+                    challenge = (f'Bearer realm="{realm}",service="test-registry"' if scheme == "Bearer"
+                                 else 'Basic realm="private"')
+                    self._send(401, {"WWW-Authenticate": challenge}, b"{}")
+                    return
+                req = urllib.request.Request(f"http://{upstream}{self.path}", method=self.command,
+                                             headers={"Accept": self.headers.get("Accept", "")})
+                with urllib.request.urlopen(req, timeout=30) as resp:
+                    headers = {k: v for k, v in resp.headers.items()
+                               if not (drop_digest and k.lower() == "docker-content-digest")}
+                    self._send(resp.status, headers, resp.read())
+
+            def _send(self, status, headers, body):
+                self.send_response(status)
+                for key, value in headers.items():
+                    if key.lower() not in ("connection", "transfer-encoding"):
+                        self.send_header(key, value)
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(body)
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.host = f"127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("drop_digest", [False, True], ids=["digest-header", "no-digest-header"])
+def test_anonymous_bearer_token_and_a_missing_digest_header(pushed_base, drop_digest):
+    proxy = _AuthProxy(pushed_base.ref.split("/", 1)[0], drop_digest=drop_digest)
+    try:
+        client = Client()
+        ref = Reference.parse(f"{proxy.host}/{pushed_base.ref.split('/', 1)[1]}")
+        desc = client.resolve(ref)
+        assert desc.digest == pushed_base.digest  # without the header: the body's sha256
+        assert [s.platform for s in client.platforms(ref, desc.digest)] == ["linux/amd64"]
+        assert proxy.token_queries == ["service=test-registry&scope=repository%3Amegacpp-base%2Fdebian-forky%3Apull"]
+    finally:
+        proxy.close()
+
+
+@pytest.mark.docker
+def test_a_registry_that_wants_credentials_is_named(pushed_base):
+    proxy = _AuthProxy(pushed_base.ref.split("/", 1)[0], scheme="Basic")
+    try:
+        ref = Reference.parse(f"{proxy.host}/{pushed_base.ref.split('/', 1)[1]}")
+        with pytest.raises(RegistryError) as exc:
+            Client().resolve(ref)
+    finally:
+        proxy.close()
+    assert str(exc.value) == (f"{ref.name}: {proxy.host} needs credentials (Basic auth); megacpp-env reads none, "
+                              "so only public repositories and open registries can be resolved")
