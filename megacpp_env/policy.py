@@ -404,11 +404,12 @@ def _aligned_toolchains(spec: Spec) -> Iterator[tuple[str, str, str]]:
 def _digest(spec: Spec) -> Iterator[tuple[str, str, str]]:
     for t in spec.targets.values():
         for platform, image in t.base_images.items():
+            key = f"targets.{t.name}.base_image"
             if not image.digest:
                 yield (
-                    f"targets.{t.name}.base_image",
+                    f"{key}.{platform}" if f"{key}.{platform}" in spec.lines else key,
                     f"{image} ({platform}) has no @sha256 digest: the tag can move",
-                    f"`megacpp-env pin-base {t.name}` (the image must be in a registry)",
+                    f"run `megacpp-env pin-base {t.name}`: it asks the image's registry for the digest",
                 )
 
 

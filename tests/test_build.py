@@ -261,6 +261,29 @@ def test_cli_parses_build_render_and_verify_image(capsys, monkeypatch):
     assert main(["verify-image"]) == 2
 
 
+def test_cli_registry_flag_env_default_and_pin_base_parsing(capsys, monkeypatch):
+    from megacpp_env.cli import main
+
+    monkeypatch.chdir(REPO_ROOT)
+    monkeypatch.delenv("MEGACPP_REGISTRY", raising=False)
+    assert main(["build", "smoke", "--push", "--dry-run"]) == 1
+    assert "names no registry, so it would go to Docker Hub" in capsys.readouterr().err
+    monkeypatch.setenv("MEGACPP_REGISTRY", "127.0.0.1:5000")
+    assert main(["build", "smoke", "--push", "--dry-run", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["tag"].startswith("127.0.0.1:5000/megacpp/smoke:") and doc["cache_ref"].endswith(":cache-amd64")
+    assert main(["build", "smoke", "--registry", "127.0.0.1:5001", "--dry-run", "--json"]) == 0  # the flag wins
+    assert json.loads(capsys.readouterr().out)["tag"].startswith("127.0.0.1:5001/megacpp/smoke:")
+    assert main(["pin-base", "smoke", "--check", "--platform", "linux/arm64"]) == 1  # unpinned: no registry asked
+    out = capsys.readouterr().out
+    assert out.startswith("unpinned: ") and out.endswith(
+        "stack.yaml:166: targets.smoke.base_image.linux/arm64: megacpp-base/debian-forky:arm64 has no @sha256 digest "
+        "(remedy: `megacpp-env pin-base smoke`)\n")
+    assert main(["pin-base", "smoke", "--platform", "linux/s390x"]) == 1
+    assert "is not built for linux/s390x" in capsys.readouterr().err
+    assert main(["pin-base"]) == 2
+
+
 @pytest.mark.parametrize(("option", "message"), [
     ("ca_bundle", "--ca-bundle {path}: no such file"),
     ("mirror", "--mirror {path}: not a directory"),
