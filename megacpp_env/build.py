@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from megacpp_env import docker, layout, publish, render
-from megacpp_env.errors import RefusedError, StaleError, ToolError
+from megacpp_env.errors import RefusedError, StaleError, ToolError, ToolNotFoundError
 from megacpp_env.fsutil import canonical_hash, sha256_bytes
 from megacpp_env.layout import platform_arch
 from megacpp_env.spec.model import Spec, Target
@@ -209,6 +209,16 @@ def _check_paths(opts: BuildOptions) -> None:
         raise RefusedError(f"--ca-bundle {opts.ca_bundle}: no such file")
     if opts.mirror and not Path(opts.mirror).is_dir():
         raise RefusedError(f"--mirror {opts.mirror}: not a directory")
+
+
+def docker_for(*, dry_run: bool) -> str:
+    """The docker CLI a plan names: the real one; a dry run also works where there is none."""
+    try:
+        return docker.binary()
+    except ToolNotFoundError:
+        if not dry_run:
+            raise
+        return "docker"
 
 
 def plan_build(spec: Spec, opts: BuildOptions, *, docker_bin: str = "docker") -> BuildPlan:

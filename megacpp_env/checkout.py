@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,7 +24,7 @@ from megacpp_env.worktree.provenance import Provenance, read_provenance, write_p
 from megacpp_env.worktree.status import CheckoutState, checkout_state
 
 if TYPE_CHECKING:
-    from megacpp_env.spec.model import Source
+    from megacpp_env.spec.model import Source, Spec
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -187,3 +188,20 @@ def _reuse_existing(source: Source, dest: Path) -> CheckoutResult:
 def default_dest(root: Path, source: Source) -> Path:
     """``./.megacpp/src/<name-with-dashes>`` under the spec's directory (on a host)."""
     return layout.host_checkout_dir(root, source.name)
+
+
+def find_source(spec: Spec, name: str) -> Source:
+    """``spec.source(name)``, also accepting the dashed directory name (megacpp-smoke-ext)."""
+    return spec.sources.get(name.replace("-", "_")) or spec.source(name)
+
+
+def expected_source(
+    path: Path, *, expect: str | None, spec: Callable[[], Spec], optional_spec: Callable[[], Spec | None]
+) -> Source | None:
+    """The source a checkout must match: ``--expect NAME`` (the spec must load), else the one its
+    provenance record names (when a spec is there to say where it is pinned), else none."""
+    if expect:
+        return find_source(spec(), expect)
+    prov = read_provenance(path)
+    found = optional_spec() if prov is not None else None
+    return found.sources.get(prov.source) if found and prov else None

@@ -1,8 +1,11 @@
 """Argument parsing and dispatch only. Each verb lives in ``megacpp_env/commands/<module>.py``
-and exposes ``add_arguments(parser)`` and ``run(args) -> int``.
+and exposes ``add_arguments(parser)`` and ``run(args) -> int``; a sub-verb (``lock diff``) is a
+real argparse sub-command of its verb with a module of its own.
 
 Verb modules are imported only when their verb is chosen, so ``megacpp-env --help`` stays fast
-(no jinja2, yaml or packaging import).
+(no jinja2, yaml or packaging import). ``main`` is the one error handler: a ``MegacppEnvError`` is
+one line on stderr (exit 1) and, for a verb asked for JSON, also ``{"ok": false, "error": ...}``
+on stdout.
 """
 
 from __future__ import annotations
@@ -36,7 +39,21 @@ VERBS: dict[str, tuple[str, str]] = {
     "doctor": ("doctor", "check the live machine against what a target promises"),
 }
 
+# (verb, word) -> (module under megacpp_env.commands, one-line help): `megacpp-env lock diff ...`
+SUBVERBS: dict[tuple[str, str], tuple[str, str]] = {
+    ("lock", "diff"): ("lock_diff", "explain the changes between two locks (PEP 751 or requirements)"),
+}
+
 SPEC_ENV = "MEGACPP_ENV_SPEC"  # spec/discover.py reads it; named here only for --help
+
+
+class _NotForSubverb(argparse.Action):
+    """An option of the verb given with one of its sub-verbs: a usage error naming it."""
+
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: object, values: object, option_string: str | None = None
+    ) -> None:
+        parser.error(f"{option_string}: not an option of {parser.prog.removeprefix('megacpp-env ')}")
 
 
 def _add_spec(parser: argparse.ArgumentParser, default: str | None) -> None:
@@ -67,11 +84,67 @@ def _chosen_verb(argv: Sequence[str]) -> str | None:
     return None
 
 
-def _load_command(verb: str) -> ModuleType:
-    return importlib.import_module(f"megacpp_env.commands.{VERBS[verb][0]}")
+def _verb_options(verb: str) -> dict[str, argparse.Action]:
+    probe = argparse.ArgumentParser(add_help=False)
+    _add_spec(probe, argparse.SUPPRESS)
+    _load_command(VERBS[verb][0]).add_arguments(probe)
+    return probe._option_string_actions
+
+
+def _chosen_subverb(argv: Sequence[str], verb: str | None) -> str | None:
+    """The verb's first positional word, when it names a sub-verb: ``diff`` in ``lock --format
+    markdown diff A B`` (the verb's own options tell which of them take a value)."""
+    if verb is None or not any(v == verb for v, _word in SUBVERBS):
+        return None
+    options = _verb_options(verb)
+    rest = list(argv)[list(argv).index(verb) + 1 :]
+    i = 0
+    while i < len(rest) and rest[i].startswith("-"):
+        action = options.get(rest[i])
+        i += 2 if action is not None and action.nargs != 0 and "=" not in rest[i] else 1
+    word = rest[i] if i < len(rest) else None
+    return word if word is not None and (verb, word) in SUBVERBS else None
+
+
+def canonical_argv(argv: Sequence[str]) -> list[str]:
+    """Options given between a verb and its sub-verb belong to the sub-verb: move them after it."""
+    argv = list(argv)
+    verb = _chosen_verb(argv)
+    word = _chosen_subverb(argv, verb)
+    if verb is None or word is None:
+        return argv
+    i = argv.index(verb)
+    j = argv.index(word, i + 1)
+    return [*argv[: i + 1], word, *argv[i + 1 : j], *argv[j + 1 :]]
+
+
+def _load_command(module: str) -> ModuleType:
+    return importlib.import_module(f"megacpp_env.commands.{module}")
+
+
+def _add_subverb(
+    verb_parser: argparse.ArgumentParser, verb: str, word: str, parent: argparse.ArgumentParser
+) -> argparse.ArgumentParser:
+    module, help_text = SUBVERBS[(verb, word)]
+    subs = verb_parser.add_subparsers(dest="subverb", metavar="ACTION", required=True)
+    p = subs.add_parser(word, help=help_text, description=help_text, parents=[parent])
+    _load_command(module).add_arguments(p)
+    verb_options = argparse.ArgumentParser(add_help=False)
+    _load_command(VERBS[verb][0]).add_arguments(verb_options)
+    for action in verb_options._actions:
+        flags = [f for f in action.option_strings if f not in p._option_string_actions]
+        if flags:
+            p.add_argument(*flags, nargs=action.nargs, action=_NotForSubverb, help=argparse.SUPPRESS)
+    return p
 
 
 def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
+    return build_parsers(argv)[0]
+
+
+def build_parsers(argv: Sequence[str]) -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
+    """The top-level parser, and the parser of the chosen verb (or sub-verb), which reports usage
+    errors such as unrecognized arguments under its own usage line."""
     parser = argparse.ArgumentParser(
         prog="megacpp-env",
         description="One stack.yaml for the MegaCpp stack: check, render, lock, build, snapshot, diff.",
@@ -81,24 +154,50 @@ def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
     _add_spec(parser, None)
     sub = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
     chosen = _chosen_verb(argv)
+    word = _chosen_subverb(argv, chosen)
     parent = _common_parent()
-    for verb, (_module, help_text) in VERBS.items():
+    chosen_parser = parser
+    for verb, (module, help_text) in VERBS.items():
         p = sub.add_parser(verb, help=help_text, description=help_text, parents=[parent])
-        if verb == chosen:
-            _load_command(verb).add_arguments(p)
-    return parser
+        if verb == chosen and word is not None:
+            chosen_parser = _add_subverb(p, verb, word, parent)
+        elif verb == chosen:
+            _load_command(module).add_arguments(p)
+            chosen_parser = p
+    return parser, chosen_parser
+
+
+def _module_of(args: argparse.Namespace) -> str:
+    word = getattr(args, "subverb", None)
+    return SUBVERBS[(args.verb, word)][0] if word else VERBS[args.verb][0]
+
+
+def _wants_json(args: argparse.Namespace) -> bool:
+    return bool(getattr(args, "json", False)) or getattr(args, "format", None) == "json"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args_list = list(sys.argv[1:] if argv is None else argv)
+    args_list = canonical_argv(sys.argv[1:] if argv is None else argv)
     try:
-        parser = build_parser(args_list)
-        args = parser.parse_args(args_list)
+        parser, chosen = build_parsers(args_list)
+        args, extra = parser.parse_known_args(args_list)
+        if extra:
+            chosen.error(f"unrecognized arguments: {' '.join(extra)}")
     except SystemExit as exc:  # argparse: --help/--version exit 0, bad usage exits 2
         return int(exc.code) if isinstance(exc.code, int) else EXIT_USAGE
+    return dispatch(args)
+
+
+def dispatch(args: argparse.Namespace) -> int:
+    """Run the chosen verb under the one error handler: a ``MegacppEnvError`` is one line on stderr
+    (and ``{"ok": false, "error": ...}`` on stdout when JSON was asked for), ^C is 130, a bug 3."""
     try:
-        return int(_load_command(args.verb).run(args))
+        return int(_load_command(_module_of(args)).run(args))
     except MegacppEnvError as exc:
+        if _wants_json(args):
+            from megacpp_env.ui import print_json
+
+            print_json({"ok": False, "error": str(exc)})
         print(f"megacpp-env {args.verb}: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:

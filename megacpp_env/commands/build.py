@@ -51,22 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from megacpp_env.errors import MegacppEnvError
-    from megacpp_env.ui import print_json
-
-    if not args.json:
-        return _run(args)
-    try:
-        return _run(args)
-    except MegacppEnvError as exc:
-        print_json({"ok": False, "error": str(exc)})
-        print(f"megacpp-env build: error: {exc}", file=sys.stderr)
-        return 1
-
-
-def _run(args: argparse.Namespace) -> int:
-    from megacpp_env import build, docker, pinning
-    from megacpp_env.errors import ToolNotFoundError
+    from megacpp_env import build, pinning
     from megacpp_env.ui import print_json
 
     spec = load(args)
@@ -85,13 +70,7 @@ def _run(args: argparse.Namespace) -> int:
         mirror=args.mirror,
         no_cache=args.no_cache,
     )
-    try:
-        docker_bin = docker.binary()
-    except ToolNotFoundError:
-        if not args.dry_run:
-            raise
-        docker_bin = "docker"
-    plan = build.plan_build(spec, opts, docker_bin=docker_bin)
+    plan = build.plan_build(spec, opts, docker_bin=build.docker_for(dry_run=args.dry_run))
     if args.dry_run:
         return _dry_run(spec, plan, args.json)
     build.refuse_if_stale(spec, plan.target, plan.platform)

@@ -20,15 +20,10 @@ def run(args: argparse.Namespace) -> int:
 
     if args.list_rules:
         return _list_rules(args.json)
-    known = {r.id for r in policy.RULES}
-    unknown = [r for r in args.rule if r not in known]
-    if unknown:
-        from megacpp_env.errors import MegacppEnvError
-
-        raise MegacppEnvError(f"unknown rule {unknown[0]!r} (rules: {', '.join(sorted(known))}; see --list-rules)")
+    only = policy.check_rule_ids(args.rule)
     spec = load(args)
-    findings = policy.run_rules(spec, only=tuple(args.rule))
-    errors = [f for f in findings if f.severity == "error" or args.strict]
+    findings = policy.run_rules(spec, only=only)
+    errors = policy.failing(findings, strict=args.strict)
     if args.json:
         print_json(
             {
@@ -53,7 +48,7 @@ def _list_rules(as_json: bool) -> int:
     from megacpp_env.ui import print_json
 
     if as_json:
-        print_json([{"id": r.id, "severity": r.severity, "title": r.title} for r in RULES])
+        print_json([r.to_dict() for r in RULES])
     else:
         for r in RULES:
             print(f"{r.id}  {r.severity:<7}  {r.title}")

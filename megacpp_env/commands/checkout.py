@@ -10,12 +10,8 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from megacpp_env.commands._common import add_json, load
-
-if TYPE_CHECKING:
-    from megacpp_env.spec.model import Source, Spec
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -24,13 +20,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_json(parser)
 
 
-def find_source(spec: Spec, name: str) -> Source:
-    """``spec.source(name)``, also accepting the dashed directory name (megacpp-smoke-ext)."""
-    return spec.sources.get(name.replace("-", "_")) or spec.source(name)
-
-
 def run(args: argparse.Namespace) -> int:
-    from megacpp_env.checkout import checkout_source, default_dest
+    from megacpp_env.checkout import checkout_source, default_dest, find_source
     from megacpp_env.ui import print_json
 
     spec = load(args)

@@ -7,8 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from megacpp_env.commands._common import add_json
-from megacpp_env.commands.snapshot import add_ignore
+from megacpp_env.commands._common import add_ignore, add_json
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -23,10 +22,10 @@ def run(args: argparse.Namespace) -> int:
     from megacpp_env.commands._common import load_optional
     from megacpp_env.snapshot.diff import diff_snapshots
     from megacpp_env.snapshot.document import load_snapshot
+    from megacpp_env.snapshot.golden import ignore_patterns
     from megacpp_env.snapshot.report import render
 
-    spec = load_optional(args)
-    ignore = [*args.ignore, *(spec.snapshot.ignore if spec else ())]
+    ignore = ignore_patterns(args.ignore, load_optional(args))
     report = diff_snapshots(
         load_snapshot(args.a), load_snapshot(args.b), ignore=ignore, a_label=str(args.a), b_label=str(args.b)
     )

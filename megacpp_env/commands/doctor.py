@@ -6,8 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from megacpp_env.commands._common import add_json
-from megacpp_env.commands.snapshot import add_python
+from megacpp_env.commands._common import add_json, add_python, checked_python, load, take
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -29,16 +28,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from megacpp_env.commands._common import load
-    from megacpp_env.commands.snapshot import check_python, take
     from megacpp_env.doctor import run_doctor
     from megacpp_env.snapshot.document import load_snapshot
     from megacpp_env.ui import print_json
 
-    check_python(args)
+    python = checked_python(args.python)
     spec = load(args)
     spec.target(args.target)  # fail on an unknown target before the snapshot
-    snap = load_snapshot(args.snapshot) if args.snapshot else take(args, spec)
+    snap = load_snapshot(args.snapshot) if args.snapshot else take(args, python, spec=spec)
     report = run_doctor(spec, args.target, snap)
     if args.json:
         print_json({**report.to_dict(), "snapshot_digest": snap.digest})

@@ -5,12 +5,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING, Any
 
-from megacpp_env.commands._common import add_json
-
-if TYPE_CHECKING:
-    from pathlib import Path
+from megacpp_env.commands._common import add_json, load
 
 EPILOG = """\
 layout: DIR/sha256/<hex> (content-addressed), DIR/files/<original filename> (hard links; use
@@ -35,46 +31,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from megacpp_env.commands._common import load
-    from megacpp_env.ui import print_json
+    from megacpp_env.lock.mirror import committed_lock, mirror_target
+    from megacpp_env.lock.state import jobs_for
+    from megacpp_env.ui import Progress, print_json
 
     spec = load(args)
-    from megacpp_env.lock.state import jobs_for
-
-    root = Path(args.to)
-    jobs = jobs_for(spec, [args.target], args.platform)  # a platform the target lacks is an error
-    rows = [_mirror_one(spec.root, *job.key, root) for job in jobs]
+    dest = Path(args.to)
+    rows = []
+    for job in jobs_for(spec, [args.target], args.platform):  # a platform the target lacks is an error
+        lock = committed_lock(spec.root, *job.key)
+        progress = Progress(total=sum(len(p.artifacts) for p in lock.packages))
+        try:
+            rows.append(mirror_target(lock, *job.key, dest, on_file=progress.step))
+        finally:
+            progress.close()
     if args.json:
-        print_json({"mirror": str(root), "locks": rows})
-    else:
-        for r in rows:
-            sys.stdout.write(
-                f"mirrored {r['target']} {r['platform']}: {r['files']} artifacts "
-                f"({r['fetched']} fetched, all sha256-verified) -> {r['find_links']}\n"
-            )
+        print_json({"mirror": str(dest), "locks": [r.to_dict() for r in rows]})
+        return 0
+    for r in rows:
+        sys.stdout.write(
+            f"mirrored {r.target} {r.platform}: {r.files} artifacts "
+            f"({r.fetched} fetched, all sha256-verified) -> {r.find_links}\n"
+        )
     return 0
-
-
-def _mirror_one(spec_root: Path, target: str, platform: str, root: Path) -> dict[str, Any]:
-    from megacpp_env import layout
-    from megacpp_env.errors import StaleError
-    from megacpp_env.lock.mirror import links_dir, mirror_lock
-    from megacpp_env.lock.pylock import read_pylock
-    from megacpp_env.ui import Progress
-
-    path = layout.lock_path(spec_root, target, platform)
-    if not path.exists():
-        raise StaleError(f"no lock for {target} {platform}: {path} (run: megacpp-env lock {target})")
-    lock = read_pylock(path)
-    progress = Progress(total=sum(len(p.artifacts) for p in lock.packages))
-    try:
-        files = mirror_lock(lock, root, on_file=progress.step)
-    finally:
-        progress.close()
-    return {
-        "target": target,
-        "platform": platform,
-        "files": len(files),
-        "fetched": sum(f.fetched for f in files),
-        "find_links": str(links_dir(root)),
-    }

@@ -31,20 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from megacpp_env.errors import MegacppEnvError
-    from megacpp_env.ui import print_json
-
-    if not args.json:
-        return _run(args)
-    try:
-        return _run(args)
-    except MegacppEnvError as exc:  # --json: a report on stdout on failure too
-        print_json({"ok": False, "error": str(exc)})
-        print(f"megacpp-env pin-base: error: {exc}", file=sys.stderr)
-        return exc.exit_code
-
-
-def _run(args: argparse.Namespace) -> int:
+    """JSON on failure comes from cli.main, as for every verb."""
     from megacpp_env import build, pinning, registry
 
     spec = load(args)

@@ -14,16 +14,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from megacpp_env.fsutil import canonical_hash
     from megacpp_env.ui import print_json
 
-    spec = load(args)
-    target = spec.target(args.target)
-    view: dict[str, Any] = target.to_dict()
-    view["sources"] = [s.to_dict() for s in target.sources]
-    view["aligned_with"] = [n for n in spec.aligned_with(target.name) if n != target.name]
-    view["indexes"] = [i.to_dict() for i in spec.indexes.values()]
-    view["target_digest"] = canonical_hash(view)
+    view = load(args).target_view(args.target)
     if args.json:
         print_json(view)
     else:

@@ -10,12 +10,8 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from megacpp_env.commands._common import add_json, load, load_optional
-
-if TYPE_CHECKING:
-    from megacpp_env.spec.model import Source
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -24,25 +20,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_json(parser)
 
 
-def _expected_source(args: argparse.Namespace) -> Source | None:
-    from megacpp_env.commands.checkout import find_source
-    from megacpp_env.worktree.provenance import read_provenance
-
-    if args.expect:
-        return find_source(load(args), args.expect)
-    prov = read_provenance(args.path)
-    spec = load_optional(args) if prov is not None else None
-    return spec.sources.get(prov.source) if spec and prov else None
-
-
 def run(args: argparse.Namespace) -> int:
-    from megacpp_env.checkout import verify_checkout
+    from megacpp_env.checkout import expected_source, verify_checkout
     from megacpp_env.errors import VerificationError
     from megacpp_env.ui import print_json
 
     if not args.path.exists():
         raise VerificationError(f"{args.path} does not exist: there is no checkout to verify")
-    result = verify_checkout(args.path, _expected_source(args))
+    source = expected_source(
+        args.path, expect=args.expect, spec=lambda: load(args), optional_spec=lambda: load_optional(args)
+    )
+    result = verify_checkout(args.path, source)
     if args.json:
         print_json(result.to_dict())
     elif result.ok:

@@ -16,17 +16,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from megacpp_env import build
-    from megacpp_env.errors import MegacppEnvError
-    from megacpp_env.ui import print_json
 
-    try:
-        report = build.verify_image(args.image, platform=args.platform, as_json=args.json)
-    except MegacppEnvError as exc:
-        if not args.json:
-            raise
-        print_json({"ok": False, "error": str(exc)})
-        print(f"megacpp-env verify-image: error: {exc}", file=sys.stderr)
-        return 1
+    report = build.verify_image(args.image, platform=args.platform, as_json=args.json)
     sys.stdout.write(report.output)
     if report.stderr:
         sys.stderr.write(report.stderr)

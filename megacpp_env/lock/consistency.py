@@ -16,6 +16,7 @@ from packaging.utils import canonicalize_name
 
 from megacpp_env import layout
 from megacpp_env.lock.pylock import Lock, read_pylock
+from megacpp_env.records import as_dict
 from megacpp_env.spec.model import Spec
 
 Key = tuple[str, str]  # (target, platform)
@@ -41,7 +42,7 @@ class Divergence:
         return f"{self.group}: {self.package} diverges: {vs}{tag}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"group": self.group, "package": self.package, "versions": dict(self.versions), "allowed": self.allowed}
+        return as_dict(self)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -55,6 +56,14 @@ class GroupReport:
     @property
     def failing(self) -> tuple[Divergence, ...]:
         return tuple(d for d in self.divergences if not d.allowed)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "group": self.group.name,
+            "shared": self.shared,
+            "divergences": [d.to_dict() for d in self.divergences],
+            "only_in": {k: list(v) for k, v in self.only_in.items()},
+        }
 
     def summary(self) -> str:
         n = len(self.failing)

@@ -19,6 +19,7 @@ from packaging.version import InvalidVersion, Version
 
 from megacpp_env.lock.pylock import Lock, LockedPackage, LockFormatError, read_pylock_text
 from megacpp_env.lock.reqtxt import read_requirements_text
+from megacpp_env.records import as_dict
 
 ADDED, REMOVED, UPGRADED, DOWNGRADED = "added", "removed", "upgraded", "downgraded"
 HASHES, INDEX, COMMIT, MARKER = "hashes-changed", "index-changed", "commit-moved", "marker-changed"
@@ -41,16 +42,7 @@ class PackageChange:
         return f"{self.name} ; {self.marker}" if self.marker else self.name
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "marker": self.marker,
-            "kinds": list(self.kinds),
-            "old": self.old,
-            "new": self.new,
-            "level": self.level,
-            "direct": self.direct,
-            "details": list(self.details),
-        }
+        return as_dict(self)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -17,14 +17,17 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from packaging.utils import canonicalize_name
 
-from megacpp_env.lock.acks import DIVERGENCE, Ack
-from megacpp_env.lock.consistency import GroupReport
+from megacpp_env.lock.acks import DIVERGENCE, Ack, ack_path, load_acks
+from megacpp_env.lock.consistency import GroupReport, check_locks
 from megacpp_env.lock.diff import DOWNGRADED, HASHES, INDEX, LockDiff
+from megacpp_env.lock.gitlocks import lock_pairs
 from megacpp_env.records import as_dict
+from megacpp_env.spec.model import Spec
 
 TOOLCHAIN_PACKAGES = ("torch", "triton", "pytorch-triton", "nvidia-*", "cuda-*")
 RULES = {HASHES: "same version, different hashes", INDEX: "index changed", DOWNGRADED: "downgrade"}
@@ -127,4 +130,53 @@ def apply_acks(violations: Sequence[Violation], acks: Sequence[Ack]) -> Verdict:
             used.add(match)
     return Verdict(
         violations=tuple(open_), acknowledged=tuple(acked), unused=tuple(a for i, a in enumerate(acks) if i not in used)
+    )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class GateReport:
+    """Everything ``gate`` found: the diff of each lock against the base ref, the consistency of the
+    groups, and the verdict after the acknowledgements. Rendered by ``lock.report.render_gate``."""
+
+    base: str
+    commit: str
+    diffs: tuple[LockDiff, ...]
+    new_locks: tuple[str, ...]  # titles of locks that did not exist at the base
+    reports: tuple[GroupReport, ...]
+    verdict: Verdict
+    ack_name: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON keys beside ``locks`` (a user interface: keep them stable)."""
+        v = self.verdict
+        return {
+            "base": self.base,
+            "commit": self.commit,
+            "passed": v.passed,
+            "new_locks": list(self.new_locks),
+            "violations": [x.to_dict() for x in v.violations],
+            "acknowledged": [{"violation": x.to_dict(), "ack": a.to_dict()} for x, a in v.acknowledged],
+            "unused_acks": [a.to_dict() for a in v.unused],
+            "consistency": [{"group": r.group.name, "summary": r.summary()} for r in self.reports],
+        }
+
+
+def run_gate(spec: Spec, base: str, ack_file: Path | None = None) -> GateReport:
+    """Diff the committed locks at ``base`` against the working tree and apply the policy. An
+    ``ack_file`` named explicitly must exist; the default one (locks/ACKNOWLEDGED.toml) may not."""
+    commit, pairs = lock_pairs(spec.root, base)
+    diffs = tuple(p.diff() for p in pairs)
+    violations = [v for p, d in zip(pairs, diffs, strict=True) for v in diff_violations(d, new_lock=p.base is None)]
+    reports = tuple(check_locks(spec))
+    violations += divergence_violations(reports)
+    path = ack_file if ack_file is not None else ack_path(spec.root)
+    verdict = apply_acks(violations, load_acks(path, required=ack_file is not None))
+    return GateReport(
+        base=base,
+        commit=commit,
+        diffs=diffs,
+        new_locks=tuple(sorted(p.title for p in pairs if p.base is None)),
+        reports=reports,
+        verdict=verdict,
+        ack_name=path.name,
     )

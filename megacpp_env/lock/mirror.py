@@ -26,9 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from megacpp_env.errors import VerificationError
+from megacpp_env import layout
+from megacpp_env.errors import StaleError, VerificationError
 from megacpp_env.fsutil import CHUNK, atomic_write_text, sha256_file
-from megacpp_env.lock.pylock import Artifact, Lock
+from megacpp_env.lock.pylock import Artifact, Lock, read_pylock
+from megacpp_env.records import as_dict
 
 TIMEOUT_S = 60
 
@@ -150,3 +152,38 @@ def write_manifest(root: Path, files: list[MirroredFile]) -> None:
 def verify_mirror(root: Path) -> list[str]:
     """Re-hash every stored file; return the names of the ones that do not match."""
     return [p.name for p in sorted((root / "sha256").glob("*")) if p.is_file() and sha256_file(p) != p.name]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class MirroredLock:
+    """One lock mirrored: how many artifacts, how many were fetched now, where pip finds them."""
+
+    target: str
+    platform: str
+    files: int
+    fetched: int
+    find_links: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return as_dict(self)
+
+
+def committed_lock(spec_root: Path, target: str, platform: str) -> Lock:
+    """The committed lock of ``target`` on ``platform``; a missing one is stale (lock it first)."""
+    path = layout.lock_path(spec_root, target, platform)
+    if not path.exists():
+        raise StaleError(f"no lock for {target} {platform}: {path} (run: megacpp-env lock {target})")
+    return read_pylock(path)
+
+
+def mirror_target(
+    lock: Lock, target: str, platform: str, dest: Path, *, on_file: Callable[[str], None] | None = None
+) -> MirroredLock:
+    files = mirror_lock(lock, dest, on_file=on_file)
+    return MirroredLock(
+        target=target,
+        platform=platform,
+        files=len(files),
+        fetched=sum(f.fetched for f in files),
+        find_links=str(links_dir(dest)),
+    )

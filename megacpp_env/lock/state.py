@@ -16,6 +16,7 @@ from megacpp_env.fsutil import atomic_write_text
 from megacpp_env.lock.inputs import LockInputs, lock_inputs
 from megacpp_env.lock.outputs import lock_command, render_outputs
 from megacpp_env.lock.pylock import Lock, LockFormatError, LockMeta, read_pylock
+from megacpp_env.records import as_dict
 from megacpp_env.spec.model import Index, Spec, Target
 
 OK, MISSING, STALE, UNLOCKED, EXPORT_STALE = "ok", "missing", "stale", "unlocked", "export-stale"
@@ -55,7 +56,7 @@ class LockState:
         return f"{text} (run: {self.remedy})" if self.remedy else text
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in ("target", "platform", "state", "path", "detail", "remedy")}
+        return as_dict(self)
 
 
 def jobs_for(spec: Spec, targets: list[str] | None = None, platforms: list[str] | None = None) -> list[LockJob]:

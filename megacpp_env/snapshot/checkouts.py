@@ -7,7 +7,7 @@ recorded as such; ``diff``/``doctor`` make it a finding.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +15,7 @@ from megacpp_env.errors import MegacppEnvError
 from megacpp_env.snapshot.envvars import Scrubber
 
 if TYPE_CHECKING:
+    from megacpp_env.snapshot.context import Context
     from megacpp_env.spec.model import Source, Spec
 
 DROP_KEYS = ("provenance",)  # names the tool version that made the checkout: noise for the digest
@@ -113,3 +114,7 @@ def collect(spec: Spec | None, paths: Sequence[Path], environ: Mapping[str, str]
         key, facts = _extra(Path(real), spec, scrubber, set(out))
         out[key] = facts
     return dict(sorted(out.items()))
+
+
+def start(ctx: Context) -> Callable[[], dict[str, Any]]:
+    return lambda: collect(ctx.spec(), ctx.opts.paths, ctx.environ, ctx.scrubber)

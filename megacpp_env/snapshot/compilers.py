@@ -13,11 +13,14 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from megacpp_env.errors import ToolError
 from megacpp_env.fsutil import atomic_write_text
 from megacpp_env.snapshot.proc import run_program, which
+
+if TYPE_CHECKING:
+    from megacpp_env.snapshot.context import Context
 
 # name -> (argv after the program, regex whose group 1 is the version)
 TOOLS: dict[str, tuple[tuple[str, ...], str]] = {
@@ -146,3 +149,7 @@ def collect(
     if how and "error" not in out["triton_ptxas"]:
         out["triton_ptxas"]["chosen_by"] = how
     return dict(sorted(out.items()))
+
+
+def start(ctx: Context) -> Callable[[], dict[str, Any]]:
+    return lambda: collect(ctx.environ, ctx.scripts, ctx.sites, ctx.cache_dir)

@@ -14,20 +14,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from megacpp_env.snapshot.document import AREAS, Snapshot
+from megacpp_env.records import as_dict
+from megacpp_env.snapshot.document import Snapshot
+from megacpp_env.snapshot.registry import SEVERITIES, rank, severity_of
 
-SEVERITIES = ("error", "warning", "info", "note")
-AREA_SEVERITY = {
-    "python": "error",
-    "checkouts": "error",
-    "torch": "error",
-    "gpu": "warning",
-    "compilers": "warning",
-    "runtime": "warning",
-    "env": "warning",
-    "system": "info",
-    "host": "note",
-}
 SHOW_FILES = 5
 
 
@@ -39,7 +29,7 @@ class Finding:
     message: str
 
     def to_dict(self) -> dict[str, str]:
-        return {"area": self.area, "severity": self.severity, "key": self.key, "message": self.message}
+        return as_dict(self)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -59,11 +49,7 @@ class DiffReport:
         groups: dict[str, list[Finding]] = {}
         for f in self.findings:
             groups.setdefault(f.area, []).append(f)
-        order = [*AREAS, "host"]
-        return sorted(
-            groups.items(),
-            key=lambda kv: (SEVERITIES.index(kv[1][0].severity), order.index(kv[0]) if kv[0] in order else 99),
-        )
+        return sorted(groups.items(), key=lambda kv: (SEVERITIES.index(kv[1][0].severity), rank(kv[0])))
 
     def counts(self) -> dict[str, int]:
         return {s: sum(1 for f in self.findings if f.severity == s) for s in SEVERITIES}
@@ -113,7 +99,7 @@ def generic(
 ) -> list[Finding]:
     """``label: key: old -> new`` for every differing leaf (keys relative to ``base``)."""
     fa, fb = flatten(a, base), flatten(b, base)
-    sev = severity or AREA_SEVERITY.get(area, "info")
+    sev = severity or severity_of(area)
     out = []
     for key in sorted(fa.keys() | fb.keys()):
         if fa.get(key) == fb.get(key):
@@ -398,18 +384,7 @@ def _ignored(finding: Finding, patterns: Iterable[str]) -> bool:
 
 
 def _rank(findings: Iterable[Finding]) -> tuple[Finding, ...]:
-    order = [*AREAS, "host"]
-    return tuple(
-        sorted(
-            findings,
-            key=lambda f: (
-                SEVERITIES.index(f.severity),
-                order.index(f.area) if f.area in order else 99,
-                f.key,
-                f.message,
-            ),
-        )
-    )
+    return tuple(sorted(findings, key=lambda f: (SEVERITIES.index(f.severity), rank(f.area), f.key, f.message)))
 
 
 def diff_snapshots(

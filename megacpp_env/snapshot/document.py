@@ -16,10 +16,10 @@ from typing import Any
 from megacpp_env.errors import FormatError, MegacppEnvError, SpecError, VerificationError
 from megacpp_env.fsutil import canonical_hash
 from megacpp_env.records import Table, read_json
+from megacpp_env.snapshot import registry
 
 SCHEMA = "megacpp-env/snapshot"
 SCHEMA_VERSION = 1
-AREAS = ("python", "checkouts", "torch", "gpu", "compilers", "runtime", "env", "system")
 
 
 class SnapshotFormatError(FormatError, VerificationError):
@@ -27,7 +27,9 @@ class SnapshotFormatError(FormatError, VerificationError):
 
 
 def digest_of(facts: dict[str, Any]) -> str:
-    return "sha256:" + canonical_hash({"schema_version": SCHEMA_VERSION, "facts": facts})
+    """sha256 over the facts of every area that counts in the digest (``registry.hashed``)."""
+    counted = {area: value for area, value in facts.items() if registry.hashed(area)}
+    return "sha256:" + canonical_hash({"schema_version": SCHEMA_VERSION, "facts": counted})
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -108,6 +110,9 @@ def check_output(path: Path, *, option: str = "--output") -> Path:
     parent = path.parent
     if path.is_dir():
         raise SpecError(f"{path} is a directory; name a file (e.g. {path / 'snapshot.json'})", key=option)
+    blocker = next((p for p in (parent, *parent.parents) if p.exists() and not p.is_dir()), None)
+    if blocker is not None:
+        raise SpecError(f"{path}: {blocker} is not a directory", key=option)
     if not parent.is_dir():
         raise SpecError(f"{path}: directory {parent} does not exist", key=option)
     if not os.access(parent, os.W_OK | os.X_OK):

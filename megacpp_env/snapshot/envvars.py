@@ -9,11 +9,14 @@ can be swept for any that slipped through another path (a git remote, a ``direct
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from megacpp_env.redact import REDACTED, URL_RE, is_secret_name, strip_url_credentials
+
+if TYPE_CHECKING:
+    from megacpp_env.snapshot.context import Context
 
 ALLOW_PREFIXES = (
     "CUDA_",
@@ -196,3 +199,7 @@ def collect(environ: Mapping[str, str], prefix: str, scrubber: Scrubber) -> dict
 
 def environ_snapshot() -> dict[str, str]:
     return dict(os.environ)
+
+
+def start(ctx: Context) -> Callable[[], dict[str, Any]]:
+    return lambda: collect(ctx.environ, ctx.prefix(), ctx.scrubber)

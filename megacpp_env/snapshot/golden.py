@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -54,3 +55,29 @@ def load_golden(directory: Path, name: str) -> Snapshot:
 
 def check_golden(snapshot: Snapshot, golden: Snapshot, name: str, *, ignore: Sequence[str] = ()) -> DiffReport:
     return diff_snapshots(golden, snapshot, ignore=ignore, a_label=f"golden {name}", b_label="live")
+
+
+def ignore_patterns(given: Sequence[str], spec: Spec | None) -> list[str]:
+    """``--ignore`` patterns plus the spec's ``snapshot.ignore``."""
+    return [*given, *(spec.snapshot.ignore if spec else ())]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Golden:
+    """The golden directory and, for ``--check-golden``, the stored reference (loaded up front)."""
+
+    directory: Path
+    reference: Snapshot | None = None
+
+
+def prepare(
+    *, store: str | None, check: str | None, directory: Path | None, spec: Callable[[], Spec | None]
+) -> Golden | None:
+    """Resolve the golden directory, validate the names and load the golden to check against, all
+    before a snapshot is taken (a typo fails in a second, not after the collectors ran)."""
+    if not (store or check):
+        return None
+    where = golden_dir(spec() if directory is None else None, directory)
+    if store:
+        golden_path(where, store)
+    return Golden(directory=where, reference=load_golden(where, check) if check else None)

@@ -7,10 +7,14 @@ cores per SM of the architecture (NVML has no direct SM query); 0 when unknown.
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from megacpp_env.errors import ToolError
 from megacpp_env.snapshot.proc import run_program
+
+if TYPE_CHECKING:
+    from megacpp_env.snapshot.context import Context
 
 # compute capability major -> CUDA cores per SM
 CORES_PER_SM = {7: 64, 8: 128, 9: 128, 10: 128, 11: 128, 12: 128}
@@ -99,3 +103,7 @@ def collect() -> dict[str, Any]:
         return {"error": "; ".join(reasons), "devices": []}
     out["nvml_error"] = "; ".join(reasons)
     return out
+
+
+def start(ctx: Context) -> Callable[[], dict[str, Any]]:
+    return collect

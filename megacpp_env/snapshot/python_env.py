@@ -19,12 +19,16 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from megacpp_env.errors import SpecError, ToolError
 from megacpp_env.snapshot import integrity
+from megacpp_env.snapshot.context import in_thread, usable_cpus
 from megacpp_env.snapshot.envvars import Scrubber
 from megacpp_env.snapshot.proc import run_program
+
+if TYPE_CHECKING:
+    from megacpp_env.snapshot.context import Context
 
 PROBE = r"""
 import json, os, platform, sys, sysconfig
@@ -290,3 +294,24 @@ def collect(
         probe_seconds=probe.seconds,
         owner_of=lambda p: paths.get(verified.owner_of(p) or ""),
     )
+
+
+def start(ctx: Context) -> Callable[[], PythonResult]:
+    """Verification starts at once on the venv's own site-packages (``speculate``), while the
+    probe runs; the collector then checks what the probe found against what was verified."""
+    cpus = usable_cpus()
+    workers = ctx.opts.workers or min(32, cpus)
+    early = in_thread(speculate, ctx.python, cache_dir=ctx.cache_dir, workers=workers, cpus=cpus, launched=ctx.launched)
+
+    def run() -> PythonResult:
+        return collect(
+            ctx.probe.result(),
+            ctx.scrubber,
+            python=ctx.python,
+            cache_dir=ctx.cache_dir,
+            workers=workers,
+            cpus=cpus,
+            speculative=lambda: early.result() if early.exception() is None else None,
+        )
+
+    return run

@@ -1,10 +1,32 @@
-"""Render a ``DiffReport`` as text (terminal), markdown (a PR or issue comment) or JSON."""
+"""Render a ``DiffReport`` as text (terminal), markdown (a PR or issue comment) or JSON, and a
+snapshot as the short summary ``snapshot`` prints."""
 
 from __future__ import annotations
 
 import json
 
 from megacpp_env.snapshot.diff import DiffReport
+from megacpp_env.snapshot.document import Snapshot
+
+
+def render_summary(snap: Snapshot) -> str:
+    py = snap.area("python")
+    dists = py.get("distributions") or {}
+    drifted = sorted(d["name"] for d in dists.values() if (d.get("integrity") or {}).get("status") == "drifted")
+    gpus = snap.area("gpu").get("devices") or []
+    errors = sorted(name for name, area in snap.facts.items() if isinstance(area, dict) and "error" in area)
+    lines = [
+        f"snapshot {snap.digest}",
+        f"  python {(py.get('interpreter') or {}).get('version', '?')}: {len(dists)} distributions, "
+        f"{snap.timing.get('integrity', {}).get('files', 0)} files verified, "
+        f"{len(drifted)} with drift{': ' + ', '.join(drifted) if drifted else ''}",
+        f"  gpu: {', '.join(str(g.get('name')) for g in gpus) or 'none'}",
+        f"  checkouts: {len(snap.area('checkouts'))}",
+    ]
+    if errors:
+        lines.append(f"  collectors that failed: {', '.join(errors)}")
+    lines.append(f"  took {snap.timing.get('total', 0):.2f}s")
+    return "\n".join(lines) + "\n"
 
 
 def _summary(report: DiffReport) -> str:

@@ -6,13 +6,16 @@ ran there at start-up). A patch is ``active`` when its hook armed or applied it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from megacpp_env.fsutil import sha256_file
 from megacpp_env.runtime import gate_on
 from megacpp_env.runtime.catalog import PATCHES
+
+if TYPE_CHECKING:
+    from megacpp_env.snapshot.context import Context
 
 HOOK_GLOB = "megacpp_env_runtime*.pth"
 ACTIVE_STATES = ("armed", "applied")
@@ -61,3 +64,7 @@ def collect(
     if isinstance(probed, Mapping) and "error" in probed:
         out["hook_error"] = str(probed["error"])
     return out
+
+
+def start(ctx: Context) -> Callable[[], dict[str, Any]]:
+    return lambda: collect(ctx.environ, ctx.sites(), ctx.probed().get("runtime"))

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import os
 import platform
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from megacpp_env.snapshot.context import Context
 
 
 def _os_release() -> dict[str, str]:
@@ -83,3 +87,7 @@ def host_facts() -> dict[str, Any]:
         "memory_total_gib": _mem_total_gib(),
         "cpus_usable": _cpus_usable(),
     }
+
+
+def start(ctx: Context) -> Callable[[], dict[str, Any]]:
+    return collect

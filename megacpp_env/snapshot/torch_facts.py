@@ -12,10 +12,13 @@ import os
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from megacpp_env.errors import ToolError
 from megacpp_env.snapshot.proc import run_program
+
+if TYPE_CHECKING:
+    from megacpp_env.snapshot.context import Context
 
 TORCH_PROBE = r"""
 import json, sys
@@ -135,3 +138,7 @@ def attach_libraries(torch: dict[str, Any], owner_of: Callable[[str], str | None
     imported = torch.get("imported")
     if isinstance(imported, dict) and "mapped" in imported:
         imported["cuda_libraries"] = loaded_cuda_libraries(imported.pop("mapped"), owner_of, dists)
+
+
+def start(ctx: Context) -> Callable[[], dict[str, Any]]:
+    return lambda: collect(ctx.python, ctx.environ, ctx.sites(), import_torch=ctx.opts.import_torch)

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from megacpp_env.fsutil import canonical_hash
 from megacpp_env.layout import checkout_dir_name
+from megacpp_env.records import as_dict
 
 SCHEMA_VERSION = 1
 INSTALL_MODES = ("wheel", "path")
@@ -64,14 +65,7 @@ class Index:
     reachable_here: bool = True
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "url": self.url,
-            "explicit": self.explicit,
-            "packages": list(self.packages),
-            "prerelease": self.prerelease,
-            "reachable_here": self.reachable_here,
-        }
+        return as_dict(self)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -91,21 +85,7 @@ class Toolchain:
     apt_options: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "gcc": self.gcc,
-            "python": self.python,
-            "uv": self.uv,
-            "cuda": self.cuda,
-            "ptx_isa": self.ptx_isa,
-            "min_driver": self.min_driver,
-            "cudnn": self.cudnn,
-            "cutlass": self.cutlass,
-            "tensorrt_llm": self.tensorrt_llm,
-            "apt_repositories": list(self.apt_repositories),
-            "apt_packages": list(self.apt_packages),
-            "apt_options": list(self.apt_options),
-        }
+        return as_dict(self)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -115,11 +95,7 @@ class SanityCheck:
     vllm_models: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "imports": list(self.imports),
-            "statements": list(self.statements),
-            "vllm_models": list(self.vllm_models),
-        }
+        return as_dict(self)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -142,19 +118,7 @@ class Source:
         return checkout_dir_name(self.name)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "repo": self.repo,
-            "commit": self.commit,
-            "ref": self.ref,
-            "submodules": self.submodules,
-            "install": self.install,
-            "overlay": self.overlay,
-            "pre_build": list(self.pre_build),
-            "build_env": dict(self.build_env),
-            "requirements": list(self.requirements),
-            "sanity": self.sanity.to_dict(),
-        }
+        return as_dict(self)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -166,13 +130,7 @@ class GpuSpec:
     peak_bf16_tflops: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "archs": list(self.archs),
-            "kernel_arch": self.kernel_arch,
-            "torch_cuda_arch_list": self.torch_cuda_arch_list,
-            "sm_count": self.sm_count,
-            "peak_bf16_tflops": self.peak_bf16_tflops,
-        }
+        return as_dict(self)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -181,7 +139,7 @@ class Serving:
     gpu_memory_utilization: float = 0.9
 
     def to_dict(self) -> dict[str, Any]:
-        return {"enforce_eager": self.enforce_eager, "gpu_memory_utilization": self.gpu_memory_utilization}
+        return as_dict(self)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -193,11 +151,7 @@ class BuildSettings:
     mem_per_job_gib: int = 4
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "max_jobs": self.max_jobs,
-            "nvcc_threads": self.nvcc_threads,
-            "mem_per_job_gib": self.mem_per_job_gib,
-        }
+        return as_dict(self)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -256,7 +210,7 @@ class Alignment:
     allow_divergence: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {"targets": list(self.targets), "allow_divergence": list(self.allow_divergence)}
+        return as_dict(self)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -265,7 +219,7 @@ class SnapshotConfig:
     ignore: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {"golden_dir": self.golden_dir, "ignore": list(self.ignore)}
+        return as_dict(self)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -329,6 +283,17 @@ class Spec:
             if target in group.targets:
                 return group.targets
         return (target,)
+
+    def target_view(self, name: str) -> dict[str, Any]:
+        """The resolved view of one target (``show``): its fields, its sources, the targets aligned
+        with it, the indexes, and a digest over all of that."""
+        target = self.target(name)
+        view: dict[str, Any] = target.to_dict()
+        view["sources"] = [s.to_dict() for s in target.sources]
+        view["aligned_with"] = [n for n in self.aligned_with(target.name) if n != target.name]
+        view["indexes"] = [i.to_dict() for i in self.indexes.values()]
+        view["target_digest"] = canonical_hash(view)
+        return view
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -1,0 +1,28 @@
+"""``lock diff OLD NEW``: explain the changes between two locks (PEP 751 or pip-compile requirements
+with hashes). Exit 0 when both files are readable: it explains; ``gate`` enforces."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from megacpp_env.commands._common import add_json
+
+FORMATS = ("text", "markdown", "json")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ``lock diff`` sub-command (``cli`` refuses the options of ``lock`` itself by name)."""
+    parser.add_argument("old", metavar="OLD", help="the old lock")
+    parser.add_argument("new", metavar="NEW", help="the new lock")
+    parser.add_argument("--format", choices=FORMATS, default="text", help="output format (default: text)")
+    add_json(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    from megacpp_env.lock import diff
+
+    old, new = diff.read_any(args.old), diff.read_any(args.new)
+    result = diff.diff_locks(old, new, title=f"{args.old} -> {args.new}")
+    sys.stdout.write(diff.render([result], "json" if args.json else args.format))
+    return 0

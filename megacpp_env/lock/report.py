@@ -1,0 +1,98 @@
+"""Render the results of ``lock`` (a run, ``--check``, ``--export-requirements``) and of ``gate``
+as text, GitHub-flavoured markdown (the gate's pull-request comment) or JSON. Pure: returns text."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from megacpp_env.lock import diff as d
+from megacpp_env.lock.gate import GateReport, Verdict
+from megacpp_env.lock.workflow import CheckRun, ExportRow, LockRun
+
+GATE_MARKER = "<!-- megacpp-env-lock-gate -->"
+
+
+def to_json(data: object) -> str:
+    return json.dumps(data, indent=2, sort_keys=True) + "\n"
+
+
+# ---- lock ---------------------------------------------------------------------------------------
+
+
+def render_check(run: CheckRun) -> str:
+    lines = [s.line() for s in run.states]
+    for r in run.reports:
+        lines.append(("warning: " if r.failing else "") + r.summary())
+        lines += [f"  {dv.line()}" for dv in r.failing]
+    return "".join(f"{line}\n" for line in lines)
+
+
+def render_lock(run: LockRun) -> str:
+    lines = list(run.notes)
+    for row in run.rows:
+        if row.state == "skipped":
+            lines.append(f"skipped: {row.target} {row.platform}: {row.detail}")
+        else:
+            lines.append(f"{row.state}: {row.path} ({row.packages} packages, {row.seconds}s) + {row.export}")
+    for r in run.reports:
+        lines.append(r.summary())
+        lines += [f"  {dv.line()}" for dv in r.divergences]
+    return "".join(f"{line}\n" for line in lines)
+
+
+def render_exports(rows: Sequence[ExportRow]) -> tuple[str, str]:
+    """(stdout, stderr): what was written, and which locks are missing."""
+    out = "".join(f"{r.state}: {r.path}\n" for r in rows if r.state != "missing")
+    err = "".join(f"missing: {r.label}: {r.path}\n" for r in rows if r.state == "missing")
+    return out, err
+
+
+# ---- gate ---------------------------------------------------------------------------------------
+
+
+def verdict_line(verdict: Verdict, ack_name: str, *, markdown: bool) -> str:
+    if verdict.passed:
+        n = len(verdict.acknowledged)
+        text = "Verdict: PASS" + (f" ({n} acknowledged change(s))" if n else "")
+    else:
+        n = len(verdict.violations)
+        text = f"Verdict: FAIL: {n} unacknowledged violation(s); acknowledge them in locks/{ack_name}"
+    return f"**{text}**" if markdown else text
+
+
+def render_gate(report: GateReport, fmt: str) -> str:
+    if fmt == "json":
+        return d.render(report.diffs, "json", payload=report.to_dict())
+    md = fmt == "markdown"
+    changed = [x for x in report.diffs if x.changes]
+    short = report.commit[:12]
+    head = (
+        [GATE_MARKER, f"## megacpp-env lock gate (base `{report.base}` {short})", ""]
+        if md
+        else [f"lock gate: base {report.base} ({short})"]
+    )
+    verdict = verdict_line(report.verdict, report.ack_name, markdown=md)
+    return "\n".join(head) + "\n" + d.render(changed, fmt, verdict=verdict, extra=_sections(report, md))
+
+
+def _sections(report: GateReport, md: bool) -> list[str]:
+    bullet = "- " if md else "  "
+    verdict = report.verdict
+    out = [""]
+    same = [x.title for x in report.diffs if not x.changes]
+    if same:
+        out.append(f"Unchanged locks: {', '.join(same)}")
+    if report.new_locks:
+        out.append(f"New locks (no base to compare; divergence rule only): {', '.join(report.new_locks)}")
+    out += [f"Consistency: {r.summary()}" for r in report.reports]
+    if verdict.violations:
+        out += ["", "Violations:"] + [bullet + v.line() for v in verdict.violations]
+    if verdict.acknowledged:
+        out += ["", "Acknowledged:"] + [f"{bullet}{v.line()} -- {a.reason}" for v, a in verdict.acknowledged]
+    if verdict.unused:
+        out += ["", "Unused acknowledgements (remove them):"]
+        out += [f"{bullet}{a.package} {a.change}" for a in verdict.unused]
+    if not any(x.changes for x in report.diffs):
+        out.insert(0, "No lock changes.")
+    return out

@@ -1,0 +1,193 @@
+"""The ``lock`` workflow: resolve every selected lock, check the groups that must agree, re-align
+them (``--align``), and write; or check the committed locks offline (``--check``); or re-write the
+requirements exports (``--export-requirements``). Returns typed results; never prints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from megacpp_env import layout
+from megacpp_env.lock.consistency import GroupReport, Key, check_locks
+from megacpp_env.lock.pylock import Lock, read_pylock
+from megacpp_env.lock.resolve import Resolved, resolve_all
+from megacpp_env.lock.state import UNLOCKED, LockJob, LockState, check_job, export_only, rel, unreachable_text
+from megacpp_env.records import HIDDEN, as_dict
+from megacpp_env.spec.model import Spec
+from megacpp_env.ui import Progress
+
+WRITTEN_KEYS = ("target", "platform", "state", "path", "export", "packages", "seconds", "uv_runs")
+SKIPPED_KEYS = ("target", "platform", "state", "detail")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LockRow:
+    """One lock of a ``lock`` run: written, unchanged, or skipped (its index is unreachable here)."""
+
+    target: str
+    platform: str
+    state: str
+    path: str = ""
+    export: str = ""
+    packages: int = 0
+    seconds: float = 0.0
+    uv_runs: int = 0
+    detail: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        out = as_dict(self)
+        return {k: out[k] for k in (SKIPPED_KEYS if self.state == "skipped" else WRITTEN_KEYS)}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LockRun:
+    rows: tuple[LockRow, ...]
+    reports: tuple[GroupReport, ...]
+    notes: tuple[str, ...] = ()
+    explicit_skip: bool = field(default=False, metadata=HIDDEN)  # a target named on the command line was skipped
+
+    @property
+    def ok(self) -> bool:
+        return not self.explicit_skip and not any(r.failing for r in self.reports)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"locks": [r.to_dict() for r in self.rows], "consistency": [r.to_dict() for r in self.reports],
+                "notes": list(self.notes)}  # fmt: skip
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CheckRun:
+    states: tuple[LockState, ...]
+    reports: tuple[GroupReport, ...]
+    ok: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"locks": [s.to_dict() for s in self.states], "consistency": [r.to_dict() for r in self.reports],
+                "ok": self.ok}  # fmt: skip
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ExportRow:
+    label: str
+    path: str
+    state: str  # "wrote" | "unchanged" | "missing" (no lock to export from)
+
+
+def _touching(reports: Sequence[GroupReport], jobs: Sequence[LockJob]) -> tuple[GroupReport, ...]:
+    keys = {j.key for j in jobs}
+    return tuple(r for r in reports if keys & set(r.group.members))
+
+
+def check_targets(spec: Spec, jobs: Sequence[LockJob], *, allow_unlocked: bool = False) -> CheckRun:
+    """``lock --check``: every selected lock against the spec, offline; and the groups it is in."""
+    states = tuple(check_job(job, spec.root) for job in jobs)
+    failing = [s for s in states if not s.ok and not (allow_unlocked and s.state == UNLOCKED)]
+    return CheckRun(states=states, reports=_touching(check_locks(spec), jobs), ok=not failing)
+
+
+def export_targets(spec: Spec, jobs: Sequence[LockJob]) -> list[ExportRow]:
+    """``lock --export-requirements``: re-write each export from its committed lock."""
+    rows = []
+    for job in jobs:
+        if not job.lock_path.exists():
+            rows.append(ExportRow(label=job.label, path=rel(job.lock_path, spec.root), state="missing"))
+            continue
+        changed = export_only(job, spec.root)
+        rows.append(
+            ExportRow(label=job.label, path=rel(job.export_path, spec.root), state="wrote" if changed else "unchanged")
+        )
+    return rows
+
+
+def lock_targets(
+    spec: Spec,
+    jobs: Sequence[LockJob],
+    *,
+    align: bool = False,
+    try_unreachable: bool = False,
+    named: bool = False,
+    progress: Progress | None = None,
+) -> LockRun:
+    """Resolve, compare, re-align if asked and diverging, write. Jobs whose explicit index is marked
+    unreachable here are skipped (unless ``try_unreachable``); skipping one the user ``named`` fails."""
+    runnable = [j for j in jobs if try_unreachable or not j.unreachable]
+    skipped = [j for j in jobs if j not in runnable]
+    results = _resolve(runnable, progress)
+    reports = _touching(check_locks(spec, _fresh(runnable, results)), jobs)
+    notes = uv_version_notes(runnable)
+    if align and any(r.failing for r in reports):
+        results, all_reports, align_notes = _realign(spec, runnable, results, reports)
+        reports, notes = _touching(all_reports, jobs), [*notes, *align_notes]
+    rows = [_write(spec, j, r) for j, r in zip(runnable, results, strict=True)]
+    rows += [_skipped(j) for j in skipped]
+    return LockRun(rows=tuple(rows), reports=reports, notes=tuple(notes), explicit_skip=named and bool(skipped))
+
+
+def _fresh(jobs: Sequence[LockJob], results: Sequence[Resolved]) -> dict[Key, Lock]:
+    return {j.key: r.lock for j, r in zip(jobs, results, strict=True)}
+
+
+def _resolve(jobs: Sequence[LockJob], progress: Progress | None) -> list[Resolved]:
+    if progress is None:
+        return resolve_all([j.inputs for j in jobs])
+    progress.step("resolving " + ", ".join(j.label for j in jobs), advance=0)
+    return resolve_all(
+        [j.inputs for j in jobs], on_done=lambda r: progress.step(f"locked {r.inputs.target} {r.inputs.platform}")
+    )
+
+
+def _realign(
+    spec: Spec, jobs: list[LockJob], results: list[Resolved], reports: Sequence[GroupReport]
+) -> tuple[list[Resolved], list[GroupReport], list[str]]:
+    """Re-resolve diverging groups constrained to one member (see megacpp_env.lock.align)."""
+    from megacpp_env.lock.align import align_group
+
+    fresh = _fresh(jobs, results)
+    inputs = {j.key: j.inputs for j in jobs}
+    redone: dict[Key, Resolved] = {}
+    notes: list[str] = []
+    for report in (r for r in reports if r.failing):
+        aligned = align_group(report, _with_disk_locks(spec, report, fresh), inputs)
+        redone.update(aligned.results)
+        notes += aligned.notes
+    results = [redone.get(j.key, r) for j, r in zip(jobs, results, strict=True)]
+    return results, check_locks(spec, _fresh(jobs, results)), notes
+
+
+def _with_disk_locks(spec: Spec, report: GroupReport, fresh: Mapping[Key, Lock]) -> dict[Key, Lock]:
+    """Members resolved in this run, plus the committed locks of members not re-resolved now."""
+    return {k: fresh[k] if k in fresh else read_pylock(layout.lock_path(spec.root, *k)) for k in report.compared}
+
+
+def _write(spec: Spec, job: LockJob, result: Resolved) -> LockRow:
+    from megacpp_env.lock.state import write_lock
+
+    changed = write_lock(job, result.lock, spec.root)
+    return LockRow(
+        target=job.inputs.target,
+        platform=job.inputs.platform,
+        state="written" if changed else "unchanged",
+        path=rel(job.lock_path, spec.root),
+        export=rel(job.export_path, spec.root),
+        packages=len(result.lock.packages),
+        seconds=round(result.seconds, 2),
+        uv_runs=result.uv_runs,
+    )
+
+
+def _skipped(job: LockJob) -> LockRow:
+    detail = f"unlocked: {unreachable_text(job.unreachable)}"
+    return LockRow(target=job.inputs.target, platform=job.inputs.platform, state="skipped", detail=detail)
+
+
+def uv_version_notes(jobs: Sequence[LockJob]) -> list[str]:
+    """A warning when the uv on PATH is not the one the toolchain pins (a lock may then differ)."""
+    from megacpp_env.uv import uv_version
+
+    want = {r.removeprefix("uv==") for j in jobs for r in j.inputs.requirements if r.startswith("uv==")}
+    have = uv_version() if want else ""
+    if not want - {have}:
+        return []
+    return [f"warning: resolved with uv {have}; the toolchain pins uv {', '.join(sorted(want))}"]

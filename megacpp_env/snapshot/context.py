@@ -1,0 +1,85 @@
+"""What every collector may use: the options of the snapshot, the environment, the inspected
+interpreter and the probe's answers (waited for only when asked). One ``Context`` per snapshot."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from megacpp_env.snapshot.envvars import Scrubber
+    from megacpp_env.snapshot.python_env import Probe
+    from megacpp_env.spec.model import Spec
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SnapshotOptions:
+    python: str | None = None
+    paths: tuple[Path, ...] = ()
+    spec: Spec | None = None
+    load_spec: Callable[[], Spec | None] | None = None  # used when spec is None; called off the critical path
+    import_torch: bool = False
+    cache_dir: Path | None = None
+    use_cache: bool = True
+    workers: int = 0
+    environ: Mapping[str, str] | None = None
+    command: str = ""
+    timeouts: Mapping[str, float] = field(default_factory=dict)  # area -> seconds, over the registry's
+
+
+def default_cache_dir(environ: Mapping[str, str]) -> Path:
+    if environ.get("MEGACPP_ENV_CACHE_DIR"):
+        return Path(environ["MEGACPP_ENV_CACHE_DIR"])
+    base = environ.get("XDG_CACHE_HOME") or str(Path(environ.get("HOME", "~")).expanduser() / ".cache")
+    return Path(base) / "megacpp-env"
+
+
+def usable_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def in_thread(fn: Callable[..., T], *args: Any, **kwargs: Any) -> Future[T]:
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapshot")
+    future = pool.submit(fn, *args, **kwargs)
+    pool.shutdown(wait=False)
+    return future
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Context:
+    opts: SnapshotOptions
+    environ: Mapping[str, str]
+    python: str  # the inspected interpreter
+    scrubber: Scrubber
+    probe: Future[Probe]  # the probe of the inspected interpreter, started first
+    spec: Callable[[], Spec | None]  # loaded at most once, when first asked for
+    launched: threading.Event = field(default_factory=threading.Event)  # the integrity workers started
+
+    def sites(self) -> list[str]:
+        return self.probe.result().site_dirs if self.probe.exception() is None else []
+
+    def probed(self) -> Mapping[str, Any]:
+        return self.probe.result().data if self.probe.exception() is None else {}
+
+    def prefix(self) -> str:
+        return str(self.probed().get("prefix", ""))
+
+    @property
+    def scripts(self) -> str:
+        """The inspected interpreter's scripts directory (its compilers and tools come first on PATH)."""
+        return str(Path(self.python).absolute().parent)
+
+    @property
+    def cache_dir(self) -> Path | None:
+        """The tool's hash cache, or None with ``--no-cache``."""
+        return (self.opts.cache_dir or default_cache_dir(self.environ)) if self.opts.use_cache else None

@@ -1,0 +1,82 @@
+"""The snapshot collectors: one registration each. Adding a collector is one new module under
+``snapshot/`` that defines ``start(ctx: Context) -> Callable[[], facts]`` plus one ``Collector``
+line here, declaring its area, its timeout, the severity of a difference in ``diff`` and whether it
+counts in the digest. Nothing else lists the areas (``collect``, ``document`` and ``diff`` read
+this table; ``tests/test_snapshot_registry.py`` checks every entry).
+
+Import-light on purpose: a collector's module is imported only when a snapshot runs.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from megacpp_env.snapshot.context import Context
+
+SEVERITIES = ("error", "warning", "info", "note")
+HOST_AREA = "host"  # not collected as a fact: host differences are notes
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Collector:
+    area: str  # the key of its facts in the snapshot
+    module: str  # megacpp_env.snapshot.<module> (or a dotted path): defines start(ctx)
+    timeout: float  # seconds; past it the area records {"error": "timed out after ..."}
+    severity: str  # of a difference in this area, in diff (one of SEVERITIES)
+    hashed: bool = True  # counts in the snapshot's digest
+    after_launch: bool = False  # waits (briefly) for the integrity workers to launch: it imports heavy modules
+
+    def start(self, ctx: Context) -> Callable[[], Any]:
+        name = self.module if "." in self.module else f"megacpp_env.snapshot.{self.module}"
+        job: Callable[[], Any] = importlib.import_module(name).start(ctx)
+        return job
+
+
+# In display order: diff and doctor list areas this way.
+COLLECTORS: tuple[Collector, ...] = (
+    Collector(area="python", module="python_env", timeout=900.0, severity="error"),
+    Collector(area="checkouts", module="checkouts", timeout=120.0, severity="error", after_launch=True),
+    Collector(area="torch", module="torch_facts", timeout=240.0, severity="error"),
+    Collector(area="gpu", module="gpu", timeout=30.0, severity="warning", after_launch=True),
+    Collector(area="compilers", module="compilers", timeout=30.0, severity="warning"),
+    Collector(area="runtime", module="runtime", timeout=10.0, severity="warning"),
+    Collector(area="env", module="envvars", timeout=10.0, severity="warning"),
+    Collector(area="system", module="system", timeout=10.0, severity="info"),
+)
+
+
+def collectors() -> tuple[Collector, ...]:
+    return COLLECTORS
+
+
+def areas() -> tuple[str, ...]:
+    return tuple(c.area for c in collectors())
+
+
+def by_area(area: str) -> Collector | None:
+    return next((c for c in collectors() if c.area == area), None)
+
+
+def severity_of(area: str) -> str:
+    """The severity of a difference in ``area``: host differences are notes, unknown areas info."""
+    if area == HOST_AREA:
+        return "note"
+    found = by_area(area)
+    return found.severity if found else "info"
+
+
+def rank(area: str) -> int:
+    """Display order of an area (registered ones first, then host, then anything else)."""
+    order = [*areas(), HOST_AREA]
+    return order.index(area) if area in order else len(order)
+
+
+def hashed(area: str) -> bool:
+    """Whether ``area`` counts in the digest (an area this version does not know does: a newer
+    snapshot's facts are never silently left out of its digest)."""
+    found = by_area(area)
+    return found.hashed if found else True

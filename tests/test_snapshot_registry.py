@@ -1,0 +1,107 @@
+"""The collector registry: every collector declares its area, timeout, diff severity and digest
+membership in one place, and a new collector is one module plus one registration."""
+
+from __future__ import annotations
+
+import importlib
+import re
+from pathlib import Path
+
+import pytest
+
+from megacpp_env.snapshot import registry
+from megacpp_env.snapshot.collect import take_snapshot
+from megacpp_env.snapshot.diff import diff_snapshots
+from megacpp_env.snapshot.document import Snapshot
+from megacpp_env.snapshot.registry import SEVERITIES, Collector
+from tests.conftest import REPO_ROOT
+
+SNAPSHOT_DIR = REPO_ROOT / "megacpp_env" / "snapshot"
+
+
+@pytest.mark.parametrize("collector", registry.COLLECTORS, ids=lambda c: c.area)
+def test_every_collector_declares_area_timeout_severity_and_digest(collector: Collector) -> None:
+    assert re.fullmatch(r"[a-z][a-z_]*", collector.area)
+    assert isinstance(collector.timeout, float) and 0 < collector.timeout <= 900
+    assert collector.severity in SEVERITIES and collector.severity != "note"
+    assert isinstance(collector.hashed, bool) and isinstance(collector.after_launch, bool)
+    module = importlib.import_module(f"megacpp_env.snapshot.{collector.module}")
+    assert callable(module.start)
+
+
+def test_areas_are_unique_and_host_is_not_one() -> None:
+    areas = registry.areas()
+    assert len(set(areas)) == len(areas) and registry.HOST_AREA not in areas
+
+
+def test_every_collector_module_is_registered() -> None:
+    """A module that defines ``start(ctx)`` but has no registration would silently never run."""
+    defining = {p.stem for p in SNAPSHOT_DIR.glob("*.py") if re.search(r"^def start\(ctx", p.read_text(), re.M)}
+    assert defining == {c.module for c in registry.COLLECTORS}
+
+
+def test_a_snapshot_has_exactly_the_registered_areas(snap_options) -> None:
+    snap = take_snapshot(snap_options())
+    assert sorted(snap.facts) == sorted(registry.areas())
+    assert set(registry.areas()) <= set(snap.timing)
+
+
+COLLECTOR_MODULE = """
+import time
+
+
+def start(ctx):
+    if ctx.environ.get("PROBE_SLEEP"):
+        return lambda: time.sleep(float(ctx.environ["PROBE_SLEEP"])) or {"late": True}
+    return lambda: {"answer": int(ctx.environ.get("PROBE_ANSWER", "42")), "python": ctx.python}
+"""
+
+
+@pytest.fixture
+def extra_collectors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One new module (outside the package) and one registration each: nothing else changes."""
+    pkg = tmp_path / "probe_pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "collector.py").write_text(COLLECTOR_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    extra = (
+        Collector(area="probe", module="probe_pkg.collector", timeout=60.0, severity="error"),
+        Collector(area="unhashed", module="probe_pkg.collector", timeout=60.0, severity="info", hashed=False),
+    )
+    monkeypatch.setattr(registry, "COLLECTORS", (*registry.COLLECTORS, *extra))
+
+
+def test_a_registered_collector_runs_counts_and_explains(extra_collectors, snap_options, snap_venv) -> None:
+    import os
+
+    environ = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+    a = take_snapshot(snap_options(environ=environ))
+    b = take_snapshot(snap_options(environ={**environ, "PROBE_ANSWER": "43"}))
+    assert a.facts["probe"] == {"answer": 42, "python": str(snap_venv.python)}
+    assert a.digest != b.digest  # "probe" counts in the digest
+    findings = [f for f in diff_snapshots(a, b).findings if f.area == "probe"]
+    assert [(f.severity, f.key, f.message) for f in findings] == [("error", "probe.answer", "probe: answer: 42 -> 43")]
+    unhashed = {**a.facts, "unhashed": {"answer": 7}}
+    assert Snapshot(facts=unhashed).digest == Snapshot(facts=a.facts).digest  # "unhashed" does not
+
+
+def test_a_collector_past_its_timeout_records_an_error(extra_collectors, snap_options) -> None:
+    import os
+
+    environ = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+    snap = take_snapshot(snap_options(environ={**environ, "PROBE_SLEEP": "3"}, timeouts={"probe": 0.5}))
+    assert snap.facts["probe"] == {"error": "timed out after 0.5s"}
+    assert snap.facts["system"].get("machine")  # the others are not held up
+
+
+def test_diff_severity_and_order_come_from_the_registry() -> None:
+    a = Snapshot(facts={"system": {"kernel": "1"}, "python": {"x": 1}, "gpu": {"d": 1}})
+    b = Snapshot(facts={"system": {"kernel": "2"}, "python": {"x": 2}, "gpu": {"d": 2}})
+    report = diff_snapshots(a, b)
+    assert [(area, fs[0].severity) for area, fs in report.by_area()] == [
+        ("python", "warning"),  # python's own explainer rates a non-distribution fact a warning
+        ("gpu", "warning"),
+        ("system", "info"),
+    ]
+    assert registry.severity_of("system") == "info" and registry.severity_of("host") == "note"
