@@ -167,6 +167,16 @@ def build_parsers(argv: Sequence[str]) -> tuple[argparse.ArgumentParser, argpars
     return parser, chosen_parser
 
 
+def _intermixed(chosen: argparse.ArgumentParser, args: argparse.Namespace, extra: list[str]) -> list[str]:
+    """Positionals left over after options (``lock a --check b``) join the verb's list positional,
+    as ``parse_intermixed_args`` would (which argparse does not offer with sub-commands)."""
+    lists = [a for a in chosen._actions if not a.option_strings and a.nargs == "*"]
+    if not extra or not lists or any(e.startswith("-") for e in extra):
+        return extra
+    setattr(args, lists[0].dest, [*(getattr(args, lists[0].dest) or []), *extra])
+    return []
+
+
 def _module_of(args: argparse.Namespace) -> str:
     word = getattr(args, "subverb", None)
     return SUBVERBS[(args.verb, word)][0] if word else VERBS[args.verb][0]
@@ -181,6 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         parser, chosen = build_parsers(args_list)
         args, extra = parser.parse_known_args(args_list)
+        extra = _intermixed(chosen, args, extra)
         if extra:
             chosen.error(f"unrecognized arguments: {' '.join(extra)}")
     except SystemExit as exc:  # argparse: --help/--version exit 0, bad usage exits 2

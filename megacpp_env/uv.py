@@ -35,6 +35,7 @@ TIMEOUT_ENV = "MEGACPP_ENV_UV_TIMEOUT"
 DEFAULT_TIMEOUT_S = 900.0
 COMMANDS: list[tuple[str, ...]] = []  # every argv run, in order (read by tests)
 _LOCK = threading.Lock()
+_FIND_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -62,10 +63,11 @@ def _bundled_uv() -> str | None:
         from uv import find_uv_bin
     except ImportError:  # a Nix or distro package may ship megacpp-env without the uv wheel
         return None
-    try:
-        return find_uv_bin()
-    except FileNotFoundError:
-        return None
+    with _FIND_LOCK:  # find_uv_bin reads sysconfig, whose first initialisation is not thread-safe
+        try:
+            return find_uv_bin()
+        except FileNotFoundError:
+            return None
 
 
 def _uv_on_path() -> str:

@@ -145,6 +145,7 @@ FAILING = {
     "snapshot": ["snapshot", "--python", "/nonexistent/python"],
     "diff": ["diff", "/nonexistent/a.json", "/nonexistent/b.json"],
     "doctor": ["doctor", "nope", "--spec", str(STACK_YAML)],
+    "pin-base": ["pin-base", "nope", "--spec", str(STACK_YAML)],
 }
 
 

@@ -65,6 +65,10 @@ def test_options_after_targets_still_apply(capsys):
             ["lock", "smoke", "gb10", "--platform", "linux/amd64"],
             "target gb10 has no platform linux/amd64 (its platforms: linux/arm64)",
         ),
+        (  # targets on both sides of an option are one list, as before lock diff became a sub-command
+            ["lock", "smoke", "--platform", "linux/amd64", "gb10"],
+            "target gb10 has no platform linux/amd64 (its platforms: linux/arm64)",
+        ),
         (
             ["mirror", "smoke", "--to", "unused", "--platform", "linux/riscv64"],
             "target smoke has no platform linux/riscv64 (its platforms: linux/amd64, linux/arm64)",
