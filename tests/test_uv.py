@@ -55,3 +55,32 @@ def test_without_the_uv_package_path_is_used_then_the_error_names_both(tmp_path)
     )
     (onpath / "uv").symlink_to(find_uv_bin())
     assert which() == f"{onpath / 'uv'}\n"
+
+
+RACE = """
+import sys, threading
+sys.setswitchinterval(1e-6)
+from megacpp_env.uv import uv_executable
+barrier = threading.Barrier(16)
+found, errors = set(), []
+def work():
+    barrier.wait()
+    try:
+        found.add(uv_executable())
+    except Exception as exc:
+        errors.append(f"{type(exc).__name__}: {exc}")
+threads = [threading.Thread(target=work) for _ in range(16)]
+for t in threads: t.start()
+for t in threads: t.join()
+print(len(found), errors[:1])
+"""
+
+
+def test_concurrent_first_lookups_agree(tmp_path):
+    # `lock` resolves platforms in parallel threads; uv.find_uv_bin() reads sysconfig, whose first use
+    # is not thread-safe on CPython 3.11 (a thread saw EXE None and raised TypeError in 3 of 5 runs
+    # without megacpp_env.uv's lock). A fresh interpreter each time, so sysconfig starts cold.
+    env = {k: v for k, v in os.environ.items() if k != "MEGACPP_ENV_UV"} | {"PATH": str(tmp_path)}
+    for _ in range(5):
+        out = subprocess.run([sys.executable, "-c", RACE], env=env, capture_output=True, text=True, check=True).stdout
+        assert out == "1 []\n"
