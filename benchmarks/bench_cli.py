@@ -1,4 +1,4 @@
-"""Start-up cost of the CLI: `megacpp-env --help` must start in under 0.3 s.
+"""Start-up cost of the CLI: `megacpp-env --help` must start in under 100 ms.
 
 Run: python benchmarks/bench_cli.py [--repeat N]
 Prints one line per command and a JSON summary on the last line.

@@ -37,6 +37,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "snapshot": ("snapshot", "fingerprint this machine and environment"),
     "diff": ("diff", "explain drift between two snapshots"),
     "doctor": ("doctor", "check the live machine against what a target promises"),
+    "completion": ("completion", "print the bash or zsh completion script"),
 }
 
 # (verb, word) -> (module under megacpp_env.commands, one-line help): `megacpp-env lock diff ...`
@@ -65,10 +66,20 @@ def _add_spec(parser: argparse.ArgumentParser, default: str | None) -> None:
     )
 
 
+def _add_verbosity(parser: argparse.ArgumentParser, default: int | str) -> None:
+    parser.add_argument(
+        "-v", "--verbose", action="count", default=default, help="also show every external command run (git, uv)"
+    )
+    parser.add_argument(
+        "-q", "--quiet", action="count", default=default, help="only results and errors: no progress, no build log"
+    )
+
+
 def _common_parent() -> argparse.ArgumentParser:
-    """``--spec`` is accepted before and after the verb; after the verb it wins."""
+    """``--spec``, ``-q`` and ``-v`` are accepted before and after the verb; after the verb they win."""
     parent = argparse.ArgumentParser(add_help=False)
     _add_spec(parent, argparse.SUPPRESS)
+    _add_verbosity(parent, argparse.SUPPRESS)
     return parent
 
 
@@ -138,11 +149,15 @@ def _add_subverb(
     return p
 
 
-def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
-    return build_parsers(argv)[0]
+def build_parser(argv: Sequence[str], *, every_verb: bool = False) -> argparse.ArgumentParser:
+    """The parser; only the chosen verb's options are added (imported) unless ``every_verb`` (shell
+    completion needs every verb's own options; sub-verbs are left out)."""
+    return build_parsers(argv, every_verb=every_verb)[0]
 
 
-def build_parsers(argv: Sequence[str]) -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
+def build_parsers(
+    argv: Sequence[str], *, every_verb: bool = False
+) -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     """The top-level parser, and the parser of the chosen verb (or sub-verb), which reports usage
     errors such as unrecognized arguments under its own usage line."""
     parser = argparse.ArgumentParser(
@@ -152,6 +167,7 @@ def build_parsers(argv: Sequence[str]) -> tuple[argparse.ArgumentParser, argpars
     )
     parser.add_argument("--version", action="version", version=f"megacpp-env {__version__}")
     _add_spec(parser, None)
+    _add_verbosity(parser, 0)
     sub = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
     chosen = _chosen_verb(argv)
     word = _chosen_subverb(argv, chosen)
@@ -164,6 +180,8 @@ def build_parsers(argv: Sequence[str]) -> tuple[argparse.ArgumentParser, argpars
         elif verb == chosen:
             _load_command(module).add_arguments(p)
             chosen_parser = p
+        elif every_verb:
+            _load_command(module).add_arguments(p)
     return parser, chosen_parser
 
 
@@ -196,6 +214,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             chosen.error(f"unrecognized arguments: {' '.join(extra)}")
     except SystemExit as exc:  # argparse: --help/--version exit 0, bad usage exits 2
         return int(exc.code) if isinstance(exc.code, int) else EXIT_USAGE
+    from megacpp_env import ui
+
+    ui.configure(verbosity=(getattr(args, "verbose", 0) or 0) - (getattr(args, "quiet", 0) or 0))
     return dispatch(args)
 
 
@@ -209,7 +230,9 @@ def dispatch(args: argparse.Namespace) -> int:
             from megacpp_env.ui import print_json
 
             print_json({"ok": False, "error": str(exc)})
-        print(f"megacpp-env {args.verb}: error: {exc}", file=sys.stderr)
+        from megacpp_env.ui import paint
+
+        print(f"megacpp-env {args.verb}: {paint('error', 'error', stream=sys.stderr)}: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("megacpp-env: interrupted", file=sys.stderr)

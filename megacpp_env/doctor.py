@@ -144,7 +144,7 @@ def _driver(min_driver: str, snap: Snapshot) -> list[Finding]:
 
     have = str(snap.area("gpu").get("driver_version") or "")
     if not have:
-        why = snap.area("gpu").get("error") or "no driver reported"
+        why = snap.area("gpu").get("error") or snap.area("gpu").get("reason") or "no driver reported"
         return [
             _f(
                 "toolchain",
@@ -212,7 +212,7 @@ def check_gpu(target: Target, snap: Snapshot) -> list[Finding]:
     devices = snap.area("gpu").get("devices") or []
     names = ", ".join(target.gpu.archs)
     if not devices:
-        why = snap.area("gpu").get("error") or "none reported"
+        why = snap.area("gpu").get("error") or snap.area("gpu").get("reason") or "none reported"
         return [_f("gpu", "error", "gpu.devices", f"no NVIDIA GPU found ({why}); target runs on {names}")]
     out = []
     for dev in devices:

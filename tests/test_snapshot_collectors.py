@@ -67,3 +67,39 @@ def test_dist_key_is_packagings_canonical_name():
 
     for name in ("Demo_Pkg", "zope.interface", "nvidia-cuda-runtime-cu12", "A__b--C..d", "torch", "PyYAML"):
         assert dist_key(name) == canonicalize_name(name)
+
+
+def _no_nvidia_here() -> bool:
+    return not gpu.collect().get("devices")
+
+
+def test_no_nvidia_driver_is_a_fact_not_a_failed_collector(snap_options, tmp_path, monkeypatch):
+    if not _no_nvidia_here():
+        import pytest
+
+        pytest.skip("this host has an NVIDIA GPU")
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    assert gpu.collect() == {"present": False, "devices": [], "reason": gpu.NO_DRIVER}
+    from megacpp_env.snapshot.report import render_summary as summary
+
+    text = summary(take_snapshot(snap_options(environ={"PATH": str(empty), "HOME": str(tmp_path)})))
+    assert f"  gpu: none ({gpu.NO_DRIVER})\n" in text
+    assert "failed" not in text
+
+
+def test_a_broken_nvidia_smi_is_still_a_failure(tmp_path, monkeypatch):
+    if not _no_nvidia_here():
+        import pytest
+
+        pytest.skip("this host has an NVIDIA GPU")
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    smi = bindir / "nvidia-smi"
+    smi.write_text("#!/bin/sh\necho 'NVIDIA-SMI has failed because it could not communicate with the driver' >&2\nexit 9\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", str(bindir))
+    out = gpu.collect()
+    assert "present" not in out and out["devices"] == []
+    assert "nvidia-smi" in out["error"]

@@ -75,8 +75,15 @@ def take(
     load_spec: Callable[[], Spec | None] | None = None,
 ) -> Snapshot:
     """The snapshot the arguments ask for; ``load_spec`` (instead of ``spec``) lets a collector
-    thread load the spec off the critical path."""
+    thread load the spec off the critical path. On a terminal (not CI, not --json, not -q) one
+    status line says what it is still waiting for."""
     from megacpp_env.snapshot.collect import SnapshotOptions, take_snapshot
+    from megacpp_env.ui import Progress
+
+    progress = Progress(enabled=False if getattr(args, "json", False) else None)
+
+    def report(pending: tuple[str, ...], seconds: float) -> None:
+        progress.show(f"snapshot {seconds:4.1f}s: {', '.join(WAITING_FOR.get(n, n) for n in pending)}")
 
     opts = SnapshotOptions(
         python=python,
@@ -86,5 +93,10 @@ def take(
         import_torch=args.torch,
         use_cache=not getattr(args, "no_cache", False),
         command=" ".join(["megacpp-env", *sys.argv[1:]]),
+        on_progress=report if progress.enabled else None,
     )
-    return take_snapshot(opts)
+    with progress:
+        return take_snapshot(opts)
+
+
+WAITING_FOR = {"python": "verifying installed files", "torch": "torch", "checkouts": "checkouts", "gpu": "GPUs"}

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import re
 import shlex
 import sys
+import time
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from megacpp_env.commands._common import add_json, load
@@ -76,7 +80,8 @@ def run(args: argparse.Namespace) -> int:
     build.refuse_if_stale(spec, plan.target, plan.platform)
     if not args.skip_base_check and not args.base_image:
         pinning.refuse_if_base_moved(spec, plan.target, plan.platform)
-    result = build.execute(plan, on_line=lambda line: print(line, file=sys.stderr, flush=True))
+    with _log_view(plan, as_json=args.json) as on_line:
+        result = build.execute(plan, on_line=on_line)
     if args.json:
         print_json({"ok": True, **result.to_dict()})
         return 0
@@ -89,6 +94,37 @@ def run(args: argparse.Namespace) -> int:
         print(f"pushed {p.ref}: {p.digest} (pull by digest: {p.pull_ref})")
         print(f"pushed build cache {p.cache_ref}: {p.cache_digest} (re-use it: --cache-from {p.cache_ref})")
     return 0
+
+
+STEP = re.compile(r"^#(\d+) \[([^\]]+)\] (.*)$")
+
+
+@contextlib.contextmanager
+def _log_view(plan: BuildPlan, *, as_json: bool) -> Iterator[Callable[[str], None]]:
+    """Where BuildKit's log goes. On a terminal: one status line with the running step (``-v``
+    streams the whole log instead). Elsewhere (CI, pipes, --json): the whole log on stderr, for
+    the record. ``-q``: nothing (a failure still names its step and shows the end of its log)."""
+    from megacpp_env.ui import QUIET, VERBOSE, Progress, settings
+
+    verbosity = settings().verbosity
+    progress = Progress(enabled=False if as_json or verbosity >= VERBOSE else None)
+    start = time.monotonic()
+
+    def status(line: str) -> None:
+        if m := STEP.match(line):
+            progress.show(f"{plan.target} {plan.platform} {time.monotonic() - start:5.0f}s #{m[1]} [{m[2]}] {m[3]}")
+
+    def stream(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    def nothing(_line: str) -> None:
+        return
+
+    with progress:
+        if progress.enabled:
+            yield status
+        else:
+            yield nothing if verbosity <= QUIET else stream
 
 
 def _dry_run(spec: Spec, plan: BuildPlan, as_json: bool) -> int:

@@ -16,7 +16,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from megacpp_env import policy
-    from megacpp_env.ui import print_json
+    from megacpp_env.ui import paint, print_json
 
     if args.list_rules:
         return _list_rules(args.json)
@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
         for f in findings:
             print(f.format(str(spec.path)))
         warnings = len(findings) - len([f for f in findings if f.severity == "error"])
-        verdict = "FAILED" if errors else "ok"
+        verdict = paint("FAILED", "error") if errors else paint("ok", "ok")
         print(f"{spec.path}: {verdict}: {len(spec.targets)} targets, {len(spec.sources)} sources, "
               f"{len(findings) - warnings} errors, {warnings} warnings")  # fmt: skip
     return 1 if errors else 0

@@ -18,7 +18,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from megacpp_env import render
-    from megacpp_env.ui import print_json
+    from megacpp_env.ui import QUIET, paint, paint_diff, print_json, settings
 
     spec = load(args)
     files = render.render_all(spec, args.targets)
@@ -28,14 +28,18 @@ def run(args: argparse.Namespace) -> int:
             print_json({"stale": [{"path": s.relpath, "diff": s.diff} for s in stale], "ok": not stale})
         else:
             for s in stale:
-                sys.stdout.write(s.diff)
+                sys.stdout.write(paint_diff(s.diff))
             for s in stale:
-                print(f"stale: {s.relpath} (run `megacpp-env render` and commit the result)", file=sys.stderr)
+                stale_word = paint("stale", "error", stream=sys.stderr)
+                print(f"{stale_word}: {s.relpath} (run `megacpp-env render` and commit the result)", file=sys.stderr)
         return 1 if stale else 0
     changed = render.write(spec.root, files)
     if args.json:
         print_json({"written": changed, "unchanged": [f.relpath for f in files if f.relpath not in changed]})
     else:
         for f in files:
-            print(f"{'wrote' if f.relpath in changed else 'unchanged'}: {f.relpath}")
+            if f.relpath in changed:
+                print(f"{paint('wrote', 'ok')}: {f.relpath}")
+            elif settings().verbosity > QUIET:
+                print(f"unchanged: {f.relpath}")
     return 0

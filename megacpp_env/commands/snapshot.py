@@ -44,6 +44,7 @@ def run(args: argparse.Namespace) -> int:
     from megacpp_env.snapshot import golden
     from megacpp_env.snapshot.document import check_output, write_snapshot
     from megacpp_env.snapshot.report import render, render_summary
+    from megacpp_env.ui import QUIET, settings
 
     python = checked_python(args.python)
     output = check_output(args.output) if args.output else None
@@ -58,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     if args.golden and gold is not None:
         path, _changed = golden.store_golden(snap, gold.directory, args.golden)
         print(f"golden {args.golden} stored: {path}", file=sys.stderr if args.json else sys.stdout)
-    if not args.json:
+    if not args.json and settings().verbosity > QUIET:
         sys.stdout.write(render_summary(snap))
     if gold is None or gold.reference is None:
         return 0

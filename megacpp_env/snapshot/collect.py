@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 __all__ = ["SnapshotOptions", "default_cache_dir", "take_snapshot", "usable_cpus"]
 
 LAUNCH_WAIT = 1.0
+PROGRESS_TICK = 0.1
 SWITCH_INTERVAL = 0.0005
 
 
@@ -51,17 +52,39 @@ class _Bounded:
         self.seconds = round(time.perf_counter() - start, 3)
 
 
-def _run_all(jobs: dict[str, Callable[[], Any]], timeouts: Mapping[str, float]) -> dict[str, _Bounded]:
+def _run_all(
+    jobs: dict[str, Callable[[], Any]],
+    timeouts: Mapping[str, float],
+    on_progress: Callable[[tuple[str, ...], float], None] | None = None,
+) -> dict[str, _Bounded]:
     runs = {name: _Bounded(name, fn) for name, fn in jobs.items()}
     start = time.monotonic()
     for run in runs.values():
         run.thread.start()
+    if on_progress is not None:
+        _report_while_running(runs, start, timeouts, on_progress)
     for name, run in runs.items():
         run.thread.join(max(0.0, start + timeouts[name] - time.monotonic()))
         if run.thread.is_alive():
             run.error = f"timed out after {timeouts[name]:g}s"
             run.seconds = timeouts[name]
     return runs
+
+
+def _report_while_running(
+    runs: dict[str, _Bounded],
+    start: float,
+    timeouts: Mapping[str, float],
+    on_progress: Callable[[tuple[str, ...], float], None],
+) -> None:
+    """Tell ``on_progress`` which collectors are still running, every PROGRESS_TICK seconds."""
+    while True:
+        now = time.monotonic()
+        pending = [n for n, r in runs.items() if r.thread.is_alive() and now < start + timeouts[n]]
+        if not pending:
+            return
+        on_progress(tuple(pending), now - start)
+        runs[pending[0]].thread.join(PROGRESS_TICK)
 
 
 def _jobs(ctx: Context) -> dict[str, Callable[[], Any]]:
@@ -122,7 +145,7 @@ def _take(opts: SnapshotOptions) -> Snapshot:
     started = time.perf_counter()
     ctx = _context(opts)
     timeouts = {**{c.area: c.timeout for c in registry.collectors()}, **opts.timeouts}
-    runs = _run_all(_jobs(ctx), timeouts)
+    runs = _run_all(_jobs(ctx), timeouts, opts.on_progress)
     facts: dict[str, Any] = {}
     timing: dict[str, Any] = {}
     for name, run in runs.items():

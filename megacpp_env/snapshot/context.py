@@ -32,6 +32,7 @@ class SnapshotOptions:
     environ: Mapping[str, str] | None = None
     command: str = ""
     timeouts: Mapping[str, float] = field(default_factory=dict)  # area -> seconds, over the registry's
+    on_progress: Callable[[tuple[str, ...], float], None] | None = None  # (areas still running, seconds)
 
 
 def default_cache_dir(environ: Mapping[str, str]) -> Path:

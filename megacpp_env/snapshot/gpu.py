@@ -10,7 +10,7 @@ import hashlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from megacpp_env.errors import ToolError
+from megacpp_env.errors import ToolError, ToolNotFoundError
 from megacpp_env.snapshot.proc import run_program
 
 if TYPE_CHECKING:
@@ -19,6 +19,9 @@ if TYPE_CHECKING:
 # compute capability major -> CUDA cores per SM
 CORES_PER_SM = {7: 64, 8: 128, 9: 128, 10: 128, 11: 128, 12: 128}
 SMI_FIELDS = "name,uuid,compute_cap,memory.total,driver_version"
+# NVML's answers when the driver's library is absent or not loaded: no NVIDIA GPU on this machine.
+NO_DRIVER_ERRORS = frozenset({"NVMLError_LibraryNotFound", "NVMLError_DriverNotLoaded"})
+NO_DRIVER = "no NVIDIA driver on this machine (no loadable libnvidia-ml, no nvidia-smi on PATH)"
 
 
 def hash_uuid(uuid: str) -> str:
@@ -89,18 +92,27 @@ def collect_smi() -> dict[str, Any]:
 
 
 def collect() -> dict[str, Any]:
+    """NVML, else nvidia-smi. A machine with neither an NVIDIA driver library nor nvidia-smi has no
+    GPU to report: that is a fact (``present: false``), not a failed collector. Any other failure
+    (a driver that does not answer, a broken nvidia-smi) is an ``error``."""
     reasons: list[str] = []
+    no_driver = False
     try:
         return collect_nvml()
     except ImportError:
         reasons.append("nvml: nvidia-ml-py not installed")
+        no_driver = True
     except Exception as exc:  # NVMLError subclasses vary by version; any failure falls back
         reasons.append(f"nvml: {_text(exc) or type(exc).__name__}")
+        no_driver = type(exc).__name__ in NO_DRIVER_ERRORS
     try:
         out = collect_smi()
+    except ToolNotFoundError as exc:
+        if no_driver:
+            return {"present": False, "devices": [], "reason": NO_DRIVER}
+        return {"error": "; ".join([*reasons, str(exc)]), "devices": []}
     except ToolError as exc:
-        reasons.append(str(exc))
-        return {"error": "; ".join(reasons), "devices": []}
+        return {"error": "; ".join([*reasons, str(exc)]), "devices": []}
     out["nvml_error"] = "; ".join(reasons)
     return out
 

@@ -13,14 +13,16 @@ def render_summary(snap: Snapshot) -> str:
     py = snap.area("python")
     dists = py.get("distributions") or {}
     drifted = sorted(d["name"] for d in dists.values() if (d.get("integrity") or {}).get("status") == "drifted")
-    gpus = snap.area("gpu").get("devices") or []
+    gpu = snap.area("gpu")
+    gpus = gpu.get("devices") or []
     errors = sorted(name for name, area in snap.facts.items() if isinstance(area, dict) and "error" in area)
+    no_gpu = f"none ({gpu['reason']})" if gpu.get("present") is False else "none"  # a fact, not a failure
     lines = [
         f"snapshot {snap.digest}",
         f"  python {(py.get('interpreter') or {}).get('version', '?')}: {len(dists)} distributions, "
         f"{snap.timing.get('integrity', {}).get('files', 0)} files verified, "
         f"{len(drifted)} with drift{': ' + ', '.join(drifted) if drifted else ''}",
-        f"  gpu: {', '.join(str(g.get('name')) for g in gpus) or 'none'}",
+        f"  gpu: {', '.join(str(g.get('name')) for g in gpus) or no_gpu}",
         f"  checkouts: {len(snap.area('checkouts'))}",
     ]
     if errors:
