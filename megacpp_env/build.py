@@ -11,6 +11,11 @@ The default tag is ``megacpp/<target>:<content hash>`` (under ``--registry HOST[
 ``--push`` then pushes it, see ``publish``); the hash covers the rendered Dockerfile, the
 lock files of the platform, stack.yaml (source pins), the overlays the image copies, the tool's own
 source, the platform and any base-image override: the same inputs give the same tag.
+
+The build context is the spec's repository when that repository is megacpp-env's own source.
+Otherwise (a project that only has stack.yaml, images/, locks/, overlays/; megacpp-env installed
+with pip, uv tool or pipx) the same files are staged into a temporary directory together with the
+running tool's source (``toolsrc``), so the content hash, and the tag, are the same either way.
 """
 
 from __future__ import annotations
@@ -18,22 +23,24 @@ from __future__ import annotations
 import contextlib
 import http.server
 import json
+import shutil
 import socket
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from megacpp_env import docker, layout, publish, render
+from megacpp_env import docker, layout, publish, render, toolsrc
 from megacpp_env.errors import RefusedError, StaleError, ToolError, ToolNotFoundError
 from megacpp_env.fsutil import canonical_hash, sha256_bytes
 from megacpp_env.layout import platform_arch
 from megacpp_env.spec.model import Spec, Target
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+SPEC_IN_CONTEXT = "stack.yaml"  # the name the Dockerfile COPYs the spec by
 SNAPSHOT_LABEL = f"{layout.LABEL_PREFIX}.snapshot-digest"
 
 
@@ -77,6 +84,7 @@ class BuildPlan:
     mirror_port: int = 0
     cache_ref: str = ""  # classic --push: the build's own image (with its inline cache) is pushed here too
     notes: tuple[str, ...] = ()
+    staged: tuple[tuple[str, Path], ...] = ()  # the context's files when it is staged (not the spec root)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -84,7 +92,8 @@ class BuildPlan:
             "platform": self.platform,
             "tag": self.tag,
             "content_hash": self.content_hash,
-            "cwd": str(self.root),
+            "cwd": "(a staged temporary directory)" if self.staged else str(self.root),
+            "context": "staged" if self.staged else "spec root",
             "argv": list(self.argv),
             "buildx": self.request.needs_buildx,
             "cache_ref": self.cache_ref,
@@ -132,29 +141,18 @@ def resolve_platform(target: Target, platform: str) -> str:
     return platform
 
 
-def _files_digest(root: Path, paths: list[Path]) -> list[dict[str, str]]:
-    out = []
-    for path in paths:
-        files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
-        for f in files:
-            if "__pycache__" in f.parts or f.suffix == ".pyc":
-                continue
-            rel = f.relative_to(root).as_posix()
-            out.append({"path": rel, "sha256": sha256_bytes(f.read_bytes()) if f.is_file() else "missing"})
-    return out
+def _files(path: Path) -> list[Path]:
+    if not path.is_dir():
+        return [path]  # a missing file stays listed: the hash records it as missing
+    return [f for f in sorted(path.rglob("*")) if f.is_file() and "__pycache__" not in f.parts and f.suffix != ".pyc"]
 
 
-def context_inputs(spec: Spec, target: Target, platform: str) -> list[Path]:
-    """Every build-context path the target's Dockerfile reads for ``platform``."""
+def _spec_paths(spec: Spec, target: Target, platform: str) -> list[Path]:
     root = spec.root
     paths = [
         layout.dockerfile_path(root, target.name),
         layout.lock_path(root, target.name, platform),
         layout.requirements_export_path(root, target.name, platform),
-        spec.path.resolve(),
-        root / "pyproject.toml",
-        root / "README.md",
-        root / "megacpp_env",
     ]
     paths += [layout.overlay_dir(root, s.overlay) for s in target.sources if s.overlay]
     if target.runtime_patches:
@@ -162,13 +160,38 @@ def context_inputs(spec: Spec, target: Target, platform: str) -> list[Path]:
     return paths
 
 
+def uses_spec_root(spec: Spec) -> bool:
+    """True when the spec's repository is megacpp-env's own source (and the spec is its stack.yaml):
+    then that repository is the build context, as it is. Otherwise the context is staged."""
+    return spec.path.name == SPEC_IN_CONTEXT and toolsrc.is_tool_source(spec.root)
+
+
+def context_files(spec: Spec, target: Target, platform: str) -> dict[str, Path]:
+    """Build-context relpath -> file, for everything the target's Dockerfile reads on ``platform``:
+    the spec's files and megacpp-env's own source (the spec's repository when it is that source,
+    else the source of the megacpp-env that runs: see ``toolsrc``)."""
+    root = spec.root
+    out = {f.relative_to(root).as_posix(): f for path in _spec_paths(spec, target, platform) for f in _files(path)}
+    out[SPEC_IN_CONTEXT] = spec.path.resolve()
+    if uses_spec_root(spec):
+        tool = [root / name for name in toolsrc.PROJECT_FILES] + [root / "megacpp_env"]
+        out.update({f.relative_to(root).as_posix(): f for path in tool for f in _files(path)})
+    else:
+        out.update(toolsrc.tool_files())
+    return dict(sorted(out.items()))
+
+
 def content_hash(spec: Spec, target: Target, platform: str, base_image: str = "") -> str:
+    files = context_files(spec, target, platform)
     return canonical_hash(
         {
             "platform": platform,
             "base_image": base_image,
             "pins": [{"name": s.name, "repo": s.repo, "commit": s.commit} for s in target.sources],
-            "files": _files_digest(spec.root, context_inputs(spec, target, platform)),
+            "files": [
+                {"path": rel, "sha256": sha256_bytes(f.read_bytes()) if f.is_file() else "missing"}
+                for rel, f in files.items()
+            ],
         }
     )
 
@@ -227,6 +250,7 @@ def plan_build(spec: Spec, opts: BuildOptions, *, docker_bin: str = "docker") ->
     platform = resolve_platform(target, opts.platform)
     arch = platform_arch(platform)
     digest = content_hash(spec, target, platform, opts.base_image)
+    staged = () if uses_spec_root(spec) else tuple(context_files(spec, target, platform).items())
     tag = opts.tag or publish.image_tag(opts.registry, target.name, digest)
     if opts.push:
         publish.check_push_target(tag, opts.registry, bool(opts.tag))
@@ -255,6 +279,11 @@ def plan_build(spec: Spec, opts: BuildOptions, *, docker_bin: str = "docker") ->
         push=opts.push,
         no_cache=opts.no_cache,
     )
+    if staged:
+        notes.append(
+            f"{spec.root} is not megacpp-env's source: the build context is staged in a temporary directory "
+            f"from the spec's files and the megacpp-env source of {toolsrc.origin()}"
+        )
     if request.needs_buildx:
         notes.append("--builder/--cache-to need `docker buildx build` (the classic `docker build` lacks them)")
     cache = publish.cache_ref(tag, platform) if opts.push and not request.needs_buildx else ""
@@ -274,6 +303,7 @@ def plan_build(spec: Spec, opts: BuildOptions, *, docker_bin: str = "docker") ->
         mirror_port=port,
         cache_ref=cache,
         notes=tuple(notes),
+        staged=staged,
     )
 
 
@@ -393,8 +423,9 @@ def execute(plan: BuildPlan, *, on_line: Callable[[str], None] | None = None) ->
         iid = Path(tmp) / "iid"
         request = _with_iidfile(plan.request, str(iid))
         argv = docker.build_argv(request, docker=docker.binary())
-        with serve_mirror(mirror_links(plan.mirror), plan.mirror_port) if plan.mirror else contextlib.nullcontext():
-            rc, log = _stream_in(plan.root, argv, on_line)
+        serving = serve_mirror(mirror_links(plan.mirror), plan.mirror_port) if plan.mirror else contextlib.nullcontext()
+        with serving, build_context(plan) as context:
+            rc, log = _stream_in(context, argv, on_line)
         if rc != 0:
             raise _failure(log, rc)
         image_id = build_id = iid.read_text().strip() if iid.is_file() else ""
@@ -418,6 +449,27 @@ def execute(plan: BuildPlan, *, on_line: Callable[[str], None] | None = None) ->
         label_seconds=label_s,
         pushed=pushed,
     )
+
+
+@contextlib.contextmanager
+def build_context(plan: BuildPlan) -> Iterator[Path]:
+    """The directory ``docker build`` runs in: the spec root, or a staged copy of the plan's files."""
+    if not plan.staged:
+        yield plan.root
+        return
+    with tempfile.TemporaryDirectory(prefix="megacpp-context-") as tmp:
+        yield stage_context(plan.staged, Path(tmp))
+
+
+def stage_context(files: Iterable[tuple[str, Path]], dest: Path) -> Path:
+    """Copy ``files`` (relpath, source) under ``dest`` (symlinks resolved); missing sources are skipped
+    (the preflight has refused a build that needs them)."""
+    for rel, source in files:
+        if source.is_file():
+            target = dest / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, target)
+    return dest
 
 
 def _with_iidfile(req: docker.BuildRequest, path: str) -> docker.BuildRequest:

@@ -2,7 +2,8 @@
 # bootstrap.sh: install what megacpp-env and its test suite need on a fresh Debian machine (root or sudo).
 # Idempotent. Installs git, debootstrap and nix-bin (flake checks) from apt (docker.io and qemu come with
 # docker-up.sh / binfmt-up.sh), then makes the tool's venv ($MEGACPP_VENV, default .venv) with PYTHON
-# (default python3, >= 3.11) and installs megacpp-env there, editable, with its dev and gpu extras.
+# (default python3, >= 3.11) and installs megacpp-env there, editable, with its dev and gpu extras,
+# then fills the offline wheelhouse of the packaging tests (scripts/wheelhouse.sh).
 # Other scripts then call `activate_tool_env` (scripts/lib.sh) to put that venv first on PATH.
 #   env: PYTHON, MEGACPP_VENV, MEGACPP_SKIP_APT=1 to skip apt (e.g. on a workstation).
 set -euo pipefail
@@ -30,3 +31,6 @@ log "installing megacpp-env (editable, dev + gpu extras) into $venv"
 "$venv/bin/python3" -m pip install -q --disable-pip-version-check -e '.[dev,gpu]'
 activate_tool_env
 megacpp-env --version >&2
+# The packaging tests install megacpp-env offline (wheel, sdist, pipx, uv tool, pre-commit try-repo):
+# the real wheels of its dependencies, hash-verified, into .megacpp/wheelhouse.
+bash scripts/wheelhouse.sh

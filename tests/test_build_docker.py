@@ -15,7 +15,7 @@ import pytest
 from megacpp_env import build, docker, layout
 from megacpp_env.commands import verify_image as verify_cmd
 from megacpp_env.spec import load_spec
-from tests.fixtures.docker import build_smoke, skip_or_fail
+from tests.fixtures.docker import REPO_ROOT, build_smoke, skip_or_fail
 
 pytestmark = pytest.mark.docker
 
@@ -170,3 +170,22 @@ def test_build_from_a_mirror_only(docker_daemon, smoke_source_server, repo_copy,
     assert "files.pythonhosted.org" not in log
     assert build.verify_image(result.plan.tag).ok
     docker.remove_image(result.plan.tag)
+
+
+def test_a_project_without_the_tool_source_builds_from_a_staged_context(smoke_image, tmp_path, capsys):
+    """A project with only stack.yaml, images/, locks/ and overlays/ (megacpp-env installed, not
+    vendored): build stages the project's files and the running tool's source. The inputs, and so
+    the tag, are those of the build from this repository; the image verifies."""
+    import shutil
+
+    project = tmp_path / "project"
+    project.mkdir()
+    for name in ("stack.yaml", "images", "locks", "overlays"):
+        src = REPO_ROOT / name
+        (shutil.copytree if src.is_dir() else shutil.copy2)(src, project / name)
+    result = build_smoke("linux/amd64", root=project, tag="megacpp/smoke-staged:test")
+    assert result.plan.staged and result.plan.content_hash == smoke_image.plan.content_hash
+    assert not (project / "megacpp_env").exists() and not (project / "pyproject.toml").exists()
+    version = docker.run_in_image(result.plan.tag, ["megacpp-env", "--version"])
+    assert version.stdout.strip() == f"megacpp-env {__import__('megacpp_env').__version__}"
+    assert verify_cmd.run(argparse.Namespace(image=result.plan.tag, platform="", json=False)) == 0, capsys.readouterr()
