@@ -6,13 +6,13 @@
 # See also: https://github.com/scop/bash-completion/blob/main/doc/configuration.md
 
 _shtab_megacpp_env_overlay_subparsers=(new apply verify status restore)
-_shtab_megacpp_env_subparsers=(check targets show render lock gate mirror checkout verify-checkout overlay build verify-image snapshot diff doctor completion)
+_shtab_megacpp_env_subparsers=(check targets show render lock gate mirror checkout verify-checkout overlay build pin-base verify-image snapshot diff doctor completion)
 
 _shtab_megacpp_env_check_option_strings=(-h --help --spec -v --verbose -q --quiet --json --rule --list-rules --strict)
 _shtab_megacpp_env_targets_option_strings=(-h --help --spec -v --verbose -q --quiet --json)
 _shtab_megacpp_env_show_option_strings=(-h --help --spec -v --verbose -q --quiet --json)
 _shtab_megacpp_env_render_option_strings=(-h --help --spec -v --verbose -q --quiet --check --json)
-_shtab_megacpp_env_lock_option_strings=(-h --help --spec -v --verbose -q --quiet --platform --check --export-requirements --align --allow-unlocked --try-unreachable --json --format)
+_shtab_megacpp_env_lock_option_strings=(-h --help --spec -v --verbose -q --quiet --platform --check --export-requirements --align --allow-unlocked --try-unreachable --json)
 _shtab_megacpp_env_gate_option_strings=(-h --help --spec -v --verbose -q --quiet --base --format --json --ack)
 _shtab_megacpp_env_mirror_option_strings=(-h --help --spec -v --verbose -q --quiet --platform --to --json)
 _shtab_megacpp_env_checkout_option_strings=(-h --help --spec -v --verbose -q --quiet --dest --json)
@@ -23,7 +23,8 @@ _shtab_megacpp_env_overlay_verify_option_strings=(-h --help --to --overlays --sp
 _shtab_megacpp_env_overlay_status_option_strings=(-h --help --to --overlays --spec --json)
 _shtab_megacpp_env_overlay_restore_option_strings=(-h --help --to --force --overlays --spec --json)
 _shtab_megacpp_env_overlay_option_strings=(-h --help --spec -v --verbose -q --quiet)
-_shtab_megacpp_env_build_option_strings=(-h --help --spec -v --verbose -q --quiet --platform --base-image --tag --push --builder --cache-from --cache-to --network --ca-bundle --mirror --no-cache --dry-run --json)
+_shtab_megacpp_env_build_option_strings=(-h --help --spec -v --verbose -q --quiet --platform --base-image --tag --registry --push --skip-base-check --builder --cache-from --cache-to --network --ca-bundle --mirror --no-cache --dry-run --json)
+_shtab_megacpp_env_pin_base_option_strings=(-h --help --spec -v --verbose -q --quiet --platform --check --json)
 _shtab_megacpp_env_verify_image_option_strings=(-h --help --spec -v --verbose -q --quiet --platform --json)
 _shtab_megacpp_env_snapshot_option_strings=(-h --help --spec -v --verbose -q --quiet -o --output --json --golden --check-golden --golden-dir --ignore --paths --python --torch --no-cache)
 _shtab_megacpp_env_diff_option_strings=(-h --help --spec -v --verbose -q --quiet --format --json --ignore)
@@ -33,12 +34,11 @@ _shtab_megacpp_env_option_strings=(-h --help --version --spec -v --verbose -q --
 
 
 
-_shtab_megacpp_env_lock___format_choices=(text markdown json)
 _shtab_megacpp_env_gate___format_choices=(text markdown json)
 _shtab_megacpp_env_overlay_pos_0_choices=(new apply verify status restore)
 _shtab_megacpp_env_diff___format_choices=(text markdown json)
 _shtab_megacpp_env_completion_pos_0_choices=(bash zsh)
-_shtab_megacpp_env_pos_0_choices=(check targets show render lock gate mirror checkout verify-checkout overlay build verify-image snapshot diff doctor completion)
+_shtab_megacpp_env_pos_0_choices=(check targets show render lock gate mirror checkout verify-checkout overlay build pin-base verify-image snapshot diff doctor completion)
 
 _shtab_megacpp_env_check__h_nargs=0
 _shtab_megacpp_env_check___help_nargs=0
@@ -72,7 +72,7 @@ _shtab_megacpp_env_render__q_nargs=0
 _shtab_megacpp_env_render___quiet_nargs=0
 _shtab_megacpp_env_render___check_nargs=0
 _shtab_megacpp_env_render___json_nargs=0
-_shtab_megacpp_env_lock_pos_0_nargs=...
+_shtab_megacpp_env_lock_pos_0_nargs='*'
 _shtab_megacpp_env_lock__h_nargs=0
 _shtab_megacpp_env_lock___help_nargs=0
 _shtab_megacpp_env_lock__v_nargs=0
@@ -144,9 +144,18 @@ _shtab_megacpp_env_build___verbose_nargs=0
 _shtab_megacpp_env_build__q_nargs=0
 _shtab_megacpp_env_build___quiet_nargs=0
 _shtab_megacpp_env_build___push_nargs=0
+_shtab_megacpp_env_build___skip_base_check_nargs=0
 _shtab_megacpp_env_build___no_cache_nargs=0
 _shtab_megacpp_env_build___dry_run_nargs=0
 _shtab_megacpp_env_build___json_nargs=0
+_shtab_megacpp_env_pin_base__h_nargs=0
+_shtab_megacpp_env_pin_base___help_nargs=0
+_shtab_megacpp_env_pin_base__v_nargs=0
+_shtab_megacpp_env_pin_base___verbose_nargs=0
+_shtab_megacpp_env_pin_base__q_nargs=0
+_shtab_megacpp_env_pin_base___quiet_nargs=0
+_shtab_megacpp_env_pin_base___check_nargs=0
+_shtab_megacpp_env_pin_base___json_nargs=0
 _shtab_megacpp_env_verify_image__h_nargs=0
 _shtab_megacpp_env_verify_image___help_nargs=0
 _shtab_megacpp_env_verify_image__v_nargs=0
