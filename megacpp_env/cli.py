@@ -38,6 +38,9 @@ VERBS: dict[str, tuple[str, str]] = {
     "diff": ("diff", "explain drift between two snapshots"),
     "doctor": ("doctor", "check the live machine against what a target promises"),
     "completion": ("completion", "print the bash or zsh completion script"),
+    "reproduce": ("reproduce", "make a golden's environment again elsewhere and prove it identical"),
+    "run": ("run", "run a command only on the golden's environment (refuse on drift); record the run"),
+    "bisect-check": ("bisect_check", "git bisect pre-check: exit 0 on the golden's environment, 125 (skip) if not"),
 }
 
 # (verb, word) -> (module under megacpp_env.commands, one-line help): `megacpp-env lock diff ...`

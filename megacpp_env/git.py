@@ -266,10 +266,11 @@ def set_remote(path: Path, name: str, url: str) -> None:
         run_git(["remote", "add", name, url], path)
 
 
-def fetch_commit(path: Path, url: str, sha: str) -> bool:
+def fetch_commit(path: Path, url: str, sha: str, *, config: Mapping[str, str] | None = None) -> bool:
     """Fetch ``sha`` by SHA, shallow (``--depth 1``) where the server allows; else fetch every branch
-    and tag and look for it. Returns True when the fetch was shallow. Raises ToolError if not found."""
-    cfg = _file_protocol(url)
+    and tag and look for it. Returns True when the fetch was shallow. Raises ToolError if not found.
+    ``config``: extra ``-c`` settings, e.g. ``url.<mirror>.insteadOf`` rewrites (never written to a file)."""
+    cfg = {**_file_protocol(url), **(config or {})}
     proc = run_git(["fetch", "--quiet", "--depth", "1", "--no-tags", url, sha], path, check=False, config=cfg)
     if proc.returncode == 0 and has_commit(path, sha):
         return True
@@ -287,9 +288,10 @@ def checkout_detached(path: Path, sha: str) -> None:
     run_git(["-c", "advice.detachedHead=false", "checkout", "--quiet", "--detach", sha], path)
 
 
-def submodule_update(path: Path, *, allow_file_protocol: bool = False) -> None:
-    """``git submodule update --init --recursive`` at the commits the superproject pins; shallow first."""
-    cfg = {"protocol.file.allow": "always"} if allow_file_protocol else {}
+def submodule_update(path: Path, *, allow_file_protocol: bool = False, config: Mapping[str, str] | None = None) -> None:
+    """``git submodule update --init --recursive`` at the commits the superproject pins; shallow first.
+    ``config`` reaches the clones and fetches git runs for each submodule (``-c`` is inherited)."""
+    cfg = {**({"protocol.file.allow": "always"} if allow_file_protocol else {}), **(config or {})}
     base = ["submodule", "update", "--init", "--recursive", "--checkout", "--quiet"]
     proc = run_git([*base, "--depth", "1"], path, check=False, config=cfg)
     if proc.returncode != 0:
@@ -311,3 +313,21 @@ def add_exclude(path: Path, pattern: str) -> bool:
     with open(exclude, "a", encoding="utf-8") as fh:
         fh.write(("\n" if text and not text.endswith("\n") else "") + pattern + "\n")
     return True
+
+
+# ---- re-creating a captured working tree --------------------------------------------------------
+
+
+def apply_patch(path: Path, patch: bytes, *, exclude: Sequence[str] = ()) -> None:
+    """Apply a ``git diff HEAD --binary`` patch to the working tree of ``path`` (not the index):
+    binary hunks, modes, creations and deletions included. ``exclude`` leaves paths (submodules) out.
+    git refuses paths outside the tree and paths behind a symbolic link."""
+    if not patch:
+        return
+    args = ["apply", "--binary", "--whitespace=nowarn", *(f"--exclude={p}" for p in exclude), "-"]
+    run_git(args, path, input_bytes=patch)
+
+
+def commit_time(path: Path, rev: str = "HEAD") -> int:
+    """The committer time of ``rev`` in seconds since the epoch (``SOURCE_DATE_EPOCH`` for a build)."""
+    return int(git_text(["show", "-s", "--format=%ct", rev], path))

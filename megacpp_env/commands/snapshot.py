@@ -13,8 +13,13 @@ import argparse
 import functools
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
 
 from megacpp_env.commands._common import add_ignore, add_json, add_python, checked_python, load_optional, take
+
+if TYPE_CHECKING:
+    from megacpp_env.repro.export import ExportedLock
+    from megacpp_env.snapshot.document import Snapshot
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -38,9 +43,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="import torch in a subprocess for its build facts and loaded CUDA libraries",
     )  # fmt: skip
     parser.add_argument("--no-cache", action="store_true", help="re-hash every installed file")
+    parser.add_argument(
+        "--export-lock", metavar="FILE", type=Path,
+        help="also write a PEP 751 lock (pylock.toml or pylock.NAME.toml) of the distributions this box runs",
+    )  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:
+    from megacpp_env.repro.export import check_lock_path, export_lock
     from megacpp_env.snapshot import golden
     from megacpp_env.snapshot.document import check_output, write_snapshot
     from megacpp_env.snapshot.report import render, render_summary
@@ -48,6 +58,7 @@ def run(args: argparse.Namespace) -> int:
 
     python = checked_python(args.python)
     output = check_output(args.output) if args.output else None
+    lock_file = check_lock_path(args.export_lock) if args.export_lock else None
     loader = functools.cache(lambda: load_optional(args))
     gold = golden.prepare(store=args.golden, check=args.check_golden, directory=args.golden_dir, spec=loader)
     snap = take(args, python, load_spec=loader)
@@ -56,9 +67,11 @@ def run(args: argparse.Namespace) -> int:
         write_snapshot(snap, output)
     if args.json:
         sys.stdout.write(snap.to_json())
+    exported = export_lock(snap, lock_file) if lock_file is not None else None
+    if exported is not None:
+        print(f"lock of this environment written: {lock_file}", file=sys.stderr if args.json else sys.stdout)
     if args.golden and gold is not None:
-        path, _changed = golden.store_golden(snap, gold.directory, args.golden)
-        print(f"golden {args.golden} stored: {path}", file=sys.stderr if args.json else sys.stdout)
+        _store_golden(snap, gold.directory, args.golden, exported, sys.stderr if args.json else sys.stdout)
     if not args.json and settings().verbosity > QUIET:
         sys.stdout.write(render_summary(snap))
     if gold is None or gold.reference is None:
@@ -67,3 +80,18 @@ def run(args: argparse.Namespace) -> int:
     report = golden.check_golden(snap, gold.reference, args.check_golden, ignore=ignore)
     (sys.stderr if args.json else sys.stdout).write(render(report, "text"))
     return 1 if report.drift else 0
+
+
+def _store_golden(snap: Snapshot, directory: Path, name: str, exported: ExportedLock | None, out: TextIO) -> None:
+    """The golden document, then its capture (diffs, untracked files, distributions) beside it."""
+    from megacpp_env.repro.capture import store_capture
+    from megacpp_env.snapshot import golden
+
+    path, _changed = golden.store_golden(snap, directory, name)
+    artifacts = exported.artifacts if exported else None
+    capture_file, capture = store_capture(
+        snap, path, name, artifacts=artifacts, artifacts_from=exported.path if exported else ""
+    )
+    print(f"golden {name} stored: {path} (capture: {capture_file})", file=out)
+    for problem in capture.problems:
+        print(f"  not captured: {problem}", file=out)

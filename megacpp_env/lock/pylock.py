@@ -84,6 +84,14 @@ class Vcs:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class Directory:
+    """A package installed from a local source tree (``directory = { path, editable }``)."""
+
+    path: str
+    editable: bool = False
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class LockedPackage:
     name: str  # canonical
     version: str
@@ -92,6 +100,7 @@ class LockedPackage:
     direct: bool = False
     artifacts: tuple[Artifact, ...] = ()
     vcs: Vcs | None = None
+    directory: Directory | None = None
 
     @property
     def hashes(self) -> frozenset[str]:
@@ -180,6 +189,7 @@ def _package(t: Table, direct: set[str]) -> LockedPackage:
     artifacts = [_artifact("wheel", w) for w in t.tables("wheels")]
     artifacts += [_artifact(kind, a) for kind in ("sdist", "archive") if (a := t.opt_table(kind)) is not None]
     vcs = t.opt_table("vcs")
+    directory = t.opt_table("directory")
     return LockedPackage(
         name=name,
         version=t.text("version", ""),
@@ -194,6 +204,9 @@ def _package(t: Table, direct: set[str]) -> LockedPackage:
             requested_revision=vcs.text("requested-revision", ""),
         )
         if vcs
+        else None,
+        directory=Directory(path=directory.text("path"), editable=directory.flag("editable", False))
+        if directory
         else None,
     )
 
@@ -246,6 +259,9 @@ def _package_toml(p: LockedPackage) -> list[str]:
         if p.vcs.requested_revision:
             vcs.append(("requested-revision", _s(p.vcs.requested_revision)))
         out.append(f"vcs = {_inline([*vcs, ('commit-id', _s(p.vcs.commit))])}")
+    if p.directory:
+        editable = [("editable", "true")] if p.directory.editable else []
+        out.append(f"directory = {_inline([('path', _s(p.directory.path)), *editable])}")
     for a in p.artifacts:
         if a.kind in ("sdist", "archive"):
             out.append(f"{a.kind} = {_artifact_toml(a)}")

@@ -1,0 +1,98 @@
+"""Find a golden by name (in the golden directory) or by file, with its capture and object store,
+and the snapshot options that inspect what the golden inspected.
+
+Shared by ``reproduce``, ``run --golden`` and ``bisect-check``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from megacpp_env.errors import VerificationError
+from megacpp_env.repro.document import Capture, capture_path, load_capture
+from megacpp_env.repro.objects import ObjectStore
+from megacpp_env.snapshot import golden as goldens
+from megacpp_env.snapshot.context import SnapshotOptions
+from megacpp_env.snapshot.document import Snapshot, load_snapshot
+
+if TYPE_CHECKING:
+    from megacpp_env.spec.model import Spec
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class GoldenRef:
+    name: str
+    path: Path  # the snapshot document
+    snapshot: Snapshot
+
+    @property
+    def capture_file(self) -> Path:
+        return capture_path(self.path)
+
+    @property
+    def store(self) -> ObjectStore:
+        return ObjectStore.beside(self.path.parent)
+
+    def capture(self) -> Capture | None:
+        """The capture stored with the golden; None for a golden stored without one."""
+        return load_capture(self.capture_file) if self.capture_file.is_file() else None
+
+
+def is_file_argument(arg: str) -> bool:
+    return arg.endswith(".json") or os.sep in arg or Path(arg).is_file()
+
+
+def resolve(arg: str, directory: Path) -> GoldenRef:
+    """GOLDEN: a golden name (``DIR/NAME.json`` in the golden directory) or a snapshot file."""
+    if is_file_argument(arg):
+        path = Path(arg)
+        if not path.is_file():
+            raise VerificationError(f"no such snapshot file {arg} (a golden name has no '/' and no .json)")
+        return GoldenRef(name=path.name.removesuffix(".json"), path=path.resolve(), snapshot=load_snapshot(path))
+    snap = goldens.load_golden(directory, arg)
+    return GoldenRef(name=arg, path=goldens.golden_path(directory, arg).resolve(), snapshot=snap)
+
+
+def inspected_paths(snapshot: Snapshot) -> tuple[Path, ...]:
+    """Every checkout directory the golden inspected (found by its spec or given with ``--paths``),
+    as the real paths its facts record (``host.paths`` keeps them as they were spelled)."""
+    out: list[Path] = []
+    for entry in snapshot.area("checkouts").values():
+        if isinstance(entry, Mapping) and isinstance(entry.get("path"), str):
+            out.append(Path(entry["path"]))
+    return tuple(sorted(set(out)))
+
+
+def inspected_python(snapshot: Snapshot) -> str | None:
+    """The interpreter the golden inspected, if it is still there."""
+    found: Any = snapshot.host.get("inspected_python") or (
+        (snapshot.area("python").get("interpreter") or {}).get("executable")
+    )
+    return str(found) if found and Path(str(found)).exists() else None
+
+
+def options_like(
+    snapshot: Snapshot, *, python: str | None, paths: Sequence[Path] | None, spec: Callable[[], Spec | None],
+    environ: Mapping[str, str] | None = None, command: str = "",
+) -> SnapshotOptions:  # fmt: skip
+    """Snapshot options that inspect what ``snapshot`` inspected (its interpreter, its checkouts, its
+    spec and ``--torch``), each overridable."""
+    torch = snapshot.area("torch").get("imported")
+    return SnapshotOptions(
+        python=python or inspected_python(snapshot),
+        paths=tuple(paths) if paths is not None else inspected_paths(snapshot),
+        load_spec=spec,
+        import_torch=isinstance(torch, dict),
+        environ=environ,
+        command=command,
+    )
+
+
+def golden_spec_path(snapshot: Snapshot) -> Path | None:
+    """The spec the golden was taken with, when that file still exists."""
+    spec = snapshot.host.get("spec")
+    return Path(spec) if isinstance(spec, str) and Path(spec).is_file() else None
