@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from megacpp_env import __version__
-from megacpp_env.errors import EXIT_BUG, EXIT_INTERRUPTED, EXIT_USAGE, MegacppEnvError
+from megacpp_env.errors import EXIT_ABORT_BISECT, EXIT_BUG, EXIT_INTERRUPTED, EXIT_USAGE, MegacppEnvError
 
 # verb -> (module under megacpp_env.commands, one-line help)
 VERBS: dict[str, tuple[str, str]] = {
@@ -47,6 +47,11 @@ VERBS: dict[str, tuple[str, str]] = {
 SUBVERBS: dict[tuple[str, str], tuple[str, str]] = {
     ("lock", "diff"): ("lock_diff", "explain the changes between two locks (PEP 751 or requirements)"),
 }
+
+# Verbs whose exit codes another program reads its own way: an error of the verb itself (usage, a
+# user error, a bug) exits with this code instead. `git bisect run` reads 1-127 (but 125) as "bad",
+# so bisect-check's own failures abort the bisect (128) and never blame a commit.
+ERROR_EXIT: dict[str, int] = {"bisect-check": EXIT_ABORT_BISECT}
 
 SPEC_ENV = "MEGACPP_ENV_SPEC"  # spec/discover.py reads it; named here only for --help
 
@@ -216,7 +221,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if extra:
             chosen.error(f"unrecognized arguments: {' '.join(extra)}")
     except SystemExit as exc:  # argparse: --help/--version exit 0, bad usage exits 2
-        return int(exc.code) if isinstance(exc.code, int) else EXIT_USAGE
+        code = int(exc.code) if isinstance(exc.code, int) else EXIT_USAGE
+        return _error_exit(_chosen_verb(args_list), code) if code else code
     from megacpp_env import ui
 
     ui.configure(verbosity=(getattr(args, "verbose", 0) or 0) - (getattr(args, "quiet", 0) or 0))
@@ -236,7 +242,7 @@ def dispatch(args: argparse.Namespace) -> int:
         from megacpp_env.ui import paint
 
         print(f"megacpp-env {args.verb}: {paint('error', 'error', stream=sys.stderr)}: {exc}", file=sys.stderr)
-        return exc.exit_code
+        return _error_exit(args.verb, exc.exit_code)
     except KeyboardInterrupt:
         print("megacpp-env: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -251,4 +257,8 @@ def dispatch(args: argparse.Namespace) -> int:
             "please report it with the traceback above",
             file=sys.stderr,
         )
-        return EXIT_BUG
+        return _error_exit(args.verb, EXIT_BUG)
+
+
+def _error_exit(verb: str | None, code: int) -> int:
+    return ERROR_EXIT.get(verb or "", code)

@@ -6,6 +6,8 @@ Exit codes (documented in README.md):
   2  usage error (argparse)
   3  a bug in megacpp-env (an unexpected exception)
   130 interrupted (^C)
+  bisect-check: 0 the environment is the golden's, 125 it is not (git bisect: skip), 128 its own
+  error (git bisect: abort), so that no failure of the check marks a commit bad
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ EXIT_FINDINGS = 1
 EXIT_USAGE = 2
 EXIT_BUG = 3
 EXIT_INTERRUPTED = 130
+EXIT_ABORT_BISECT = 128
 
 
 class MegacppEnvError(Exception):

@@ -96,3 +96,18 @@ def golden_spec_path(snapshot: Snapshot) -> Path | None:
     """The spec the golden was taken with, when that file still exists."""
     spec = snapshot.host.get("spec")
     return Path(spec) if isinstance(spec, str) and Path(spec).is_file() else None
+
+
+def spec_loader(snapshot: Snapshot, fallback: Callable[[], Spec | None]) -> Callable[[], Spec | None]:
+    """The spec the golden was taken with when that file is still there (its checkouts are keyed by
+    that spec's source names), else ``fallback`` (``--spec`` or the one found upward)."""
+    path = golden_spec_path(snapshot)
+    if path is None:
+        return fallback
+
+    def load() -> Spec | None:
+        from megacpp_env.spec import load_spec
+
+        return load_spec(path)
+
+    return load

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
     from megacpp_env.snapshot.context import Context
     from megacpp_env.spec.model import Source, Spec
 
+MAX_PARALLEL = 8
 DROP_KEYS = ("provenance",)  # names the tool version that made the checkout: noise for the digest
 
 
@@ -86,34 +88,46 @@ def _source_of(spec: Spec | None, path: Path) -> Source | None:
     return next((s for s in spec.sources.values() if s.repo in remotes), None)
 
 
-def _extra(path: Path, spec: Spec | None, scrubber: Scrubber, taken: set[str]) -> tuple[str, dict[str, Any]]:
+def _extra_key(path: Path, spec: Spec | None, taken: set[str]) -> tuple[str, Source | None]:
     """A ``--paths`` checkout, keyed by its real path, or by its source's name when it is a checkout
     of a spec source not found elsewhere (its pin and overlay are then checked too)."""
-    source = _source_of(spec, path)
-    if source is None or source.name in taken:
-        return str(path), inspect_one(path, None, spec, scrubber)
-    return source.name, inspect_one(path, source, spec, scrubber)
+    found = _source_of(spec, path)
+    if found is None or found.name in taken:
+        return str(path), None
+    return found.name, found
 
 
-def collect(spec: Spec | None, paths: Sequence[Path], environ: Mapping[str, str], scrubber: Scrubber) -> dict[str, Any]:
-    """Checkouts by source name (or real path): how a path is spelled never changes the facts."""
-    out: dict[str, Any] = {}
+def _plan(
+    spec: Spec | None, paths: Sequence[Path], environ: Mapping[str, str]
+) -> list[tuple[str, Path, Source | None]]:
+    """(key, real path, source) of every checkout to inspect: the spec's first, then ``--paths``."""
+    out: list[tuple[str, Path, Source | None]] = []
     seen: set[str] = set()
     for source in spec.sources.values() if spec else ():
         for candidate in candidate_dirs(spec, source, environ):  # type: ignore[arg-type]
             if candidate.is_dir():
                 real = os.path.realpath(candidate)
-                out[source.name] = inspect_one(Path(real), source, spec, scrubber)
+                out.append((source.name, Path(real), source))
                 seen.add(real)
                 break
     for path in paths:
         real = os.path.realpath(path)
-        if real in seen:
-            continue
-        seen.add(real)
-        key, facts = _extra(Path(real), spec, scrubber, set(out))
-        out[key] = facts
-    return dict(sorted(out.items()))
+        if real not in seen:
+            seen.add(real)
+            key, found = _extra_key(Path(real), spec, {k for k, _p, _s in out})
+            out.append((key, Path(real), found))
+    return out
+
+
+def collect(spec: Spec | None, paths: Sequence[Path], environ: Mapping[str, str], scrubber: Scrubber) -> dict[str, Any]:
+    """Checkouts by source name (or real path): how a path is spelled never changes the facts.
+    Each checkout is inspected in its own thread (its git calls are processes: they overlap)."""
+    plan = _plan(spec, paths, environ)
+    if not plan:
+        return {}
+    with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL, len(plan)), thread_name_prefix="checkout") as pool:
+        found = list(pool.map(lambda item: inspect_one(item[1], item[2], spec, scrubber), plan))
+    return dict(sorted(zip((key for key, _p, _s in plan), found, strict=True)))
 
 
 def start(ctx: Context) -> Callable[[], dict[str, Any]]:

@@ -13,11 +13,12 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from megacpp_env import __version__
 from megacpp_env.errors import MegacppEnvError
-from megacpp_env.snapshot import envvars, python_env, registry, system, torch_facts
+from megacpp_env.snapshot import envvars, probe_cache, python_env, registry, system, torch_facts
 from megacpp_env.snapshot.context import Context, SnapshotOptions, default_cache_dir, in_thread, usable_cpus
 from megacpp_env.snapshot.document import Snapshot
 
@@ -136,9 +137,13 @@ def _context(opts: SnapshotOptions) -> Context:
         environ=environ,
         python=python,
         scrubber=envvars.Scrubber(environ),
-        probe=in_thread(python_env.run_probe, python, environ),
+        probe=in_thread(probe_cache.run_probe, python, environ, _cache_dir(opts, environ)),
         spec=_once(opts),
     )
+
+
+def _cache_dir(opts: SnapshotOptions, environ: Mapping[str, str]) -> Path | None:
+    return (opts.cache_dir or default_cache_dir(environ)) if opts.use_cache else None
 
 
 def _take(opts: SnapshotOptions) -> Snapshot:

@@ -1,0 +1,111 @@
+"""``run --golden NAME -- CMD``: a benchmark runs only on the golden's environment, or says it did not.
+
+The pre-check inspects what the golden inspected (``goldens.options_like``: its interpreter, its
+checkouts, its spec, ``--torch`` if it imported torch) with the warm hash cache, and diffs the result
+against the golden (the spec's ``snapshot.ignore`` and ``--ignore`` apply). On drift: refuse, or run
+anyway with ``allow_drift``. Either way one JSON line is appended to the run record (``runrecord``):
+the command, its exit code and wall time, the snapshot digest and the drift summary, so a number in
+a spreadsheet leads back to the exact environment it came from.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import signal
+import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from megacpp_env.errors import ToolError
+from megacpp_env.records import as_dict
+from megacpp_env.repro.goldens import GoldenRef
+from megacpp_env.snapshot.collect import take_snapshot
+from megacpp_env.snapshot.context import SnapshotOptions
+from megacpp_env.snapshot.diff import DiffReport, diff_snapshots
+from megacpp_env.snapshot.document import Snapshot
+
+SHOWN_FINDINGS = 20
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PreCheck:
+    golden: GoldenRef
+    snapshot: Snapshot
+    report: DiffReport
+    seconds: float
+
+    @property
+    def drift(self) -> bool:
+        return self.report.drift
+
+    def summary(self) -> dict[str, Any]:
+        shown = [f.message for f in self.report.findings if f.severity != "note"]
+        return {
+            "counts": self.report.counts(),
+            "findings": shown[:SHOWN_FINDINGS],
+            "more": max(0, len(shown) - SHOWN_FINDINGS),
+        }
+
+
+def precheck(golden: GoldenRef, opts: SnapshotOptions, *, ignore: Sequence[str] = ()) -> PreCheck:
+    start = time.perf_counter()
+    live = take_snapshot(opts)
+    report = diff_snapshots(golden.snapshot, live, ignore=ignore, a_label=f"golden {golden.name}", b_label="live")
+    return PreCheck(golden=golden, snapshot=live, report=report, seconds=time.perf_counter() - start)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunRecord:
+    time: str  # UTC, when the command started (or was refused)
+    golden: str
+    golden_digest: str
+    snapshot_digest: str
+    cmd: tuple[str, ...]
+    cwd: str
+    ran: bool
+    exit_code: int | None
+    wall_s: float | None
+    drift: bool
+    allowed_drift: bool
+    drift_summary: dict[str, Any]
+    precheck_s: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return as_dict(self)
+
+
+def record_of(check: PreCheck, cmd: Sequence[str], *, ran: bool, exit_code: int | None, wall: float | None,
+              allowed: bool) -> RunRecord:  # fmt: skip
+    return RunRecord(
+        time=dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"), golden=check.golden.name,
+        golden_digest=check.golden.snapshot.digest, snapshot_digest=check.snapshot.digest, cmd=tuple(cmd),
+        cwd=str(Path.cwd()), ran=ran, exit_code=exit_code, wall_s=None if wall is None else round(wall, 3),
+        drift=check.drift, allowed_drift=allowed and check.drift, drift_summary=check.summary(),
+        precheck_s=round(check.seconds, 3),
+    )  # fmt: skip
+
+
+def run_command(cmd: Sequence[str]) -> tuple[int, float]:
+    """Run CMD with this process's stdio; (exit code, wall seconds). A signal that killed it gives
+    128 + its number, as a shell reports it. ^C reaches CMD (same process group); we wait for it."""
+    start = time.monotonic()
+    try:
+        proc = subprocess.Popen(list(cmd))
+    except OSError as exc:
+        raise ToolError(f"cannot run {cmd[0]}: {exc.strerror or exc}") from None
+    while True:
+        try:
+            code = proc.wait()
+            break
+        except KeyboardInterrupt:
+            proc.send_signal(signal.SIGINT)
+    wall = time.monotonic() - start
+    return (128 - code if code < 0 else code), wall
+
+
+def default_record_file(golden: GoldenRef) -> Path:
+    """``<golden dir>/<name>.runs.jsonl``."""
+    return golden.path.with_name(f"{golden.name}.runs.jsonl")
