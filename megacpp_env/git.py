@@ -319,12 +319,13 @@ def add_exclude(path: Path, pattern: str) -> bool:
 
 
 def apply_patch(path: Path, patch: bytes, *, exclude: Sequence[str] = ()) -> None:
-    """Apply a ``git diff HEAD --binary`` patch to the working tree of ``path`` (not the index):
-    binary hunks, modes, creations and deletions included. ``exclude`` leaves paths (submodules) out.
-    git refuses paths outside the tree and paths behind a symbolic link."""
+    """Apply a ``git diff HEAD --binary`` patch to the working tree and the index of ``path``:
+    binary hunks, modes, creations and deletions included; a file the patch creates is tracked again,
+    as it was (``git diff HEAD`` showed it). ``exclude`` leaves paths (submodules) out. git refuses
+    paths outside the tree and paths behind a symbolic link."""
     if not patch:
         return
-    args = ["apply", "--binary", "--whitespace=nowarn", *(f"--exclude={p}" for p in exclude), "-"]
+    args = ["apply", "--index", "--binary", "--whitespace=nowarn", *(f"--exclude={p}" for p in exclude), "-"]
     run_git(args, path, input_bytes=patch)
 
 

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from megacpp_env import __version__
-from megacpp_env.cli import VERBS, main
+from megacpp_env.cli import ERROR_EXIT, VERBS, main
 from tests.fixtures.spec import REPO_ROOT, STACK_YAML
 
 
@@ -146,6 +146,9 @@ FAILING = {
     "diff": ["diff", "/nonexistent/a.json", "/nonexistent/b.json"],
     "doctor": ["doctor", "nope", "--spec", str(STACK_YAML)],
     "pin-base": ["pin-base", "nope", "--spec", str(STACK_YAML)],
+    "reproduce": ["reproduce", "/nonexistent/g.json", "--venv", "/nonexistent/v", "--checkouts", "/nonexistent/c"],
+    "run": ["run", "--golden", "/nonexistent/g.json"],
+    "bisect-check": ["bisect-check", "/nonexistent/g.json"],
 }
 
 
@@ -178,7 +181,7 @@ def test_json_on_failure_for_every_verb(verb, capsys, monkeypatch):
         raise ToolError("docker: not reachable here")
 
     monkeypatch.setattr(docker, "run_in_image", no_docker)
-    assert main([*FAILING[verb], "--json"]) == 1
+    assert main([*FAILING[verb], "--json"]) == ERROR_EXIT.get(verb, 1)
     out, err = capsys.readouterr()
     data = json.loads(out)
     assert data["ok"] is False and data["error"]

@@ -115,8 +115,25 @@ def _tracked_changes(worktree: Path) -> list[str]:
         return []
 
 
+def outside_git(environ: Mapping[str, str], golden: Snapshot) -> dict[str, str]:
+    """The environment as the user set it: ``git bisect run`` puts git's exec-path (``git
+    --exec-path``) first on PATH for the command it runs; that is git's, not the environment's."""
+    env = dict(environ)
+    golden_path = str((golden.area("env").get("variables") or {}).get("PATH", ""))
+    try:
+        exec_path = git.git_text(["--exec-path"])
+    except MegacppEnvError:
+        return env
+    parts = env.get("PATH", "").split(os.pathsep)
+    while parts and parts[0] == exec_path and not golden_path.startswith(exec_path):
+        parts.pop(0)
+    env["PATH"] = os.pathsep.join(parts)
+    return env
+
+
 def bisect_check(golden: GoldenRef, opts: SnapshotOptions, *, worktree: Path, package: str) -> BisectVerdict:
-    opts = _without_worktree(opts, worktree)
+    environ = outside_git(os.environ if opts.environ is None else opts.environ, golden.snapshot)
+    opts = replace(_without_worktree(opts, worktree), environ=environ)
     live = take_snapshot(opts)
     a = Snapshot(facts=without(golden.snapshot.facts, worktree), host=golden.snapshot.host)
     b = Snapshot(facts=without(live.facts, worktree), host=live.host)
@@ -124,7 +141,6 @@ def bisect_check(golden: GoldenRef, opts: SnapshotOptions, *, worktree: Path, pa
     problems = [f"environment drifted: {f.message}" for f in report.findings if f.severity != "note"][:20]
     if a.digest != b.digest and not problems:
         problems.append(f"snapshot digest {b.digest} differs from the golden's {a.digest}")
-    environ = dict(os.environ if opts.environ is None else opts.environ)
     origin = import_origin(interpreter_for(opts.python, environ), package, worktree, environ)
     if not origin:
         problems.append(f"package {package} does not import from {worktree}")

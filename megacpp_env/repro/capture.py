@@ -106,8 +106,20 @@ def venv_maker(prefix: Path, interp: Mapping[str, Any]) -> tuple[str, str, bool]
         return "venv", "", False
     cfg = {k.strip().lower(): v.strip() for k, _, v in (ln.partition("=") for ln in lines) if k.strip()}
     maker = "uv" if "uv" in cfg else "virtualenv" if "virtualenv" in cfg else "venv"
-    creator = Path(cfg.get("command", "").split(" ", 1)[0]).name
+    creator = _shebang_name(prefix) or Path(cfg.get("command", "").split(" ", 1)[0]).name
     return maker, creator, cfg.get("include-system-site-packages", "false").lower() == "true"
+
+
+def _shebang_name(prefix: Path) -> str:
+    """The interpreter name ensurepip wrote into ``bin/pip`` (``python3.11``): the name the venv
+    was made with."""
+    try:
+        with open(prefix / "bin" / "pip", "rb") as fh:
+            first = fh.readline(4096).decode("utf-8", "replace").strip()
+    except OSError:
+        return ""
+    head = f"#!{prefix}/bin/"
+    return first[len(head) :] if first.startswith(head) and "/" not in first[len(head) :] else ""
 
 
 def _golden_build_env(snapshot: Snapshot) -> dict[str, str]:

@@ -51,6 +51,7 @@ class ReproduceReport:
             "golden_portable_digest": comparison.golden_digest if comparison else None,
             "reproduced_portable_digest": comparison.live_digest if comparison else None,
             "diff": comparison.report.to_dict() if comparison else None,
+            "differing_facts": list(comparison.differing) if comparison else [],
             "notes": list(self.notes),
             "seconds": {k: round(v, 2) for k, v in self.seconds.items()},
         }
@@ -66,7 +67,8 @@ def render(report: ReproduceReport) -> str:
     if report.comparison is not None:
         c = report.comparison
         lines.append(f"  portable digest: golden {c.golden_digest}, reproduced {c.live_digest}")
-        lines += [f"  differs: {f.message}" for f in c.report.findings if f.severity != "note"]
+        explained = [f"  differs: {f.message}" for f in c.report.findings if f.severity != "note"]
+        lines += explained or [f"  differs: {key}" for key in c.differing[:20]]
     lines += [f"  could not re-create {u.line()}" for u in report.unrecreated]
     lines += [f"  note: {n}" for n in report.notes]
     return "\n".join(lines) + "\n"

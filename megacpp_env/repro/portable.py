@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from megacpp_env.fsutil import sha256_bytes
-from megacpp_env.snapshot.diff import DiffReport, diff_snapshots
+from megacpp_env.snapshot.diff import DiffReport, diff_snapshots, flatten
 from megacpp_env.snapshot.document import Snapshot, digest_of
 
 VENV = "{venv}"
@@ -36,6 +36,9 @@ TREE_FIELDS = (
     "overlay", "error",
 )  # fmt: skip
 _EDGE = r"[A-Za-z0-9._-]"
+# bin/python, bin/python3 and bin/python3.X of a venv are one interpreter: a script's shebang names
+# whichever the installer ran as, which says nothing about the environment.
+VENV_PYTHON = re.compile(re.escape(VENV) + r"/bin/python[0-9.]*(?![A-Za-z0-9_-])")
 
 
 def checkout_token(name: str) -> str:
@@ -155,9 +158,16 @@ def _row_hash(site: Path, rel: str, recorded: str, dist_info: str, roots: Roots)
         except ValueError:
             return recorded
     try:
-        return "portable:" + sha256_bytes(roots.text(data.decode("utf-8")).encode())
+        text = roots.text(data.decode("utf-8"))
     except UnicodeDecodeError:
         return recorded
+    return "portable:" + sha256_bytes(VENV_PYTHON.sub(VENV + "/bin/python", text).encode())
+
+
+def _installer_files(dist_info: str) -> tuple[str, ...]:
+    """Rows that are the installer's bookkeeping, not the environment: RECORD itself and the cache
+    key uv writes for a wheel installed from a local file (``uv_cache.json``: timestamps)."""
+    return (f"{dist_info}/RECORD", f"{dist_info}/uv_cache.json")
 
 
 def record_digest(dist_info: Path, roots: Roots) -> str:
@@ -170,7 +180,7 @@ def record_digest(dist_info: Path, roots: Roots) -> str:
         return ""
     rows = []
     for row in csv.reader(text.splitlines()):
-        if not row or not row[0] or row[0].endswith(f"{dist_info.name}/RECORD"):
+        if not row or not row[0] or row[0] in _installer_files(dist_info.name):
             continue
         recorded = row[1] if len(row) > 1 else ""
         rows.append(f"{row[0]},{_row_hash(dist_info.parent, row[0], recorded, dist_info.name, roots)}")
@@ -197,6 +207,8 @@ def _python(area: Mapping[str, Any], roots: Roots, records: Mapping[str, str]) -
             continue
         if records.get(key):
             dist["record_sha256"] = records[key]
+            if isinstance(dist.get("integrity"), dict):  # the count includes installer bookkeeping
+                dist["integrity"].pop("files", None)
         dist["direct_url"] = direct_url_form(area["distributions"][key].get("direct_url"), roots)
     return out
 
@@ -231,6 +243,7 @@ class Comparison:
     report: DiffReport
     golden_digest: str  # digest of the golden's comparable facts
     live_digest: str
+    differing: tuple[str, ...] = ()  # every fact (dotted key) that differs, for what no finding explains
 
     @property
     def identical(self) -> bool:
@@ -241,4 +254,8 @@ def compare(golden: Snapshot, golden_facts: dict[str, Any], live: Snapshot, live
     a = Snapshot(facts=golden_facts, host=golden.host)
     b = Snapshot(facts=live_facts, host=live.host)
     report = diff_snapshots(a, b, a_label="golden (relocated)", b_label="reproduced (relocated)")
-    return Comparison(report=report, golden_digest=digest_of(golden_facts), live_digest=digest_of(live_facts))
+    fa, fb = flatten(golden_facts), flatten(live_facts)
+    differing = tuple(sorted(k for k in fa.keys() | fb.keys() if fa.get(k) != fb.get(k)))
+    return Comparison(
+        report=report, golden_digest=digest_of(golden_facts), live_digest=digest_of(live_facts), differing=differing
+    )

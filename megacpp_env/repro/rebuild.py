@@ -26,7 +26,7 @@ from megacpp_env.errors import VerificationError
 from megacpp_env.fsutil import sha256_file
 from megacpp_env.pip import run_pip
 from megacpp_env.repro.pyenv import install_wheel
-from megacpp_env.worktree.buildrecord import CHECKOUT_TOKEN, BuildRecord, env_for, write_build_record
+from megacpp_env.worktree.buildrecord import CHECKOUT_TOKEN, BuildRecord, env_for, portable_env, write_build_record
 
 WHEELS_DIR = ("megacpp-env", "wheels")
 PREFIX_MAP = f"-ffile-prefix-map={CHECKOUT_TOKEN}=."
@@ -37,8 +37,9 @@ def wheels_dir(prefix: Path | str) -> Path:
 
 
 def reproducible_env(checkout: Path, build_env: Mapping[str, str]) -> dict[str, str]:
-    """``build_env`` (portable form) plus what makes the build reproducible."""
-    out = dict(build_env)
+    """``build_env`` in its portable form (the checkout's path as ``{checkout}``) plus what makes the
+    build reproducible."""
+    out = portable_env(dict(build_env), checkout)
     out.setdefault("SOURCE_DATE_EPOCH", str(git.commit_time(checkout)))
     for flags in ("CFLAGS", "CXXFLAGS"):
         if PREFIX_MAP not in out.get(flags, ""):

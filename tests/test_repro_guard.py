@@ -1,0 +1,81 @@
+"""`run --golden`: CMD runs on the golden's environment with its exit code passed through; drift is
+refused (or run with --allow-drift, and said); every attempt leaves one JSON line in the run record."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import pytest
+
+from megacpp_env.cli import main
+from megacpp_env.repro.runrecord import read
+
+
+@pytest.fixture
+def golden(tmp_path, monkeypatch, snap_venv):
+    monkeypatch.setenv("MEGACPP_ENV_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("VIRTUAL_ENV", raising=False)
+    gold = tmp_path / "golden"
+    assert main(["snapshot", "--spec", str(tmp_path / "none.yaml"), "--python", str(snap_venv.python),
+                 "--golden", "bench", "--golden-dir", str(gold)]) == 0  # fmt: skip
+    return gold
+
+
+def _run(gold, *args):
+    return main(["run", "--spec", str(gold / "none.yaml"), "--golden", "bench", "--golden-dir", str(gold), *args])
+
+
+def test_cmd_runs_with_its_exit_code_and_a_record(golden, capfd):
+    assert _run(golden, "--", sys.executable, "-c", "import sys; print('out'); sys.exit(3)") == 3
+    out, err = capfd.readouterr()
+    assert out == "out\n" and "environment is golden bench" in err
+    (record,) = read(golden / "bench.runs.jsonl")
+    assert record["cmd"] == [sys.executable, "-c", "import sys; print('out'); sys.exit(3)"]
+    assert (record["ran"], record["exit_code"], record["drift"], record["allowed_drift"]) == (True, 3, False, False)
+    assert record["snapshot_digest"] == record["golden_digest"]
+    assert record["wall_s"] > 0 and record["precheck_s"] > 0 and record["cwd"] == os.getcwd()
+
+
+def test_a_signal_exit_is_128_plus_the_signal(golden):
+    assert _run(golden, "--", sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGTERM)") == 143
+
+
+def test_drift_is_refused_and_recorded(golden, snap_venv, capsys, tmp_path):
+    (snap_venv.site / "demo_pkg" / "ops" / "x.py").write_text("patched = True\n")
+    marker = tmp_path / "ran"
+    record_file = tmp_path / "runs.jsonl"
+    cmd = ["--", sys.executable, "-c", f"open({str(marker)!r}, 'w')"]
+    assert _run(golden, "--record", str(record_file), "--json", *cmd) == 1
+    assert not marker.exists()
+    out, err = capsys.readouterr()
+    assert "demo_pkg 1.0: 1 file modified since install: demo_pkg/ops/x.py" in err and "refused" in err
+    assert json.loads(out)["refused"] is True
+    (record,) = read(record_file)
+    assert (record["ran"], record["exit_code"], record["wall_s"], record["drift"]) == (False, None, None, True)
+    assert record["drift_summary"]["findings"] == ["demo_pkg 1.0: 1 file modified since install: demo_pkg/ops/x.py"]
+    assert record["snapshot_digest"] != record["golden_digest"]
+    assert _run(golden, "--record", str(record_file), "--allow-drift", *cmd) == 0
+    assert marker.exists() and "WARNING: running on an environment that drifted" in capsys.readouterr().err
+    assert read(record_file)[-1]["allowed_drift"] is True
+    assert _run(golden, "--record", str(record_file), "--ignore", "python", *cmd) == 0
+
+
+def test_no_command_and_a_special_record_file_are_refused_before_anything_runs(golden, tmp_path, capsys):
+    assert _run(golden) == 1
+    assert "no command to run: put it after --" in capsys.readouterr().err
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    assert _run(golden, "--record", str(fifo), "--", sys.executable, "-c", "pass") == 1
+    assert "not a regular file" in capsys.readouterr().err
+
+
+def test_the_precheck_inspects_what_the_golden_inspected(golden, tmp_path, monkeypatch):
+    """Not the tool's interpreter and not $VIRTUAL_ENV's (an empty venv here): the golden's --python."""
+    from tests.fixtures.snapshot import make_venv
+
+    monkeypatch.setenv("VIRTUAL_ENV", str(make_venv(tmp_path / "elsewhere").root))
+    assert _run(golden, "--ignore", "env.VIRTUAL_ENV", "--", sys.executable, "-c", "pass") == 0
+    assert _run(golden, "--python", str(tmp_path / "elsewhere" / "bin" / "python"), "--ignore", "env.VIRTUAL_ENV",
+                "--", sys.executable, "-c", "pass") == 1  # fmt: skip
