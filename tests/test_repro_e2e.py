@@ -24,27 +24,14 @@ from packaging.pylock import Pylock
 from megacpp_env.cli import main
 from megacpp_env.repro.document import load_capture
 from megacpp_env.repro.objects import ObjectStore
-from megacpp_env.repro.rebuild import build_and_install
 from megacpp_env.repro.runrecord import read
-from tests.fixtures.repro import (
-    MAMBA_PIN,
-    MEGATRON_PIN,
-    clone,
-    clone_bundle,
-    megatron_repo,
-    real_venv,
-    training_repo,
-)
+from tests.fixtures.repro import MAMBA3, MAMBA_PIN, MEGATRON_PIN, UPCAST, make_stack, training_repo
 from tests.fixtures.snapshot import make_wheel
 
 pytestmark = pytest.mark.network
 
-MAMBA3 = "mamba_ssm/modules/mamba3.py"
-ORIGINAL = "DT = F.softplus(dd_dt + self.dt_bias) # (B, L, N)"
-UPCAST = "DT = F.softplus((dd_dt + self.dt_bias).float()) # (B, L, N)  fp32 before softplus"
 # megatron.core imports torch; where it would import from is enough here
 FIND_MEGATRON = "import importlib.util, sys; origin = importlib.util.find_spec('megatron.core').origin"
-PACKAGES = ("requests==2.32.3", "idna==3.10", "setuptools==80.9.0")
 
 
 class Story:
@@ -66,22 +53,10 @@ def story(tmp_path_factory, pinned_sources, smoke_source):
         mp.setenv("MEGACPP_ENV_CACHE_DIR", str(root / "cache"))
         mp.delenv("VIRTUAL_ENV", raising=False)
         s = Story(root)
-        s.venv = real_venv(root / "venv", *PACKAGES)
-        s.mamba = clone_bundle(pinned_sources / "mamba.bundle", root / "src" / "mamba", MAMBA_PIN)
-        text = (s.mamba / MAMBA3).read_text()
-        assert ORIGINAL in text
-        (s.mamba / MAMBA3).write_text(text.replace(ORIGINAL, UPCAST))
-        (s.mamba / "NOTES.md").write_text("golden run 2026-11-24: 268 TFLOP/s, finite grads\n")
-        (s.mamba / "mamba_ssm" / "__pycache__").mkdir(exist_ok=True)
-        (s.mamba / "mamba_ssm" / "__pycache__" / "ignored.cpython-311.pyc").write_bytes(b"ignored by .gitignore")
-        remote = megatron_repo(pinned_sources / "megatron.git.tar", root / "remotes")
-        s.megatron = clone(remote, root / "src" / "Megatron-LM", MEGATRON_PIN)
-        # install: path -- the checkout on sys.path through a .pth, as the source-build path writes it
-        (s.venv.site / "megacpp-src-megatron_core.pth").write_text(f"{s.megatron}\n")
-        s.smoke = clone(Path(smoke_source.git_root / "megacpp-smoke-ext.git"), root / "src" / "smoke", smoke_source.commit)
-        build_and_install(s.smoke, s.venv.python, s.venv.root, build_env={"MEGACPP_SMOKE_EXT_FORCE_BUILD": "TRUE"})
+        stack = make_stack(root, pinned_sources, smoke_source.git_root / "megacpp-smoke-ext.git", smoke_source.commit)
+        s.venv, s.mamba, s.megatron, s.smoke = stack.venv, stack.mamba, stack.megatron, stack.smoke
         s.lock = root / "pylock.bench.toml"
-        args = ["--python", str(s.venv.python), "--paths", str(s.mamba), str(s.megatron), str(s.smoke)]
+        args = ["--python", str(s.venv.python), "--paths", *stack.paths]
         assert main(["snapshot", *args, "--golden", "bench", "--golden-dir", str(s.gold), "--export-lock", str(s.lock)]) == 0
         yield s
 
@@ -112,7 +87,7 @@ def test_run_golden_runs_cmd_on_the_golden_environment(story, capsys):
     code = story.cli(*base, "--", str(story.venv.python), "-c", FIND_MEGATRON + "; sys.exit(7 if origin else 1)")
     assert code == 7  # CMD's exit code
     assert "environment is golden bench" in capsys.readouterr().err
-    (line,) = read(record)
+    (line,) = _read(record)
     assert (line["ran"], line["exit_code"], line["drift"]) == (True, 7, False)
     assert line["snapshot_digest"] == json.loads((story.gold / "bench.json").read_text())["digest"]
     assert line["cmd"][-1].startswith(FIND_MEGATRON) and line["wall_s"] > 0
@@ -141,12 +116,12 @@ def test_run_golden_refuses_each_drift(story, capsys, drift, finding):
     assert story.cli(*base, "--", sys.executable, "-c", "print('benchmark')") == 1
     err = capsys.readouterr().err
     assert finding in err and "refused" in err
-    (line,) = read(record)
+    (line,) = _read(record)
     assert (line["ran"], line["exit_code"], line["drift"]) == (False, None, True)
     assert any(finding in f for f in line["drift_summary"]["findings"])
     assert story.cli(*base, "--allow-drift", "--", sys.executable, "-c", "raise SystemExit(0)") == 0
     assert "WARNING: running on an environment that drifted" in capsys.readouterr().err
-    assert read(record)[-1]["allowed_drift"] is True
+    assert _read(record)[-1]["allowed_drift"] is True
 
 
 def test_reproduce_after_drift_comes_back_identical(story, capsys):
@@ -211,3 +186,7 @@ def _bisect(repo, command: str) -> str:
     found = [line.split()[0] for line in proc.stdout.splitlines() if line.endswith("is the first bad commit")]
     assert found, proc.stdout + proc.stderr
     return found[0]
+
+
+def _read(path) -> list[dict]:
+    return [r.to_dict() for r in read(path)]

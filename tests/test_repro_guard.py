@@ -31,7 +31,7 @@ def test_cmd_runs_with_its_exit_code_and_a_record(golden, capfd):
     assert _run(golden, "--", sys.executable, "-c", "import sys; print('out'); sys.exit(3)") == 3
     out, err = capfd.readouterr()
     assert out == "out\n" and "environment is golden bench" in err
-    (record,) = read(golden / "bench.runs.jsonl")
+    (record,) = _read(golden / "bench.runs.jsonl")
     assert record["cmd"] == [sys.executable, "-c", "import sys; print('out'); sys.exit(3)"]
     assert (record["ran"], record["exit_code"], record["drift"], record["allowed_drift"]) == (True, 3, False, False)
     assert record["snapshot_digest"] == record["golden_digest"]
@@ -52,13 +52,13 @@ def test_drift_is_refused_and_recorded(golden, snap_venv, capsys, tmp_path):
     out, err = capsys.readouterr()
     assert "demo_pkg 1.0: 1 file modified since install: demo_pkg/ops/x.py" in err and "refused" in err
     assert json.loads(out)["refused"] is True
-    (record,) = read(record_file)
+    (record,) = _read(record_file)
     assert (record["ran"], record["exit_code"], record["wall_s"], record["drift"]) == (False, None, None, True)
     assert record["drift_summary"]["findings"] == ["demo_pkg 1.0: 1 file modified since install: demo_pkg/ops/x.py"]
     assert record["snapshot_digest"] != record["golden_digest"]
     assert _run(golden, "--record", str(record_file), "--allow-drift", *cmd) == 0
     assert marker.exists() and "WARNING: running on an environment that drifted" in capsys.readouterr().err
-    assert read(record_file)[-1]["allowed_drift"] is True
+    assert _read(record_file)[-1]["allowed_drift"] is True
     assert _run(golden, "--record", str(record_file), "--ignore", "python", *cmd) == 0
 
 
@@ -79,3 +79,25 @@ def test_the_precheck_inspects_what_the_golden_inspected(golden, tmp_path, monke
     assert _run(golden, "--ignore", "env.VIRTUAL_ENV", "--", sys.executable, "-c", "pass") == 0
     assert _run(golden, "--python", str(tmp_path / "elsewhere" / "bin" / "python"), "--ignore", "env.VIRTUAL_ENV",
                 "--", sys.executable, "-c", "pass") == 1  # fmt: skip
+
+
+def _read(path) -> list[dict]:
+    return [r.to_dict() for r in read(path)]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("not json\n", ":1: not JSON"),
+        ("[1]\n", ":1: expected a table at the top, got an array"),
+        ('{"surprise": 1}\n', ":1: unknown key(s): surprise"),
+    ],
+)
+def test_a_bad_run_record_line_is_named(tmp_path, text, message):
+    from megacpp_env.repro.runrecord import RunRecordError
+
+    path = tmp_path / "runs.jsonl"
+    path.write_text(text)
+    with pytest.raises(RunRecordError) as err:
+        read(path)
+    assert str(err.value).startswith(str(path)) and message in str(err.value)

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from megacpp_env.errors import ToolError
-from megacpp_env.records import as_dict
 from megacpp_env.repro.goldens import GoldenRef
+from megacpp_env.repro.runrecord import RunRecord
 from megacpp_env.snapshot.collect import take_snapshot
 from megacpp_env.snapshot.context import SnapshotOptions
 from megacpp_env.snapshot.diff import DiffReport, diff_snapshots
@@ -55,26 +55,6 @@ def precheck(golden: GoldenRef, opts: SnapshotOptions, *, ignore: Sequence[str] 
     live = take_snapshot(opts)
     report = diff_snapshots(golden.snapshot, live, ignore=ignore, a_label=f"golden {golden.name}", b_label="live")
     return PreCheck(golden=golden, snapshot=live, report=report, seconds=time.perf_counter() - start)
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class RunRecord:
-    time: str  # UTC, when the command started (or was refused)
-    golden: str
-    golden_digest: str
-    snapshot_digest: str
-    cmd: tuple[str, ...]
-    cwd: str
-    ran: bool
-    exit_code: int | None
-    wall_s: float | None
-    drift: bool
-    allowed_drift: bool
-    drift_summary: dict[str, Any]
-    precheck_s: float
-
-    def to_dict(self) -> dict[str, Any]:
-        return as_dict(self)
 
 
 def record_of(check: PreCheck, cmd: Sequence[str], *, ran: bool, exit_code: int | None, wall: float | None,

@@ -87,7 +87,7 @@ def reproduce(golden: GoldenRef, opts: ReproduceOptions, say: Say = lambda _line
         comparison = _compare(golden.snapshot, cap, live)
     return ReproduceReport(
         golden=golden.name, venv=str(prefix), python=python, checkouts={k: str(v) for k, v in made.items()},
-        installed=done.done, unrecreated=(*failed, *done.failed), comparison=comparison,
+        installed=done.done, unrecreated=(*failed, *done.failed, *machine(comparison)), comparison=comparison,
         notes=(*cap.problems, *done.notes), seconds=clock,
     )  # fmt: skip
 
@@ -171,3 +171,32 @@ def _compare(golden: Snapshot, cap: Capture, live: Snapshot) -> portable.Compari
         golden, portable.comparable(golden, golden_roots, golden_records),
         live, portable.comparable(live, live_roots, live_records),
     )  # fmt: skip
+
+
+# What reproduce does not make (the machine around the venv and the checkouts), and what to do.
+MACHINE = {
+    "system": ("the operating system", "reproduce inside the image or OS the golden ran on; if that image's base is "
+               "gone from its registry, rebuild it from the digest pinned in stack.yaml (megacpp-env build TARGET) "
+               "or load a saved copy (docker load)"),
+    "gpu": ("the GPUs and driver", "run on a machine with the golden's GPUs and driver"),
+    "compilers": ("the compilers", "install the golden's toolchain (stack.yaml's toolchain pins) first on PATH"),
+    "env": ("the environment variables", "set them as the golden had them (its snapshot's env.variables)"),
+    "runtime": ("the runtime patches", "switch the MEGACPP_PATCH_* gates and hooks as in the golden"),
+    "torch": ("torch's build facts", "install the golden's torch build (the lock's exact wheel)"),
+}  # fmt: skip
+
+
+def machine(comparison: portable.Comparison) -> list[Unrecreated]:
+    """One entry per area of the machine that differs from the golden's, in words."""
+    by_area: dict[str, list[str]] = {}
+    for f in comparison.report.findings:
+        if f.area in MACHINE and f.severity != "note":
+            by_area.setdefault(f.area, []).append(f.message)
+    return [
+        Unrecreated(
+            what=MACHINE[area][0],
+            why="; ".join(messages[:3]) + (" ..." if len(messages) > 3 else ""),
+            remedy=MACHINE[area][1],
+        )
+        for area, messages in sorted(by_area.items())
+    ]

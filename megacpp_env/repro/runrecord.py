@@ -11,14 +11,53 @@ from __future__ import annotations
 import json
 import os
 import stat
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from megacpp_env.errors import FormatError, RefusedError
+from megacpp_env.records import Table, as_dict
 
 
 class RunRecordError(FormatError):
-    """A run record line that is not a JSON object."""
+    """A run record line that cannot be read."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunRecord:
+    """One attempt of ``run --golden``: what ran, how it ended, on which environment."""
+
+    time: str  # UTC, when the command started (or was refused)
+    golden: str
+    golden_digest: str
+    snapshot_digest: str
+    cmd: tuple[str, ...]
+    cwd: str
+    ran: bool
+    exit_code: int | None
+    wall_s: float | None
+    drift: bool
+    allowed_drift: bool
+    drift_summary: dict[str, Any]
+    precheck_s: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return as_dict(self)
+
+    @classmethod
+    def read(cls, t: Table) -> RunRecord:
+        t.only(cls.__dataclass_fields__)
+        wall, precheck = t.data.get("wall_s"), t.data.get("precheck_s")
+        for key, value in (("wall_s", wall), ("precheck_s", precheck)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+                t.fail(f"expected a number, got {value!r}", key)
+        summary = t.table("drift_summary")
+        return cls(
+            time=t.text("time"), golden=t.text("golden"), golden_digest=t.text("golden_digest"),
+            snapshot_digest=t.text("snapshot_digest"), cmd=t.texts("cmd"), cwd=t.text("cwd"), ran=t.flag("ran"),
+            exit_code=t.number("exit_code", None), wall_s=wall, drift=t.flag("drift"),
+            allowed_drift=t.flag("allowed_drift"), drift_summary=dict(summary.data), precheck_s=precheck or 0.0,
+        )  # fmt: skip
 
 
 def check_record_path(path: Path) -> Path:
@@ -45,14 +84,13 @@ def append(path: Path, record: dict[str, Any]) -> None:
         os.close(fd)
 
 
-def read(path: Path) -> list[dict[str, Any]]:
+def read(path: Path) -> list[RunRecord]:
+    """Every record of a run-record file; a bad line is an error naming the file and the line."""
     out = []
     for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
         try:
             value = json.loads(line)
         except ValueError as exc:
             raise RunRecordError(f"not JSON: {exc}", file=str(path), line=n) from None
-        if not isinstance(value, dict):
-            raise RunRecordError("expected a JSON object", file=str(path), line=n)
-        out.append(value)
+        out.append(RunRecord.read(Table.root(value, f"{path}:{n}", RunRecordError)))
     return out
