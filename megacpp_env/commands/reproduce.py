@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     opts = ReproduceOptions(venv=args.venv, checkouts=args.checkouts, mirror=args.mirror, python=args.python)
     progress = Progress()
     try:
-        report = reproduce(ref, opts, say=progress.step)
+        report = reproduce(ref, opts, say=lambda line: progress.show(line, force=True))
     finally:
         progress.close()
     if args.json:
