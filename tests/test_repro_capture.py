@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -151,4 +152,29 @@ def test_the_reader_names_the_key_of_a_wrong_type(work, tmp_path):
     data["checkouts"][key]["untracked"][0]["mode"] = "100777"
     path.write_text(json.dumps(data))
     with pytest.raises(CaptureFormatError, match=rf"checkouts\.{key}\.untracked\[0\]\.mode: expected one of"):
+        load_capture(path)
+
+
+@pytest.mark.parametrize(
+    ("where", "value", "message"),
+    [
+        ("site", "/etc", "path_entries[0].site: expected a site directory inside the venv ({venv}/...), got '/etc'"),
+        ("site", "{venv}/../../etc", "path_entries[0].site: expected a site directory inside the venv"),
+        ("file", "../x.pth", "path_entries[0].file: expected a .pth file name, got '../x.pth'"),
+    ],
+)
+def test_path_entries_stay_in_the_venv(work, tmp_path, where, value, message):
+    path, data = _capture_doc(work, tmp_path)
+    data["path_entries"] = [{"site": "{venv}/lib/python3.11/site-packages", "file": "m.pth", "lines": ["x"], where: value}]
+    path.write_text(json.dumps(data))
+    with pytest.raises(CaptureFormatError, match=re.escape(message)):
+        load_capture(path)
+
+
+def test_a_build_env_cannot_preload_code(work, tmp_path):
+    path, data = _capture_doc(work, tmp_path)
+    data["distributions"] = {"x": {"name": "x", "version": "1", "installer": "pip", "requested": True,
+                                   "origin": "local-build", "build": {"checkout": "proj", "build_env": {"LD_PRELOAD": "/tmp/evil.so"}}}}  # fmt: skip
+    path.write_text(json.dumps(data))
+    with pytest.raises(CaptureFormatError, match=re.escape("distributions.x.build.build_env.LD_PRELOAD: 'LD_PRELOAD' may not be set")):
         load_capture(path)

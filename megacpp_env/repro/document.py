@@ -29,6 +29,10 @@ ORIGINS = ("index", "url", "vcs", "local-build", "editable", "outside")
 MODES = ("100644", "100755", "120000")
 _HEX = re.compile(r"[0-9a-f]{64}")
 _SHA1 = re.compile(r"[0-9a-f]{40}")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+VENV_MARK = "{venv}"
+# Variables a build env may not set: they run code of their own in every process of the build.
+NOT_IN_BUILD_ENV = frozenset({"LD_PRELOAD", "LD_AUDIT", "BASH_ENV", "ENV", "PYTHONSTARTUP", "PYTHONINSPECT"})
 
 
 class CaptureFormatError(FormatError):
@@ -173,7 +177,11 @@ class BuildInfo:
     @classmethod
     def read(cls, t: Table) -> BuildInfo:
         t.only(cls.__dataclass_fields__)
-        return cls(checkout=t.text("checkout"), build_env=t.text_map("build_env"), source=t.text("source", "record"))
+        env = t.text_map("build_env")
+        for name in env:
+            if not _ENV_NAME.fullmatch(name) or name in NOT_IN_BUILD_ENV:
+                t.fail(f"{name!r} may not be set in a build env", f"build_env.{name}")
+        return cls(checkout=t.text("checkout"), build_env=env, source=t.text("source", "record"))
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -229,7 +237,10 @@ class PathEntry:
         name = t.text("file", nonempty=True)
         if "/" in name or not name.endswith(".pth"):
             t.fail(f"expected a .pth file name, got {name!r}", "file")
-        return cls(site=t.text("site"), file=name, lines=t.texts("lines"))
+        site = t.text("site")
+        if not site.startswith(VENV_MARK + "/") or "/../" in site + "/" or "\0" in site:
+            t.fail(f"expected a site directory inside the venv ({VENV_MARK}/...), got {site!r}", "site")
+        return cls(site=site, file=name, lines=t.texts("lines"))
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

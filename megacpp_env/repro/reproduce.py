@@ -133,8 +133,11 @@ def _roots(cap: Capture, prefix: Path, made: Mapping[str, Path]) -> portable.Roo
 
 def write_path_entries(cap: Capture, roots: portable.Roots) -> None:
     """The golden's unowned ``.pth`` files, their tokens resolved to the re-created paths."""
+    prefix = Path(roots.resolve(portable.VENV)).resolve()
     for entry in cap.path_entries:
         site = Path(roots.resolve(entry.site))
+        if not site.resolve().is_relative_to(prefix):
+            raise RefusedError(f"path entry {entry.file}: {site} is outside the venv {prefix}")
         text = "".join(roots.resolve(line) + "\n" for line in entry.lines)
         atomic_write_text(site / entry.file, text)
 
