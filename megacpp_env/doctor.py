@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 RANK = ("error", "warning", "info", "ok")
 ARCH_PLATFORM = {"x86_64": "linux/amd64", "amd64": "linux/amd64", "aarch64": "linux/arm64", "arm64": "linux/arm64"}
 GATE_PREFIX = "MEGACPP_PATCH_"
-SM_RE = re.compile(r"^sm_(\d+)(\d)[af]?$")
+SM_RE = re.compile(r"sm_(\d+)(\d)[af]?")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -201,7 +201,7 @@ def _spec_version(what: str, spec: str, have: str) -> list[Finding]:
 
 def arch_capability(arch: str) -> str:
     """``sm_90a`` -> ``9.0``, ``sm_121a`` -> ``12.1``; '' when not an sm_ name."""
-    m = SM_RE.match(arch)
+    m = SM_RE.fullmatch(arch)
     return f"{int(m.group(1))}.{m.group(2)}" if m else ""
 
 

@@ -62,6 +62,12 @@ class FormatError(SpecError):
     """
 
 
+class InputError(SpecError):
+    """A file or path the user gave cannot be used: unreadable, not UTF-8, too large, a directory
+    where a file is needed. ``file`` names it; ``detail`` says what is wrong (format readers re-raise
+    it as their own ``FormatError``)."""
+
+
 class ToolError(MegacppEnvError, RuntimeError):
     """An external tool (git, docker, uv, nvidia-smi) failed or is missing."""
 

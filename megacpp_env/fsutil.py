@@ -1,28 +1,73 @@
-"""Small filesystem helpers: atomic writes and hashing. Never prints, never exits."""
+"""Small filesystem helpers: atomic writes, bounded reads, user-given output paths, hashing.
+Never prints, never exits.
+
+Two rules hold for every file the tool writes or reads:
+- a rename only ever replaces a regular file (never a device node, FIFO or socket): ``/dev/null``
+  named as an output is written to, not replaced;
+- nothing is read without a bound: an input is read up to a size limit (``/dev/zero`` as an input
+  is a one-line error, not an endless read).
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
 
+from megacpp_env.errors import InputError, RefusedError
+
 CHUNK = 1 << 20
+MAX_INPUT_BYTES = 64 << 20  # the largest lock, manifest, snapshot or config file the tool reads
+
+
+def _regular_size(path: Path) -> int | None:
+    """The size of ``path`` when it is a regular file (symlinks followed), else None."""
+    try:
+        st = Path(path).stat()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return st.st_size if stat.S_ISREG(st.st_mode) else None
+
+
+def _refuse_special(path: Path) -> None:
+    """Raise when ``path`` exists and a rename onto it would replace something that is not a file."""
+    try:
+        st = os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    if not (stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)):
+        raise RefusedError(f"{path} is {file_kind(st.st_mode)}, not a regular file; refusing to replace it")
+
+
+def file_kind(mode: int) -> str:
+    kinds = (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISLNK, "a symbolic link"),
+        (stat.S_ISREG, "a regular file"),
+    )
+    return next((what for test, what in kinds if test(mode)), "a special file")
 
 
 def atomic_write_bytes(path: Path, data: bytes, *, mode: int | None = None) -> bool:
     """Write ``data`` to ``path`` atomically (temp file in the same dir, fsync, os.replace).
 
-    Returns False, and leaves the file alone, when it already holds exactly ``data``.
+    Returns False, and leaves the file alone, when it already holds exactly ``data``. Refuses
+    (RefusedError) to replace anything but a regular file or a symlink.
     """
     path = Path(path)
-    try:
-        if path.read_bytes() == data and (mode is None or (path.stat().st_mode & 0o7777) == mode):
+    _refuse_special(path)
+    if _regular_size(path) == len(data):
+        same_mode = mode is None or (path.stat().st_mode & 0o7777) == mode
+        if same_mode and read_bounded(path, len(data)) == data:
             return False
-    except (FileNotFoundError, NotADirectoryError):
-        pass
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -54,6 +99,93 @@ def _fsync_dir(directory: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+# ---- user-given output paths ---------------------------------------------------------------------
+
+
+def check_output_path(path: Path, *, option: str = "--output", example: str = "out.json") -> Path:
+    """Refuse, before any work is done, an output path that cannot be written: a directory, a missing
+    or unwritable parent directory. Special files (``/dev/null``, a FIFO) are accepted: they are
+    written to, never replaced."""
+    path = Path(path)
+    try:
+        st: os.stat_result | None = Path(path).stat()
+    except (FileNotFoundError, NotADirectoryError):
+        st = None
+    except OSError as exc:
+        raise InputError(f"{path}: {exc.strerror or exc}", key=option) from None
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        raise InputError(f"{path} is a directory; name a file (e.g. {path / example})", key=option)
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        return path  # a device or FIFO: written in place
+    parent = path.parent if st is None else Path(os.path.realpath(path)).parent
+    blocker = next((p for p in (parent, *parent.parents) if p.exists() and not p.is_dir()), None)
+    if blocker is not None:
+        raise InputError(f"{path}: {blocker} is not a directory", key=option)
+    if not parent.is_dir():
+        raise InputError(f"{path}: directory {parent} does not exist", key=option)
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise InputError(f"{path}: directory {parent} is not writable", key=option)
+    return path
+
+
+def write_output(path: Path, data: bytes) -> bool:
+    """Write a user-given output: a regular file (or a new path) atomically, through symlinks to the
+    file they name; anything else (``/dev/null``, ``/dev/stdout``, a FIFO) by a plain write, never by a
+    rename. Returns False when a regular file already held ``data``."""
+    path = Path(path)
+    try:
+        st: os.stat_result | None = Path(path).stat()
+    except (FileNotFoundError, NotADirectoryError):
+        st = None
+    if st is None or stat.S_ISREG(st.st_mode):
+        return atomic_write_bytes(Path(os.path.realpath(path)), data)
+    if stat.S_ISDIR(st.st_mode):
+        raise InputError("is a directory; name a file", file=str(path))
+    fd = os.open(path, os.O_WRONLY | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+    return True
+
+
+# ---- bounded reads ---------------------------------------------------------------------------------
+
+
+def read_bounded(path: Path, limit: int = MAX_INPUT_BYTES) -> bytes:
+    """The bytes of ``path``, refusing (InputError) a directory or anything longer than ``limit``.
+    FIFOs and devices are read up to the limit (``<(git show ...)`` works; ``/dev/zero`` does not)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
+    except IsADirectoryError:
+        raise InputError("is a directory, not a file", file=str(path)) from None
+    if stat.S_ISDIR(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise InputError("is a directory, not a file", file=str(path))
+    with os.fdopen(fd, "rb") as fh:
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise InputError(f"larger than {limit} bytes; refusing to read it", file=str(path))
+    return data
+
+
+def read_text_input(path: Path, *, limit: int = MAX_INPUT_BYTES) -> str:
+    """A UTF-8 text input (a UTF-8 BOM is allowed and dropped), bounded; one-line errors otherwise."""
+    try:
+        data = read_bounded(path, limit)
+    except FileNotFoundError:
+        raise InputError("no such file", file=str(path)) from None
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror or exc}", file=str(path)) from None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InputError(
+            f"not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})", file=str(path)
+        ) from None
+
+
+# ---- hashing -----------------------------------------------------------------------------------------
 
 
 def sha256_bytes(data: bytes) -> str:

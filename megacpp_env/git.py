@@ -24,7 +24,7 @@ from megacpp_env.redact import strip_url_credentials
 
 log = logging.getLogger("megacpp_env.git")
 
-SHA_RE = re.compile(r"^[0-9a-f]{40}$")
+SHA_RE = re.compile(r"[0-9a-f]{40}")  # use with fullmatch
 GITLINK_MODE = "160000"
 # Variables that would redirect git to another repository or index than the one at ``cwd``.
 _REPO_ENV = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_COMMON_DIR", "GIT_PREFIX")
@@ -131,7 +131,7 @@ def head_commit(path: Path) -> str | None:
     """The full SHA of HEAD, or None when there is no commit (or no repository)."""
     proc = run_git(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"], path, check=False)
     sha = proc.stdout.decode().strip()
-    return sha if proc.returncode == 0 and SHA_RE.match(sha) else None
+    return sha if proc.returncode == 0 and SHA_RE.fullmatch(sha) else None
 
 
 def has_commit(path: Path, sha: str) -> bool:

@@ -111,7 +111,7 @@ def run_rules(spec: Spec, *, only: tuple[str, ...] = ()) -> list[Finding]:
 
 # -- helpers ---------------------------------------------------------------------------------------
 def _sm_major(arch: str) -> int:
-    m = re.match(r"^sm_([0-9]+?)([0-9])[af]?$", arch)
+    m = re.fullmatch(r"sm_([0-9]+?)([0-9])[af]?", arch)
     return int(m.group(1)) if m else 0
 
 

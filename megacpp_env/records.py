@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
-from megacpp_env.errors import FormatError
+from megacpp_env.errors import FormatError, InputError
+from megacpp_env.fsutil import read_bounded
 
 HIDDEN = {"dump": False}  # field(metadata=HIDDEN): not part of to_dict
 _MISSING: Any = object()
@@ -152,12 +153,30 @@ def _kinds(kind: type | tuple[type, ...]) -> tuple[type, ...]:
     return kind if isinstance(kind, tuple) else (kind,)
 
 
+def read_text(path: Path, error: type[FormatError] = FormatError) -> str:
+    """The UTF-8 text of a document (a BOM is allowed), bounded in size (``fsutil.read_bounded``);
+    FileNotFoundError passes through (callers decide what absence means), anything else unreadable
+    is ``error`` naming the file."""
+    try:
+        data = read_bounded(Path(path))
+    except InputError as exc:
+        raise error(exc.detail, file=str(path)) from None
+    except (FileNotFoundError, NotADirectoryError):
+        raise FileNotFoundError(path) from None
+    except OSError as exc:
+        raise error(f"cannot read: {exc.strerror or exc}", file=str(path)) from None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise error(f"not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})", file=str(path)) from None
+
+
 def read_json(path: Path, error: type[FormatError] = FormatError) -> Table:
     """Parse a JSON document once; FileNotFoundError passes through (callers decide what absence means)."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise error(f"not valid JSON: {exc}", file=str(path)) from None
+        data = json.loads(read_text(path, error))
+    except (ValueError, RecursionError) as exc:
+        raise error(f"not valid JSON: {str(exc).splitlines()[0]}", file=str(path)) from None
     return Table.root(data, str(path), error)
 
 

@@ -1,46 +1,342 @@
-"""Secret redaction shared by every module that may print or record a URL or an environment value.
+"""Credential detection and redaction: the one place that decides what looks like a secret.
 
-Stdlib only: imported by the git wrapper, checkouts and the snapshot collectors alike.
+Used by the spec loader (credentials in ``stack.yaml`` are refused), by the git wrapper (command
+lines and error messages are redacted) and by the snapshot (nothing secret reaches a document that
+is shared in PRs and bug reports). Fails closed: a value in a credential *position* is removed
+whatever it looks like, and a value of credential *shape* is removed wherever it appears.
+
+Positions: URL userinfo (any characters, ``;``, ``,``, ``/`` and ``@`` included), the userinfo of
+scp-style remotes (``user:pass@host:repo``), URL query values, URL fragments that are not a hash or
+an ``egg=``, the value after an HTTP auth scheme (``Bearer``, ``Basic`` ...), and the value of a
+secret-named key (``password=...``, ``TOKEN: ...``). Shapes: well-known token prefixes, PEM private
+keys, JWTs, and (inside URL paths, and in environment values with ``tokens=True``) high-entropy
+token-like words. Stdlib only.
 """
 
 from __future__ import annotations
 
+import functools
+import math
 import re
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from collections import Counter
+from dataclasses import dataclass, field
+from urllib.parse import unquote
 
 REDACTED = "<redacted>"
-_SECRET_WORDS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "PRIVATE", "COOKIE", "SESSION")
-_SECRET_PARTS = frozenset({"KEY", "APIKEY", "PASS", "PWD", "SIGNATURE", "SIG"})
-URL_RE = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://(?P<rest>[^\s'\"<>,;]+)")
+
+# ---- names -------------------------------------------------------------------------------------
+
+# Any name holding one of these is secret-bearing (``*TOKEN*``, ``*_CRED*``, ``PASSWORD`` ...).
+_SECRET_SUBSTRINGS = (
+    "TOKEN", "SECRET", "PASSW", "PASSPHRASE", "CRED", "AUTH", "PRIVATE", "COOKIE", "SESSION", "APIKEY",
+    "SIGNATURE", "BEARER", "JWT", "CLIENTKEY",
+)  # fmt: skip
+# ... and so is one with a word (between ``_``, ``-``, ``.``) that starts with one of these
+# (``*_API*``, ``*_ACCESS*``, ``*_KEY*``), ends with KEY/PASS/PWD (``SSHKEY``, ``PGPASS``) or is one of
+# the short words.
+_SECRET_WORD_PREFIXES = ("API", "ACCESS", "KEY", "CRED")
+_SECRET_WORD_SUFFIXES = ("KEY", "PASS", "PWD")
+_SECRET_WORDS = frozenset({"PASS", "PWD", "SIG", "PAT", "OTP", "SALT", "DSN", "NONCE", "HMAC", "PIN", "PSK"})
+# Names that match the patterns but hold no secret: the shell's working directories.
+_NOT_SECRET_NAMES = frozenset({"PWD", "OLDPWD"})
+# Values that carry no secret whatever the name (``HF_HUB_DISABLE_IMPLICIT_TOKEN=1``).
+_TRIVIAL_VALUES = frozenset({"", "0", "1", "true", "false", "yes", "no", "on", "off", "none", "null", "auto"})
 
 
 def is_secret_name(name: str) -> bool:
+    """True for names that (by pattern) hold credentials: TOKEN, SECRET, PASSWORD, *_CRED*, *_API*,
+    *_ACCESS*, *_KEY*, AUTH, COOKIE, SESSION ... ``PWD``/``OLDPWD`` are directories, not passwords."""
     upper = name.upper()
-    if any(word in upper for word in _SECRET_WORDS):
+    if upper in _NOT_SECRET_NAMES:
+        return False
+    if any(word in upper for word in _SECRET_SUBSTRINGS):
         return True
-    parts = set(re.split(r"[^A-Z0-9]+", upper))
-    return bool(parts & _SECRET_PARTS) or any(p.endswith("KEY") and len(p) > 3 for p in parts)
+    words = [w for w in re.split(r"[^A-Z0-9]+", upper) if w]
+    return any(
+        w in _SECRET_WORDS or w.startswith(_SECRET_WORD_PREFIXES) or w.endswith(_SECRET_WORD_SUFFIXES) for w in words
+    )
 
 
-def _strip_url(match: re.Match[str]) -> str:
-    url = f"{match['scheme']}://{match['rest']}"
-    try:
-        parts = urlsplit(url)
-        netloc = parts.netloc.rpartition("@")[2]
-        query = parts.query
-        if query:
-            pairs = [(k, REDACTED if is_secret_name(k) else v) for k, v in parse_qsl(query, keep_blank_values=True)]
-            query = urlencode(pairs, safe="<>")
-        return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
-    except ValueError:
-        return f"{match['scheme']}://{REDACTED}"
+def is_trivial(value: str) -> bool:
+    """A value that is a switch or empty: safe to show even under a secret-looking name."""
+    return value.strip().lower() in _TRIVIAL_VALUES
+
+
+# ---- shapes ------------------------------------------------------------------------------------
+
+_KNOWN_TOKENS = re.compile(
+    r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----.*?(-----END [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----|\Z)"
+    r"|\b(?:gh[pousr]_[A-Za-z0-9]{16,}|github_pat_[A-Za-z0-9_]{16,}|glpat-[A-Za-z0-9_-]{16,}"
+    r"|xox[abposr]-[A-Za-z0-9-]{8,}|(?:AKIA|ASIA)[0-9A-Z]{16}|sk-[A-Za-z0-9_-]{16,}|hf_[A-Za-z0-9]{16,}"
+    r"|npm_[A-Za-z0-9]{20,}|pypi-[A-Za-z0-9_-]{16,}|AIza[0-9A-Za-z_-]{20,}|glc_[A-Za-z0-9+/=_-]{16,}"
+    r"|eyJ[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]*)",
+    re.DOTALL,
+)
+_SCHEME = r"[A-Za-z][A-Za-z0-9+.-]*://"
+# A URL runs to whitespace, a quote or angle bracket, or the start of the next URL.
+_URL = re.compile(rf"(?P<scheme>{_SCHEME})(?P<rest>(?:(?!{_SCHEME})[^\s'\"<>`])*)")
+_TOKEN_HINTS = (
+    "gh",
+    "github_pat_",
+    "glpat-",
+    "xox",
+    "AKIA",
+    "ASIA",
+    "sk-",
+    "hf_",
+    "npm_",
+    "pypi-",
+    "AIza",
+    "glc_",
+    "eyJ",
+)
+_AUTH_HINTS = ("BEARER", "BASIC", "DIGEST", "TOKEN", "NEGOTIATE", "NTLM", "APIKEY")
+_NAME_HINTS = (*_SECRET_SUBSTRINGS, *_SECRET_WORD_PREFIXES, *_SECRET_WORDS, "KEY")
+_LATE_HOST = re.compile(r"@(?:[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(?::[0-9]*)?(?P<end>[/?#]|$)")
+# A password holding a space or quote splits the URL token: ``https://u:pa ss@host/x``.
+_BROKEN_USERINFO = re.compile(
+    rf"(?P<scheme>{_SCHEME})(?P<userinfo>[^\s/?#:'\"<>`]*:(?:(?!{_SCHEME})[^@])*?[\s'\"<>`](?:(?!{_SCHEME}).)*)"
+    r"@(?P<host>[A-Za-z0-9][A-Za-z0-9.-]*|\[[0-9A-Fa-f:.]+\])(?=[:/?#\s'\"<>`]|$)",
+    re.DOTALL,
+)
+_AT_HOST = re.compile(r"(?P<user>[^\s@<>]+)@(?:[A-Za-z0-9][A-Za-z0-9.-]*|\[[0-9A-Fa-f:.]+\])(?::[0-9]+)?/")
+_AUTHORITY = re.compile(r"[^/?#]*")
+_URL_PARTS = re.compile(r"([^/?#]*)([^?#]*)(\?[^#]*)?(#.*)?", re.DOTALL)
+_SSH = frozenset({"ssh", "git+ssh", "ssh+git"})
+_SCP = re.compile(r"(?P<user>[^\s'\"<>`]+)@(?P<host>[A-Za-z0-9][A-Za-z0-9.-]*):(?!//)(?P<path>[^\s'\"<>`]*)")
+# An HTTP auth scheme and its credential. Bearer is unambiguous; the others are English words too,
+# so their value must look like a token (a digit, '+', '/', '=' or a mixed-case run).
+_AUTH_BEARER = re.compile(r"(?i)\b(?P<scheme>bearer)(?P<sep>\s+|\s*[:=]\s*)(?P<value>[^\s'\"<>`,;]+)")
+_AUTH_OTHER = re.compile(
+    r"(?i)\b(?P<scheme>basic|digest|token|negotiate|ntlm|apikey)(?P<sep>\s+)(?P<value>[A-Za-z0-9._~+/-]+=*)"
+)
+# ``name=value``, ``name: value``, ``--name value`` where the name is secret-bearing.
+_KEY_VALUE = re.compile(
+    r"(?P<key>(?<![A-Za-z0-9_.-])-{0,2}[A-Za-z_][A-Za-z0-9_.-]*)(?P<sep>=(?![=/])|:(?![/:])\s*|\s+)"
+    r"(?P<value>[^\s&;,'\"<>`]+)"
+)
+_WORD = re.compile(r"[A-Za-z0-9+/_~.%-]{16,}={0,2}")
+_SAFE_FRAGMENT = re.compile(r"(?:(?:sha1|sha224|sha256|sha384|sha512|md5)=[0-9a-fA-F]+|egg=[A-Za-z0-9._-]+"
+                            r"|subdirectory=[A-Za-z0-9._/-]+)(?:&(?:egg|subdirectory)=[A-Za-z0-9._/-]+)*")  # fmt: skip
+_DIGEST = re.compile(r"(?:sha[0-9]+|md5|blake2[bs]?):[0-9A-Za-z]*")
+_GPU_UUID = re.compile(r"(?:GPU|MIG)-[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}")
+
+
+def entropy(text: str) -> float:
+    """Shannon entropy in bits per character."""
+    counts = Counter(text)
+    return -sum(c / len(text) * math.log2(c / len(text)) for c in counts.values()) if text else 0.0
+
+
+def is_token_like(word: str) -> bool:
+    """A word that reads as a generated credential: one of its path or dotted pieces is long, mixes
+    letters and digits, and is not several short words joined by ``-``/``_`` (``x86_64-linux-gnu``).
+
+    Hex of 32+ digits counts (a hex API key looks like a digest); callers that record digests on
+    purpose (file hashes) do not ask. GPU/MIG UUIDs (``CUDA_VISIBLE_DEVICES``) do not count."""
+    return any(_random_piece(piece) for piece in re.split(r"[/.]", word))
+
+
+def _random_piece(piece: str) -> bool:
+    if len(piece) < 16 or _GPU_UUID.fullmatch(piece):
+        return False
+    if not (any(c.isdigit() for c in piece) and any(c.isalpha() for c in piece)):
+        return False
+    if re.fullmatch(r"[0-9a-f-]+|[0-9A-F-]+", piece):
+        return len(piece.replace("-", "")) >= 32
+    if max(len(run) for run in re.split(r"[-_+=~]", piece)) < 12:
+        return False
+    mixed = any(c.isupper() for c in piece) and any(c.islower() for c in piece)
+    return mixed or entropy(piece) >= 3.5
+
+
+# ---- the scanner -------------------------------------------------------------------------------
+
+
+@dataclass(kw_only=True, slots=True)
+class Redaction:
+    """The text with every credential replaced, why, and the removed substrings (to sweep elsewhere)."""
+
+    text: str
+    reasons: list[str] = field(default_factory=list)
+    secrets: list[str] = field(default_factory=list)
+
+    def take(self, secret: str, reason: str) -> str:
+        if secret and secret != REDACTED:
+            self.secrets.append(secret)
+            if reason not in self.reasons:
+                self.reasons.append(reason)
+        return REDACTED
+
+
+def redact(text: str, *, tokens: bool = False) -> Redaction:
+    """Find and replace every credential in ``text``. ``tokens`` also removes high-entropy words
+    anywhere (for environment values); URL path segments are always checked."""
+    clean, reasons, secrets = _scan(text, tokens)
+    return Redaction(text=clean, reasons=list(reasons), secrets=list(secrets))
+
+
+@functools.lru_cache(maxsize=8192)
+def _scan(text: str, tokens: bool) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
+    out = Redaction(text=text)
+    if len(text) < 3:
+        return text, (), ()
+    upper = text.upper()
+    if "-----BEGIN" in text or any(p in text for p in _TOKEN_HINTS):
+        text = _KNOWN_TOKENS.sub(lambda m: out.take(m.group(0), "a well-known token format"), text)
+    if "://" in text:
+        text = _BROKEN_USERINFO.sub(lambda m: _broken(m, out), text)
+        text = _URL.sub(lambda m: m["scheme"] + _url_rest(m["scheme"], m["rest"], out), text)
+    if "@" in text:
+        text = _SCP.sub(lambda m: _scp(m, out), text)
+        text = _AT_HOST.sub(lambda m: _at_host(m, out), text)
+    if any(w in upper for w in _AUTH_HINTS):
+        text = _AUTH_BEARER.sub(lambda m: _auth(m, out, any_value=True), text)
+        text = _AUTH_OTHER.sub(lambda m: _auth(m, out, any_value=False), text)
+    if any(w in upper for w in _NAME_HINTS):
+        text = _KEY_VALUE.sub(lambda m: _key_value(m, out), text)
+    if tokens and len(text) >= 16:
+        text = _WORD.sub(lambda m: out.take(m.group(0), "a high-entropy token") if is_token_like(m[0]) else m[0], text)
+    return text, tuple(out.reasons), tuple(out.secrets)
+
+
+def _url_rest(scheme: str, rest: str, out: Redaction) -> str:
+    """Everything after ``scheme://``: drop userinfo, redact token-like path segments, every query
+    value and any fragment that is not a hash/egg/subdirectory."""
+    rest = _drop_userinfo(scheme, rest, out)
+    parts = _URL_PARTS.match(rest)
+    assert parts is not None  # every group may be empty
+    host, path, query, fragment = (parts.group(i) or "" for i in range(1, 5))
+    return host + _path(path, out) + _query(query, out) + _fragment(fragment, out)
+
+
+def _drop_userinfo(scheme: str, rest: str, out: Redaction) -> str:
+    """Cut the userinfo off ``rest``. It ends at the last '@' of the authority, or later where the
+    password holds an unencoded '/', '?', '#' or '@': at the last '@host/' of the URL, or (when the
+    authority holds no '@' but a ':') at the last '@host' of any kind. Over-cutting a path is
+    allowed; leaving a password is not."""
+    authority = _AUTHORITY.match(rest).group(0)  # type: ignore[union-attr]
+    cuts = [authority.rfind("@")] if "@" in authority else []
+    for late in _LATE_HOST.finditer(rest):
+        if late["end"] == "/" or ("@" not in authority and ":" in rest[: late.start()]):
+            cuts.append(late.start())
+    if cuts:
+        cut = max(cuts)
+        userinfo = rest[:cut]
+        plain_user = ":" not in userinfo and not is_token_like(unquote(userinfo)) and scheme.lower()[:-3] in _SSH
+        if not plain_user:  # ``ssh://git@host``: a user name is dropped, but it is not a credential
+            out.take(userinfo, "credentials in a URL")
+        rest = rest[cut + 1 :]
+        authority = _AUTHORITY.match(rest).group(0)  # type: ignore[union-attr]
+    if _bad_port(authority):  # ``u:pa'ss@h``: the URL token ended inside a password
+        out.take(authority, "credentials in a URL")
+        return REDACTED + rest[len(authority) :]
+    return rest
+
+
+def _bad_port(authority: str) -> bool:
+    host_port = authority.rsplit("]", 1)[1] if authority.startswith("[") and "]" in authority else authority
+    return ":" in host_port and not host_port.rpartition(":")[2].isdigit() and host_port.rpartition(":")[2] != ""
+
+
+def _path(path: str, out: Redaction) -> str:
+    pieces = path.split("/")
+    return "/".join(out.take(p, "a token in a URL path") if is_token_like(unquote(p)) else p for p in pieces)
+
+
+def _query(query: str, out: Redaction) -> str:
+    if len(query) <= 1:
+        return query
+    pairs = []
+    for pair in query[1:].split("&"):
+        key, eq, value = pair.partition("=")
+        pairs.append(f"{key}{eq}{out.take(value, 'a URL query value')}" if value else pair)
+    return "?" + "&".join(pairs)
+
+
+def _fragment(fragment: str, out: Redaction) -> str:
+    if len(fragment) <= 1 or _SAFE_FRAGMENT.fullmatch(fragment[1:]):
+        return fragment
+    return "#" + out.take(fragment[1:], "a URL fragment")
+
+
+def _scp(match: re.Match[str], out: Redaction) -> str:
+    user = match["user"]
+    if "://" in user or user.endswith(REDACTED) or _DIGEST.fullmatch(f"{match['host']}:{match['path']}"):
+        return match[0]  # an image reference ``name:tag@sha256:<hex>`` is not a remote
+    if ":" in user or is_token_like(user):
+        out.take(user, "credentials in an scp-style remote")
+    return f"{match['host']}:{match['path']}"  # a plain user name (git@) is dropped, not a credential
+
+
+def _broken(match: re.Match[str], out: Redaction) -> str:
+    out.take(match["userinfo"], "credentials in a URL")
+    return match["scheme"] + match["host"]
+
+
+def _at_host(match: re.Match[str], out: Redaction) -> str:
+    """``...secret@host/path`` left over where a URL was split inside its password (a space, a quote)."""
+    user = match["user"]
+    if "://" in user or user.endswith(REDACTED):
+        return match[0]
+    out.take(user, "credentials in a URL")
+    return match[0][len(user) + 1 :]
+
+
+def _auth(match: re.Match[str], out: Redaction, *, any_value: bool) -> str:
+    value = match["value"]
+    if value == REDACTED or not (any_value or _looks_encoded(value)):
+        return match[0]
+    return f"{match['scheme']}{match['sep']}{out.take(value, 'an HTTP authorization value')}"
+
+
+def _looks_encoded(value: str) -> bool:
+    return len(value) >= 8 and (
+        any(c.isdigit() or c in "+/=" for c in value) or (value[1:] != value[1:].lower() and value != value.upper())
+    )
+
+
+def _key_value(match: re.Match[str], out: Redaction) -> str:
+    key, sep, value = match["key"], match["sep"], match["value"]
+    if value == REDACTED or not is_secret_name(key.lstrip("-")) or is_trivial(value):
+        return match[0]
+    if (
+        sep.strip() == ""
+        and not key.startswith("-")
+        and not re.fullmatch(r"(?i)[a-z_]*(pass(word|wd)?|token|secret)", key)
+    ):
+        return match[0]  # "KEY value" with a space only for options and plain password/token words
+    name = key.lstrip("-")
+    return f"{key}{sep}{out.take(value, f'the value of {name}')}"
+
+
+# ---- conveniences ------------------------------------------------------------------------------
 
 
 def strip_url_credentials(text: str) -> str:
-    """Remove userinfo (``user:token@``) and secret-looking query values from every URL in ``text``."""
-    if "://" not in text:
-        return text
-    return URL_RE.sub(_strip_url, text)
+    """``text`` with every credential removed (URL userinfo, query values, tokens ...)."""
+    return redact(text).text
+
+
+def credential_reason(text: str, *, tokens: bool = False) -> str:
+    """Why ``text`` holds a credential ('' when it does not)."""
+    found = redact(text, tokens=tokens)
+    return found.reasons[0] if found.reasons else ""
+
+
+def env_value_redaction(name: str, value: str) -> Redaction:
+    """An environment value as it may be recorded: the whole value of a secret-named variable (unless
+    trivial), else the value with every credential and token-like word removed."""
+    if is_secret_name(name) and not is_trivial(value):
+        out = Redaction(text=value)
+        out.text = out.take(value, f"{name} is a secret-bearing variable name")
+        return out
+    return redact(value, tokens=True)
+
+
+def env_credential_reason(name: str, value: str) -> str:
+    found = env_value_redaction(name, value)
+    return found.reasons[0] if found.reasons else ""
 
 
 # ---- files --------------------------------------------------------------------------------------

@@ -25,9 +25,9 @@ from typing import Any
 import jinja2
 from jinja2.sandbox import SandboxedEnvironment
 
+from megacpp_env.chars import dangerous_char, describe_char
 from megacpp_env.errors import MegacppEnvError
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _WORD = re.compile(r"[A-Za-z0-9._/:@+=-]+")
 
 
@@ -47,8 +47,9 @@ def _one_line(value: object, filter_name: str) -> str:
     if isinstance(value, bool) or not isinstance(value, str | int | float):
         raise TemplateValueError(f"|{filter_name}: expected a string or number, got {type(value).__name__}")
     text = str(value)
-    if _CONTROL.search(text):
-        raise TemplateValueError(f"|{filter_name}: control character in {text!r}")
+    ch = dangerous_char(text)
+    if ch is not None:
+        raise TemplateValueError(f"|{filter_name}: control character {describe_char(ch)} in {text!r}")
     return text
 
 

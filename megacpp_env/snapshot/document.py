@@ -8,12 +8,11 @@ whenever they are taken. A document whose digest does not match its facts is ref
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from megacpp_env.errors import FormatError, MegacppEnvError, SpecError, VerificationError
+from megacpp_env.errors import FormatError, MegacppEnvError, VerificationError
 from megacpp_env.fsutil import canonical_hash
 from megacpp_env.records import Table, read_json
 from megacpp_env.snapshot import registry
@@ -106,25 +105,17 @@ def load_snapshot(path: Path) -> Snapshot:
 
 def check_output(path: Path, *, option: str = "--output") -> Path:
     """Refuse, before anything is collected, an output path the document cannot be written to."""
-    path = Path(path)
-    parent = path.parent
-    if path.is_dir():
-        raise SpecError(f"{path} is a directory; name a file (e.g. {path / 'snapshot.json'})", key=option)
-    blocker = next((p for p in (parent, *parent.parents) if p.exists() and not p.is_dir()), None)
-    if blocker is not None:
-        raise SpecError(f"{path}: {blocker} is not a directory", key=option)
-    if not parent.is_dir():
-        raise SpecError(f"{path}: directory {parent} does not exist", key=option)
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise SpecError(f"{path}: directory {parent} is not writable", key=option)
-    return path
+    from megacpp_env.fsutil import check_output_path
+
+    return check_output_path(path, option=option, example="snapshot.json")
 
 
 def write_snapshot(snapshot: Snapshot, path: Path) -> bool:
-    """Write the document atomically (temp file, fsync, rename); False when the file was unchanged."""
-    from megacpp_env.fsutil import atomic_write_text
+    """Write the document: a regular file atomically (temp file, fsync, rename), a device or FIFO
+    (``/dev/null``) by a plain write; False when the file was unchanged."""
+    from megacpp_env.fsutil import write_output
 
     try:
-        return atomic_write_text(path, snapshot.to_json())
+        return write_output(path, snapshot.to_json().encode("utf-8"))
     except OSError as exc:
         raise MegacppEnvError(f"{path}: cannot write the snapshot: {exc.strerror or exc}") from None

@@ -1,7 +1,8 @@
 """Environment variables that change behaviour, and package-index configuration, with secrets removed.
 
 Only allowlisted names are recorded. Values of secret-looking names are replaced by ``<redacted>``;
-credentials are stripped from every URL (userinfo, and secret-looking query parameters). A
+every credential in the others is redacted by ``megacpp_env.redact`` (URL userinfo and query values,
+scp-style remotes, auth headers, token-like words). A
 ``Scrubber`` also remembers every secret value of the process environment so the final document
 can be swept for any that slipped through another path (a git remote, a ``direct_url.json``).
 """
@@ -9,11 +10,15 @@ can be swept for any that slipped through another path (a git remote, a ``direct
 from __future__ import annotations
 
 import os
+import re
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, unquote
 
-from megacpp_env.redact import REDACTED, URL_RE, is_secret_name, strip_url_credentials
+from megacpp_env.fsutil import read_bounded
+from megacpp_env.redact import REDACTED, env_value_redaction, redact
 
 if TYPE_CHECKING:
     from megacpp_env.snapshot.context import Context
@@ -73,39 +78,51 @@ ALLOW_NAMES = frozenset(
     }
 )
 _MIN_SECRET_LEN = 6
+MAX_CONFIG_BYTES = 1 << 20  # a pip.conf/uv.toml larger than this is not read (recorded as an error)
+_PATH_VALUE = re.compile(r"[~/][\w./~+-]*")
 
 
 def is_allowed(name: str) -> bool:
     return name in ALLOW_NAMES or name.startswith(ALLOW_PREFIXES)
 
 
-def _url_secrets(text: str) -> Iterable[str]:
-    for match in URL_RE.finditer(text):
-        userinfo = match["rest"].split("/", 1)[0].rpartition("@")[0]
-        for piece in userinfo.split(":"):
-            if len(piece) >= _MIN_SECRET_LEN:
-                yield piece
+def _variants(secret: str) -> set[str]:
+    """A secret as it may be spelled elsewhere: itself, percent-decoded and -encoded, and the pieces
+    of a ``user:password`` pair."""
+    out = {secret, unquote(secret), quote(secret, safe="")}
+    out.update(secret.split(":"))
+    return {s for s in out if len(s) >= _MIN_SECRET_LEN}
 
 
 class Scrubber:
-    """Remembers secret values; ``clean`` strips URLs and replaces any remembered secret."""
+    """Remembers secret values; ``clean`` redacts every credential and replaces any remembered secret.
+
+    Every value of the process environment that ``redact`` judges secret (a secret-bearing name, or a
+    credential inside the value) is remembered, so a secret planted in the environment is swept from
+    every other place it reaches (a git remote, a ``direct_url.json``, a path)."""
 
     def __init__(self, environ: Mapping[str, str]) -> None:
         found: set[str] = set()
         for name, value in environ.items():
-            if is_secret_name(name) and len(value) >= _MIN_SECRET_LEN:
-                found.add(value)
-            found.update(_url_secrets(value))
+            if name in ("PWD", "OLDPWD") or _PATH_VALUE.fullmatch(value):
+                continue  # a directory is not a secret; sweeping it would make documents depend on it
+            for secret in env_value_redaction(name, value).secrets:
+                found |= _variants(secret)
         self._secrets = sorted(found, key=len, reverse=True)
+        self._lock = threading.Lock()
 
-    def remember(self, text: str) -> None:
-        new = set(_url_secrets(text)) - set(self._secrets)
-        if new:
-            self._secrets = sorted({*self._secrets, *new}, key=len, reverse=True)
+    def remember(self, secrets: Iterable[str]) -> None:
+        new: set[str] = set()
+        for secret in secrets:
+            new |= _variants(secret)
+        with self._lock:
+            if new - set(self._secrets):
+                self._secrets = sorted({*self._secrets, *new}, key=len, reverse=True)
 
     def clean(self, text: str) -> str:
-        self.remember(text)
-        text = strip_url_credentials(text)
+        found = redact(text)
+        self.remember(found.secrets)
+        text = found.text
         for secret in self._secrets:
             if secret in text:
                 text = text.replace(secret, REDACTED)
@@ -122,13 +139,14 @@ class Scrubber:
 
 
 def collect_env(environ: Mapping[str, str], scrubber: Scrubber) -> dict[str, str]:
-    """The allowlisted variables, sorted; secret-named values redacted, URLs stripped."""
+    """The allowlisted variables, sorted; secret-named values and every credential-shaped part of the
+    others redacted (``megacpp_env.redact``)."""
     out: dict[str, str] = {}
     for name in sorted(environ):
-        if not is_allowed(name):
-            continue
-        value = environ[name]
-        out[name] = REDACTED if is_secret_name(name) and value else scrubber.clean(value)
+        if is_allowed(name):
+            found = env_value_redaction(name, environ[name])
+            scrubber.remember(found.secrets)
+            out[name] = scrubber.clean(found.text)
     return out
 
 
@@ -150,33 +168,67 @@ def _uv_config_files(environ: Mapping[str, str]) -> list[Path]:
     return files
 
 
+def _read_config(path: Path) -> str:
+    """The text of a config file: a regular file, at most MAX_CONFIG_BYTES, UTF-8 (BOM allowed)."""
+    data = read_bounded(path, MAX_CONFIG_BYTES)
+    return data.decode("utf-8-sig")
+
+
 def _pip_urls(path: Path) -> list[str]:
     import configparser
 
-    parser = configparser.RawConfigParser()
+    parser = configparser.RawConfigParser(strict=False, interpolation=None)
     try:
-        parser.read(path, encoding="utf-8")
+        parser.read_string(_read_config(path), source=str(path))
     except configparser.Error as exc:
-        raise ValueError(str(exc)) from None
+        raise ValueError(str(exc).splitlines()[0]) from None
     urls: list[str] = []
     for section in parser.sections():
         for key in ("index-url", "extra-index-url", "find-links"):
-            urls.extend(parser.get(section, key, fallback="").split())
+            urls.extend((parser.get(section, key, fallback="") or "").split())
     return urls
 
 
 def _uv_urls(path: Path) -> list[str]:
+    """Index URLs of a uv.toml (top level and its ``[pip]`` table); a value of the wrong type is an error."""
     import tomllib
 
-    data = tomllib.loads(path.read_text(encoding="utf-8"))
-    urls = [str(data.get("index-url", "") or "")]
-    urls.extend(str(u) for u in data.get("extra-index-url", []) or [])
-    urls.extend(str(i.get("url", "")) for i in data.get("index", []) or [] if isinstance(i, dict))
-    return [u for u in urls if u]
+    data = tomllib.loads(_read_config(path))
+    urls: list[str] = []
+    for table, where in ((data, ""), (data.get("pip"), "pip.")):
+        if table is None:
+            continue
+        if not isinstance(table, dict):
+            raise ValueError(f"{where.rstrip('.')}: expected a table")
+        urls += _strings(table.get("index-url"), f"{where}index-url", single=True)
+        urls += _strings(table.get("extra-index-url"), f"{where}extra-index-url")
+        urls += _strings(table.get("find-links"), f"{where}find-links")
+        for i, index in enumerate(_list(table.get("index"), f"{where}index")):
+            if not isinstance(index, dict):
+                raise ValueError(f"{where}index[{i}]: expected a table")
+            urls += _strings(index.get("url"), f"{where}index[{i}].url", single=True)
+    return urls
+
+
+def _list(value: Any, key: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ValueError(f"{key}: expected an array")
+    return value
+
+
+def _strings(value: Any, key: str, *, single: bool = False) -> list[str]:
+    items = ([] if value is None else [value]) if single else _list(value, key)
+    for item in items:
+        if not isinstance(item, str):
+            raise ValueError(f"{key}: expected a string")
+    return [i for i in items if i]
 
 
 def collect_index_config(environ: Mapping[str, str], prefix: str, scrubber: Scrubber) -> dict[str, Any]:
-    """Index URLs from pip and uv configuration files (credentials stripped), per file; errors recorded."""
+    """Index URLs from pip and uv configuration files (credentials stripped), per file. A file that
+    cannot be read or has the wrong shape is recorded with its error; the others are unaffected."""
     out: dict[str, Any] = {}
     sources = [(p, _pip_urls) for p in _pip_config_files(environ, prefix)]
     sources += [(p, _uv_urls) for p in _uv_config_files(environ)]
@@ -185,7 +237,7 @@ def collect_index_config(environ: Mapping[str, str], prefix: str, scrubber: Scru
             continue
         try:
             out[str(path)] = [scrubber.clean(u) for u in reader(path)]
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError) as exc:  # tomllib/UnicodeDecode errors are ValueErrors
             out[str(path)] = {"error": f"unreadable: {type(exc).__name__}"}
     return out
 

@@ -9,14 +9,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from megacpp_env.errors import SpecError, VerificationError
-from megacpp_env.fsutil import atomic_write_text
+from megacpp_env.fsutil import write_output
 from megacpp_env.snapshot.diff import DiffReport, diff_snapshots
 from megacpp_env.snapshot.document import Snapshot, load_snapshot
 
 if TYPE_CHECKING:
     from megacpp_env.spec.model import Spec
 
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 DEFAULT_DIR = ".megacpp/golden"
 
 
@@ -26,12 +26,20 @@ def golden_dir(spec: Spec | None, override: Path | None) -> Path:
     if override is not None:
         return Path(override)
     if spec is not None:
-        return spec.root / spec.snapshot.golden_dir
+        directory = spec.root / spec.snapshot.golden_dir
+        root = spec.root.resolve()
+        if not directory.resolve().is_relative_to(root):  # a symlink on the way leads out
+            raise SpecError(
+                f"snapshot.golden_dir {spec.snapshot.golden_dir!r} resolves to {directory.resolve()}, outside {root}",
+                file=str(spec.path),
+                remedy="point it at a directory inside the repository, or pass --golden-dir",
+            )
+        return directory
     return Path(DEFAULT_DIR)
 
 
 def golden_path(directory: Path, name: str) -> Path:
-    if not NAME_RE.match(name):
+    if not NAME_RE.fullmatch(name):
         raise SpecError(f"golden name {name!r}: use letters, digits, '.', '_' and '-' (at most 128)", key="--golden")
     return Path(directory) / f"{name}.json"
 
@@ -40,7 +48,7 @@ def store_golden(snapshot: Snapshot, directory: Path, name: str) -> tuple[Path, 
     """Write the snapshot as golden ``name``; returns (path, whether the file changed)."""
     path = golden_path(directory, name)
     try:
-        return path, atomic_write_text(path, snapshot.to_json())
+        return path, write_output(path, snapshot.to_json().encode("utf-8"))
     except OSError as exc:
         raise VerificationError(f"{path}: cannot store golden {name!r}: {exc.strerror or exc}") from None
 

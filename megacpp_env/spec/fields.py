@@ -11,36 +11,40 @@ import difflib
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping
+from pathlib import PurePosixPath
 from typing import Any, TypeVar
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from megacpp_env.chars import dangerous_char, describe_char
 from megacpp_env.errors import SpecError
+from megacpp_env.redact import credential_reason, env_credential_reason
+from megacpp_env.spec import envpolicy
 from megacpp_env.spec.model import ImageRef
 from megacpp_env.spec.yamlsrc import join_key
 
 T = TypeVar("T")
 
-COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
-NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
-SLUG_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
-SM_ARCH_RE = re.compile(r"^sm_[0-9]{2,3}[af]?$")
-ARCH_LIST_RE = re.compile(r"^[0-9]+\.[0-9]+[af]?(\+PTX)?(;[0-9]+\.[0-9]+[af]?(\+PTX)?)*$")
-APT_PACKAGE_RE = re.compile(r"^[a-z0-9][a-z0-9+.-]+(=[A-Za-z0-9.+~:-]+)?$")
-APT_REPO_RE = re.compile(r"^ppa:[a-z0-9][a-z0-9.+-]*/[a-z0-9][a-z0-9.+-]*$")
-APT_OPTION_RE = re.compile(r"^[A-Za-z][A-Za-z0-9:_-]*=[A-Za-z0-9._/:-]+$")
-PACKAGE_NAME_RE = re.compile(r"^([A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9._-]*[A-Za-z0-9])$")
-URL_RE = re.compile(r"^(https?|git|ssh|file)://[^\s'\"\\]+$")
-SCP_URL_RE = re.compile(r"^[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:[A-Za-z0-9._/~-]+$")
+COMMIT_RE = re.compile(r"[0-9a-f]{40}")
+NAME_RE = re.compile(r"[a-z][a-z0-9_]*")
+SLUG_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+MODULE_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+SM_ARCH_RE = re.compile(r"sm_[0-9]{2,3}[af]?")
+ARCH_LIST_RE = re.compile(r"[0-9]+\.[0-9]+[af]?(\+PTX)?(;[0-9]+\.[0-9]+[af]?(\+PTX)?)*")
+APT_PACKAGE_RE = re.compile(r"[a-z0-9][a-z0-9+.-]+(=[A-Za-z0-9.+~:-]+)?")
+APT_REPO_RE = re.compile(r"ppa:[a-z0-9][a-z0-9.+-]*/[a-z0-9][a-z0-9.+-]*")
+APT_OPTION_RE = re.compile(r"[A-Za-z][A-Za-z0-9:_-]*=[A-Za-z0-9._/:-]+")
+PACKAGE_NAME_RE = re.compile(r"([A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9._-]*[A-Za-z0-9])")
+URL_RE = re.compile(r"(https?|git|ssh|file)://[^\s'\"\\]+")
+SCP_URL_RE = re.compile(r"[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:[A-Za-z0-9._/~-]+")
 _IMAGE_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
 IMAGE_RE = re.compile(
-    rf"^(?P<name>(?:[A-Za-z0-9.-]+(?::[0-9]+)?/)?{_IMAGE_COMPONENT}(?:/{_IMAGE_COMPONENT})*)"
+    rf"(?P<name>(?:[A-Za-z0-9.-]+(?::[0-9]+)?/)?{_IMAGE_COMPONENT}(?:/{_IMAGE_COMPONENT})*)"
     r"(?::(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}))?"
-    r"(?:@(?P<digest>sha256:[a-f0-9]{64}))?$"
+    r"(?:@(?P<digest>sha256:[a-f0-9]{64}))?"
 )
 MAX_STRING = 4096
 
@@ -68,6 +72,8 @@ class Reader:
     ) -> dict[str, Any]:
         if not isinstance(value, dict):
             raise self.fail(key or "<root>", f"expected a mapping, got {describe(value)}")
+        for k in value:
+            self.safe(k, join_key(key, k), what="unsafe key")
         allowed_set = set(allowed)
         if allowed_set:
             for k in value:
@@ -97,12 +103,25 @@ class Reader:
         return tuple(items)
 
     def env_map(self, value: Any, key: str) -> dict[str, str]:
+        """Environment variables: valid names, none that runs code in every process
+        (``spec.envpolicy``), no credential in a value (``redact``: secret names, tokens, URLs)."""
         out: dict[str, str] = {}
         for name, val in self.mapping(value, key).items():
             child = join_key(key, name)
-            if not ENV_NAME_RE.match(name):
+            if not ENV_NAME_RE.fullmatch(name):
                 raise self.fail(child, f"invalid environment variable name {name!r}")
-            out[name] = self.string(val, child, allow_empty=True)
+            text = self.string(val, child, allow_empty=True)
+            problem, remedy = envpolicy.refusal(name, text)
+            if problem:
+                raise self.fail(child, problem, remedy)
+            secret = env_credential_reason(name, text)
+            if secret:
+                raise self.fail(
+                    child,
+                    f"looks like a credential ({secret})",
+                    "keep secrets out of the spec and the image: pass them at run time or as a build secret",
+                )
+            out[name] = text
         return dict(sorted(out.items()))
 
     # -- scalars ---------------------------------------------------------------------------
@@ -114,10 +133,14 @@ class Reader:
             raise self.fail(key, "must not be empty")
         return self.safe(value, key)
 
-    def safe(self, value: str, key: str) -> str:
+    def safe(self, value: str, key: str, *, what: str = "unsafe value") -> str:
         problem = unsafe_reason(value)
+        if problem.startswith("looks like a credential"):
+            raise self.fail(
+                key, f"{what}: {problem}", "keep secrets out of the spec: use a build secret or the environment"
+            )
         if problem:
-            raise self.fail(key, f"unsafe value: {problem}", "values reach Dockerfiles, shells and labels verbatim")
+            raise self.fail(key, f"{what}: {problem}", "values reach Dockerfiles, shells and labels verbatim")
         return value
 
     def boolean(self, value: Any, key: str) -> bool:
@@ -152,7 +175,7 @@ class Reader:
 
     def pattern(self, value: Any, key: str, regex: re.Pattern[str], what: str, remedy: str = "") -> str:
         s = self.string(value, key)
-        if not regex.match(s):
+        if not regex.fullmatch(s):
             raise self.fail(key, f"expected {what}, got {s!r}", remedy)
         return s
 
@@ -193,8 +216,8 @@ class Reader:
 
     def url(self, value: Any, key: str, *, schemes: tuple[str, ...] = ("https", "http", "git", "ssh", "file")) -> str:
         s = self.string(value, key)
-        scheme = s.split("://", 1)[0] if "://" in s else ("ssh" if SCP_URL_RE.match(s) else "")
-        if not (URL_RE.match(s) or SCP_URL_RE.match(s)) or scheme not in schemes:
+        scheme = s.split("://", 1)[0] if "://" in s else ("ssh" if SCP_URL_RE.fullmatch(s) else "")
+        if not (URL_RE.fullmatch(s) or SCP_URL_RE.fullmatch(s)) or scheme not in schemes:
             wanted = ", ".join(f"{x}://" for x in schemes)
             raise self.fail(key, f"expected a URL ({wanted}), got {s!r}")
         authority = s.split("://", 1)[1].split("/", 1)[0] if "://" in s else s.split(":", 1)[0]
@@ -203,9 +226,17 @@ class Reader:
             raise self.fail(key, "credentials in a URL", "keep secrets out of the spec: use a netrc, keyring or env")
         return s
 
+    def inside_repo(self, value: Any, key: str) -> str:
+        """A relative path that stays inside the spec's directory: no absolute path, no ``~``, no ``..``."""
+        s = self.string(value, key)
+        parts = PurePosixPath(s).parts
+        if s.startswith(("/", "~", "\\")) or ".." in parts or "\\" in s:
+            raise self.fail(key, f"{s!r} leaves the repository", "give a path relative to stack.yaml's directory")
+        return s
+
     def image(self, value: Any, key: str) -> ImageRef:
         s = self.string(value, key)
-        m = IMAGE_RE.match(s)
+        m = IMAGE_RE.fullmatch(s)
         if not m:
             raise self.fail(key, f"invalid image reference {s!r}", "write name:tag or name:tag@sha256:<64 hex>")
         if not m.group("tag") and not m.group("digest"):
@@ -214,16 +245,22 @@ class Reader:
 
 
 def unsafe_reason(value: str) -> str:
+    """Why ``value`` must not reach a rendered file, a shell or a label ('' when it may): too long, a
+    character ``megacpp_env.chars`` refuses (controls, bidi and other format characters, separators,
+    odd spaces), a trailing backslash, an unbalanced quote, or a credential (``megacpp_env.redact``)."""
     if len(value) > MAX_STRING:
         return f"longer than {MAX_STRING} characters"
-    for ch in value:
-        if ord(ch) < 32 or ord(ch) == 127 or ch in "\u2028\u2029\u0085":
-            return f"control character {ch!r}"
+    ch = dangerous_char(value)
+    if ch is not None:
+        return f"control character {describe_char(ch)}"
     if value.endswith("\\"):
         return "trailing backslash (line continuation)"
     for quote in ("'", '"', "`"):
         if value.count(quote) % 2:
             return f"unbalanced {quote} quote"
+    secret = credential_reason(value)
+    if secret:
+        return f"looks like a credential ({secret})"
     return ""
 
 

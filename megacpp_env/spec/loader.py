@@ -10,7 +10,8 @@ from typing import Any, TypeVar
 
 from packaging.utils import canonicalize_name
 
-from megacpp_env.errors import SpecError
+from megacpp_env.errors import InputError, SpecError
+from megacpp_env.fsutil import read_bounded
 from megacpp_env.layout import PLATFORMS
 from megacpp_env.runtime.catalog import PATCHES
 from megacpp_env.spec import fields as F
@@ -35,6 +36,8 @@ from megacpp_env.spec.yamlsrc import join_key, parse_yaml
 
 T = TypeVar("T")
 
+MAX_SPEC_BYTES = 1 << 20  # the shipped stack.yaml is under 10 KiB
+
 TOP_KEYS = ("schema_version", "project", "indexes", "toolchains", "sources", "targets", "aligned", "snapshot")
 INDEX_KEYS = ("url", "explicit", "packages", "prerelease", "reachable_here")
 TOOLCHAIN_KEYS = (
@@ -53,18 +56,26 @@ TARGET_KEYS = (
 def load_spec(path: Path | str) -> Spec:
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        data = read_bounded(p, MAX_SPEC_BYTES)
     except FileNotFoundError:
         raise SpecError(
             "spec file not found", file=str(p), remedy="run from the repository root or pass --spec PATH"
         ) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SpecError(f"cannot read spec: {exc}", file=str(p)) from None
+    except InputError:
+        raise SpecError(f"larger than {MAX_SPEC_BYTES} bytes; refusing to parse it", file=str(p)) from None
+    except OSError as exc:
+        raise SpecError(f"cannot read spec: {exc.strerror or exc}", file=str(p)) from None
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"not UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start})", file=str(p)) from None
     return load_spec_text(text, p)
 
 
 def load_spec_text(text: str, path: Path | str = "stack.yaml") -> Spec:
     p = Path(path)
+    if len(text) > MAX_SPEC_BYTES:  # before composing: a huge document costs seconds and gigabytes
+        raise SpecError(f"larger than {MAX_SPEC_BYTES} characters; refusing to parse it", file=str(p))
     parsed = parse_yaml(text, str(p))
     r = F.Reader(str(p), parsed.lines)
     doc = r.mapping(parsed.data, "", allowed=TOP_KEYS, required=("schema_version", "targets"))
@@ -103,7 +114,7 @@ def _named(r: F.Reader, value: Any, key: str, name_re: re.Pattern[str], build: C
     out: dict[str, T] = {}
     for name, item in r.mapping(value, key).items():
         child = join_key(key, name)
-        if not name_re.match(name):
+        if not name_re.fullmatch(name):
             raise r.fail(child, f"invalid name {name!r}", f"names must match {name_re.pattern}")
         out[name] = build(r, item, child, name)
     return out
@@ -123,7 +134,7 @@ def _index(r: F.Reader, value: Any, key: str, name: str) -> Index:
 
 def _package_name(r: F.Reader) -> Callable[[str, str], str]:
     def check(value: str, key: str) -> str:
-        if not F.PACKAGE_NAME_RE.match(value):
+        if not F.PACKAGE_NAME_RE.fullmatch(value):
             raise r.fail(key, f"invalid package name {value!r}")
         return value
 
@@ -343,5 +354,5 @@ def _alignment(r: F.Reader, value: Any, key: str, targets: dict[str, Target]) ->
 
 def _snapshot(r: F.Reader, value: Any, key: str) -> SnapshotConfig:
     d = r.mapping(value, key, allowed=("golden_dir", "ignore"))
-    golden = r.string(d.get("golden_dir", ".megacpp/golden"), join_key(key, "golden_dir"))
+    golden = r.inside_repo(d.get("golden_dir", ".megacpp/golden"), join_key(key, "golden_dir"))
     return SnapshotConfig(golden_dir=golden, ignore=r.str_list(d.get("ignore", []), join_key(key, "ignore")))

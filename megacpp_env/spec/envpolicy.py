@@ -1,0 +1,88 @@
+"""Which environment variables a spec may set (``env.build``, ``env.runtime``, ``sources.*.build_env``).
+
+The principle: a variable is refused when it makes a program load or run code that the variable
+itself names, in every process that inherits it, rather than configure the one program that reads
+it. Such a variable turns an innocent-looking spec line into code execution in every ``RUN`` step and
+every process of the image. Four families:
+
+1. shell start-up and prompt hooks (``BASH_ENV``, ``ENV``, ``PROMPT_COMMAND``, ``PS4`` ...): bash and
+   sh source or evaluate them before running anything;
+2. the dynamic loader (every ``LD_*`` but the search path ``LD_LIBRARY_PATH``, and glibc's
+   ``GCONV_PATH``, ``NLSPATH`` ...): they inject libraries or redirect the loader;
+3. interpreter start-up hooks and options (``PYTHONSTARTUP``, ``PYTHONHOME``, ``PERL5OPT``,
+   ``NODE_OPTIONS``, ``JAVA_TOOL_OPTIONS`` ...): code or options injected into every interpreter;
+4. helper commands that tools run on their own (``GIT_SSH_COMMAND``, ``GIT_CONFIG_*``, ``EDITOR``,
+   ``PAGER``, ``LESSOPEN`` ...).
+
+Search paths (``PATH``, ``LD_LIBRARY_PATH``, ``PYTHONPATH``, ``CPATH`` ...) and compiler knobs (``CC``,
+``CFLAGS``, ``CMAKE_ARGS``) are what images legitimately need and stay allowed; a search path must
+hold absolute directories only (an empty or relative entry means "the current directory", the
+classic hijack). Every value still passes the string checks of ``spec.fields``.
+"""
+
+from __future__ import annotations
+
+_SHELL = frozenset({
+    "BASH_ENV", "ENV", "PROMPT_COMMAND", "PS0", "PS1", "PS2", "PS3", "PS4", "SHELLOPTS", "BASHOPTS",
+    "BASH_XTRACEFD", "IFS", "CDPATH", "GLOBIGNORE", "BASH_LOADABLES_PATH", "BASH_COMPAT", "INPUTRC",
+})  # fmt: skip
+_LOADER = frozenset({"GCONV_PATH", "NLSPATH", "LOCPATH", "HOSTALIASES", "RESOLV_HOST_CONF", "MALLOC_TRACE"})
+_INTERPRETER = frozenset({
+    "PYTHONSTARTUP", "PYTHONINSPECT", "PYTHONHOME", "PYTHONBREAKPOINT", "PYTHONEXECUTABLE", "PYTHONUSERBASE",
+    "PERL5OPT", "PERL5LIB", "PERLLIB", "PERL5DB", "RUBYOPT", "RUBYLIB", "NODE_OPTIONS", "NODE_PATH",
+    "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS", "LUA_INIT", "TCLLIBPATH",
+})  # fmt: skip
+_HELPERS = frozenset({
+    "GIT_SSH", "GIT_SSH_COMMAND", "GIT_PROXY_COMMAND", "GIT_ASKPASS", "SSH_ASKPASS", "SUDO_ASKPASS",
+    "GIT_EXTERNAL_DIFF", "GIT_EXEC_PATH", "GIT_TEMPLATE_DIR", "GIT_CONFIG", "GIT_CONFIG_PARAMETERS",
+    "GIT_CONFIG_COUNT", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_EDITOR", "GIT_PAGER", "GIT_SEQUENCE_EDITOR",
+    "EDITOR", "VISUAL", "PAGER", "MANPAGER", "LESSOPEN", "LESSCLOSE", "BROWSER",
+})  # fmt: skip
+_PREFIXES = {
+    "LD_": "the dynamic loader",
+    "BASH_FUNC_": "a shell start-up hook",
+    "GIT_CONFIG_KEY_": "a helper command",
+    "GIT_CONFIG_VALUE_": "a helper command",
+}
+SEARCH_PATHS = frozenset({
+    "PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "LIBRARY_PATH", "CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH",
+    "PKG_CONFIG_PATH", "CMAKE_PREFIX_PATH", "MANPATH", "CUDA_PATH", "CUDA_HOME",
+})  # fmt: skip
+_REMEDY = {
+    "a shell start-up hook": "run the commands explicitly in a build step instead",
+    "the dynamic loader": "link the library, or set it for the one command that needs it, not the whole image",
+    "an interpreter start-up hook": "import or pass the option explicitly in the program that needs it",
+    "a helper command": "configure the tool explicitly for the one step that needs it",
+}
+
+
+def family(name: str) -> str:
+    """The family (see the module docstring) of a refused variable, or '' when it is allowed."""
+    if name in SEARCH_PATHS:
+        return ""
+    for names, what in (
+        (_SHELL, "a shell start-up hook"),
+        (_LOADER, "the dynamic loader"),
+        (_INTERPRETER, "an interpreter start-up hook"),
+        (_HELPERS, "a helper command"),
+    ):
+        if name in names:
+            return what
+    return next((what for prefix, what in _PREFIXES.items() if name.startswith(prefix)), "")
+
+
+def refusal(name: str, value: str) -> tuple[str, str]:
+    """(problem, remedy) for ``name=value`` in a spec's env, or ('', '') when it is allowed."""
+    what = family(name)
+    if what:
+        return f"{name} is refused: it makes {what} run or load code in every process", _REMEDY[what]
+    if name in SEARCH_PATHS:
+        bad = [entry for entry in value.split(":") if not entry.startswith("/")]
+        if bad:
+            shown = repr(bad[0]) if bad[0] else "an empty entry"
+            return (
+                f"search path {name} holds {shown}: only absolute directories (an empty or relative entry "
+                "means the current directory)",
+                "write absolute paths separated by ':'",
+            )
+    return "", ""

@@ -1,0 +1,120 @@
+"""User-given output paths and bounded reads (issue 12, class 5): a special file is written to, never
+replaced by a rename; nothing is read without bound. Device nodes are made in the test's own temporary
+directory (``os.mknod``, as root), never the machine's /dev."""
+
+from __future__ import annotations
+
+import os
+import stat
+import threading
+
+import pytest
+
+from megacpp_env import errors, fsutil
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="os.mknod of a character device needs root")
+
+
+def _device(path, minor):
+    """A character device with the numbers of /dev/null (1, 3) or /dev/zero (1, 5), in a temp dir."""
+    os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(1, minor))
+    return path
+
+
+def _is_char_device(path):
+    return stat.S_ISCHR(os.lstat(path).st_mode)
+
+
+@needs_root
+def test_write_output_to_a_null_device_writes_and_keeps_the_node(tmp_path):
+    null = _device(tmp_path / "null", 3)
+    assert fsutil.write_output(null, b"snapshot\n")
+    assert _is_char_device(null)
+    assert not [p for p in tmp_path.iterdir() if p.name != "null"]  # no temp file left beside it
+
+
+@needs_root
+def test_atomic_write_refuses_to_replace_a_device(tmp_path):
+    null = _device(tmp_path / "null", 3)
+    with pytest.raises(errors.RefusedError, match="is a character device, not a regular file"):
+        fsutil.atomic_write_bytes(null, b"x")
+    assert _is_char_device(null)
+
+
+@needs_root
+def test_a_zero_device_is_not_read_without_bound(tmp_path):
+    zero = _device(tmp_path / "zero", 5)
+    with pytest.raises(errors.InputError, match="larger than 1024 bytes"):
+        fsutil.read_bounded(zero, 1024)
+    assert fsutil.write_output(zero, b"x" * 10)  # as an output it is written to (and discards), not read
+    assert _is_char_device(zero)
+
+
+def test_write_output_to_a_fifo_and_through_a_symlink_to_it(tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    link = tmp_path / "stdout"  # like /dev/stdout -> /proc/self/fd/1
+    link.symlink_to(fifo)
+    got = []
+
+    def reader():
+        with open(fifo, "rb") as fh:
+            got.append(fh.read())
+
+    for target in (fifo, link):
+        t = threading.Thread(target=reader)
+        t.start()
+        assert fsutil.write_output(target, b"doc\n")
+        t.join(timeout=10)
+        assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert got == [b"doc\n", b"doc\n"]
+    assert link.is_symlink()
+
+
+def test_regular_files_are_written_atomically_and_symlinks_kept(tmp_path):
+    real = tmp_path / "real.json"
+    link = tmp_path / "link.json"
+    link.symlink_to(real)
+    assert fsutil.write_output(link, b"one\n")
+    assert link.is_symlink() and real.read_bytes() == b"one\n"
+    assert not fsutil.write_output(link, b"one\n")  # unchanged: not rewritten
+    assert fsutil.write_output(tmp_path / "new.json", b"two\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.json", "new.json", "real.json"]
+
+
+def test_check_output_path(tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    assert fsutil.check_output_path(fifo) == fifo
+    with pytest.raises(errors.InputError, match="is a directory"):
+        fsutil.check_output_path(tmp_path)
+    with pytest.raises(errors.InputError, match="does not exist"):
+        fsutil.check_output_path(tmp_path / "no" / "x.json")
+
+
+def test_text_inputs(tmp_path):
+    f = tmp_path / "x.toml"
+    f.write_bytes(b"\xef\xbb\xbfa = 1\n")
+    assert fsutil.read_text_input(f) == "a = 1\n"  # a UTF-8 BOM is allowed
+    f.write_bytes(b"a = \xff\n")
+    with pytest.raises(errors.InputError, match=r"not UTF-8 text \(byte 0xff at offset 4\)"):
+        fsutil.read_text_input(f)
+    with pytest.raises(errors.InputError, match="is a directory"):
+        fsutil.read_text_input(tmp_path)
+    with pytest.raises(errors.InputError, match="no such file"):
+        fsutil.read_text_input(tmp_path / "missing")
+
+
+@needs_root
+def test_snapshot_output_to_a_device_or_fifo(tmp_path, monkeypatch, snap_venv, capsys):
+    """``snapshot -o /dev/null`` as root replaced /dev/null with a regular file (the atomic rename hit
+    the node); ``-o /dev/zero`` read it without bound. Both on nodes made in tmp_path."""
+    from megacpp_env.cli import main
+
+    monkeypatch.setenv("MEGACPP_ENV_CACHE_DIR", str(tmp_path / "cache"))
+    base = ["snapshot", "--spec", str(tmp_path / "none.yaml"), "--python", str(snap_venv.python)]
+    for name, minor in (("null", 3), ("zero", 5)):
+        node = _device(tmp_path / name, minor)
+        assert main([*base, "-o", str(node)]) == 0, capsys.readouterr().err
+        assert _is_char_device(node)
+    assert not list(tmp_path.glob(".*.tmp"))

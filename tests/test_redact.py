@@ -1,0 +1,113 @@
+"""The one credential detector (megacpp_env.redact), class by class, with generated secrets: a secret in
+a credential position is removed whatever it looks like; a credential-shaped value wherever it is."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from megacpp_env.redact import REDACTED, credential_reason, env_value_redaction, is_secret_name, redact
+from tests.fixtures.secrets import CARRIERS, Plant, passwords, plants, tokens, url_passwords
+
+SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def _gone(plant: Plant, text: str) -> None:
+    assert plant.secret not in text, (plant.carrier, plant.value, text)
+
+
+@SETTINGS
+@given(plants())
+def test_every_carrier_loses_its_secret(plant):
+    _gone(plant, env_value_redaction(plant.name, plant.value).text)
+    assert credential_reason(plant.value, tokens=True) or is_secret_name(plant.name)
+
+
+@pytest.mark.parametrize("carrier", CARRIERS, ids=lambda c: c.__name__)
+def test_each_carrier_class(carrier):
+    @settings(max_examples=60, deadline=None)
+    @given(carrier())
+    def check(plant):
+        _gone(plant, env_value_redaction(plant.name, plant.value).text)
+
+    check()
+
+
+@SETTINGS
+@given(
+    user=st.sampled_from(["u", "ci", "x-access-token"]),
+    pw=url_passwords(),
+    path=st.sampled_from(["", "/", "/simple/", "/o/r.git"]),
+)
+def test_url_userinfo_with_any_characters(user, pw, path):
+    for scheme in ("https", "http", "git+https", "ssh", "file", "s3"):
+        for around in ("{}", "x {} y", "--index-url={}", '"{}"'):
+            text = around.format(f"{scheme}://{user}:{pw}@host.example{path}")
+            assert pw not in redact(text).text, text
+
+
+@SETTINGS
+@given(pw=passwords().filter(lambda s: " " not in s), host=st.sampled_from(["git.example", "10.0.0.1"]))
+def test_scp_style_remotes(pw, host):
+    text = f"deploy:{pw}@{host}:org/repo.git"
+    assert pw not in redact(text).text
+
+
+@SETTINGS
+@given(tok=tokens(), where=st.sampled_from(["/t/{}/simple", "/{}", "/a/b/{}/c.whl", "/{}/"]))
+def test_tokens_in_url_paths(tok, where):
+    text = "https://idx.example" + where.format(tok)
+    assert tok not in redact(text).text
+
+
+@SETTINGS
+@given(key=st.text(alphabet="abcdefghijklmnopqrstuvwxyz_-", min_size=1, max_size=8), value=passwords())
+def test_every_query_value_whatever_its_key(key, value):
+    value = value.replace("&", "").replace("#", "")
+    text = f"https://h.example/s?{key}={value}"
+    assert value not in redact(text).text
+
+
+@SETTINGS
+@given(value=st.text(alphabet="ABCDEFabcdef0123456789-._~+/", min_size=1, max_size=40))
+def test_bearer_values_of_any_shape(value):
+    for text in (f"Bearer {value}", f"Authorization: Bearer {value}", f"bearer={value}"):
+        assert redact(text).text.endswith(REDACTED), text
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["MY_CRED", "SVC_CREDS", "FOO_API", "FOO_API_URL_X", "S3_ACCESS", "ACCESS_ID", "X_TOKEN", "A_KEY", "SSHKEY",
+     "DB_PASSWORD", "PGPASS", "X_SECRET", "HTTP_AUTH", "SESSION_ID", "COOKIE", "X_PRIVATE", "GITHUB_PAT"],
+)  # fmt: skip
+def test_secret_names_by_pattern(name):
+    assert is_secret_name(name)
+    assert env_value_redaction(name, "anything at all").text == REDACTED
+    assert env_value_redaction(name, "1").text == "1"  # a switch is not a secret
+
+
+@pytest.mark.parametrize(
+    "name", ["PWD", "OLDPWD", "PATH", "CUDA_VISIBLE_DEVICES", "TORCH_CUDA_ARCH_LIST", "NCCL_IB_HCA", "PIP_CERT"]
+)
+def test_ordinary_names(name):
+    assert not is_secret_name(name)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "/usr/local/cuda/lib64:/usr/lib/x86_64-linux-gnu",
+        "expandable_segments:True",
+        "9.0;10.0;12.0+PTX",
+        "GPU-3b7c8a1e-5f2d-4e6b-9a0c-1d2e3f4a5b6c",
+        "https://download.pytorch.org/whl/cu130",
+        "git+https://github.com/org/repo.git@v1.0#egg=x",
+        "nvidia/cuda:13.2.0-devel-ubuntu24.04@sha256:" + "ab" * 32,
+        "torch-2.9.0+cu128-cp311-cp311-manylinux_2_28_x86_64.whl",
+        "-DCMAKE_CUDA_ARCHITECTURES=120a",
+        "Basic smoke target",
+    ],
+)
+def test_benign_values_are_kept(value):
+    assert redact(value, tokens=True).text == value
