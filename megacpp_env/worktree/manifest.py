@@ -91,7 +91,7 @@ class Manifest:
         if t.number("schema_version", SCHEMA) != SCHEMA:
             t.fail(f"this megacpp-env reads schema_version {SCHEMA}", "schema_version")
         name, source, commit = (t.text(k, nonempty=True) for k in ("name", "source", "commit"))
-        if not git.SHA_RE.match(commit):
+        if not git.SHA_RE.fullmatch(commit):
             t.fail(f"expected a 40-hex commit SHA, got {commit!r}", "commit")
         files = tuple(OverlayFile.read(entry) for entry in t.tables("files"))
         paths = [f.path for f in files]
