@@ -13,6 +13,7 @@ import logging
 import os
 import re
 import shutil
+import stat
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -28,6 +29,42 @@ SHA_RE = re.compile(r"[0-9a-f]{40}")  # use with fullmatch
 GITLINK_MODE = "160000"
 # Variables that would redirect git to another repository or index than the one at ``cwd``.
 _REPO_ENV = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_COMMON_DIR", "GIT_PREFIX")
+# ... and, when reading, to other programs, object stores, replacement objects or config.
+_PROGRAM_ENV = (
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_EXEC_PATH", "GIT_EXTERNAL_DIFF", "GIT_SSH", "GIT_SSH_COMMAND",
+    "GIT_PROXY_COMMAND", "GIT_REPLACE_REF_BASE", "GIT_TEMPLATE_DIR", "GIT_EDITOR", "GIT_SEQUENCE_EDITOR",
+    "GIT_CONFIG", "GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT", "GIT_CONFIG_SYSTEM", "GIT_ATTR_SOURCE",
+)  # fmt: skip
+_READ_ENV = {
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_ATTR_NOSYSTEM": "1",
+    "GIT_NO_REPLACE_OBJECTS": "1",
+    "GIT_OPTIONAL_LOCKS": "0",
+    "GIT_PAGER": "cat",
+    "PAGER": "cat",
+}
+# Keys that name a program, overridden for every read. Values: what disables them.
+_NEUTRAL = {
+    "core.fsmonitor": "false",
+    "core.hooksPath": "/dev/null",
+    "core.pager": "cat",
+    "core.editor": "",
+    "core.sshCommand": "",
+    "core.gitProxy": "",
+    "core.askPass": "",
+    "core.alternateRefsCommand": "",
+    "credential.helper": "",
+    "diff.external": "",
+    "gpg.program": "",
+    "protocol.ext.allow": "never",
+    "submodule.recurse": "false",
+}
+# Keys of named drivers (from the repository's own config) that name a program.
+_DRIVER_KEY = re.compile(
+    r"(?P<key>(?:filter\..+\.(?:clean|smudge|process)|diff\..+\.(?:textconv|command)|merge\..+\.driver"
+    r"|credential\..+\.helper|gpg\..+\.program|difftool\..+\.cmd|mergetool\..+\.cmd)|pager\..+|filter\..+\.required)",
+    re.IGNORECASE,
+)
 # Options that make ``git diff`` output independent of the user's git configuration.
 _DIFF_STABLE = (
     "--binary",
@@ -38,7 +75,7 @@ _DIFF_STABLE = (
     "--no-renames",
     "--src-prefix=a/",
     "--dst-prefix=b/",
-    "--ignore-submodules=none",
+    "--ignore-submodules=dirty",
     "--submodule=short",
     "-O/dev/null",
 )
@@ -75,11 +112,62 @@ def git_executable() -> str:
     return exe
 
 
-def _env(extra: Mapping[str, str] | None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in _REPO_ENV}
+def _env(extra: Mapping[str, str] | None, *, trusted: bool) -> dict[str, str]:
+    drop = _REPO_ENV if trusted else (*_REPO_ENV, *_PROGRAM_ENV)
+    env = {k: v for k, v in os.environ.items() if k not in drop and (trusted or not k.startswith("GIT_CONFIG_"))}
     env.update({"LC_ALL": "C", "GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "", "SSH_ASKPASS": ""})
+    if not trusted:
+        env.update(_READ_ENV)
     env.update(extra or {})
     return env
+
+
+def _driver_overrides(cwd: Path | str | None) -> dict[str, str]:
+    """Every program-naming key the repository's config defines (includes followed), disabled."""
+    if cwd is None or not Path(cwd).is_dir():
+        return {}
+    stamp = _config_stamp(Path(cwd))
+    if stamp is not None and (hit := _DRIVER_CACHE.get(stamp)) is not None:
+        return hit
+    argv = [git_executable(), "config", "--list", "--includes", "-z"]
+    try:
+        proc = subprocess.run(argv, cwd=cwd, env=_env(None, trusted=False), capture_output=True, check=False)
+    except OSError:
+        return {}
+    out: dict[str, str] = {}
+    for entry in proc.stdout.split(b"\0"):
+        key = os.fsdecode(entry.split(b"\n", 1)[0])
+        m = _DRIVER_KEY.fullmatch(key)
+        if m:
+            out[key] = "false" if key.lower().endswith(".required") or key.lower().startswith("pager.") else ""
+    if stamp is not None:
+        _DRIVER_CACHE[stamp] = out
+    return out
+
+
+_DRIVER_CACHE: dict[tuple[object, ...], dict[str, str]] = {}
+
+
+def _config_stamp(cwd: Path) -> tuple[object, ...] | None:
+    """A cache key for the config of the repository at ``cwd``: its real path and the size and
+    mtime of ``.git/config`` (and the worktree config); None (no caching) for anything else."""
+    dot_git = cwd / ".git"
+    if not dot_git.is_dir():
+        return None
+    stamps: list[object] = [os.path.realpath(cwd)]
+    for name in ("config", "config.worktree"):
+        try:
+            st = (dot_git / name).stat()
+        except OSError:
+            stamps.append(None)
+        else:
+            stamps.append((st.st_mtime_ns, st.st_size, st.st_ino))
+    return tuple(stamps)
+
+
+def read_config(cwd: Path | str | None) -> dict[str, str]:
+    """The ``-c`` overrides every untrusted git call gets in ``cwd`` (see the module docstring)."""
+    return {**_NEUTRAL, **_driver_overrides(cwd)}
 
 
 def run_git(
@@ -90,16 +178,22 @@ def run_git(
     config: Mapping[str, str] | None = None,
     env: Mapping[str, str] | None = None,
     input_bytes: bytes | None = None,
+    trusted: bool = False,
 ) -> subprocess.CompletedProcess[bytes]:
-    """Run ``git [-c k=v]... ARGS`` in ``cwd``; output is bytes. ``check`` raises ToolError on failure."""
+    """Run ``git [-c k=v]... ARGS`` in ``cwd``; output is bytes. ``check`` raises ToolError on failure.
+    ``trusted`` (making a checkout) keeps the user's git configuration and programs; every other call
+    runs with ``read_config`` (no command the repository names is ever run)."""
     argv = [git_executable()]
-    for key, value in (config or {}).items():
+    overrides = {**(config or {}), **({} if trusted else read_config(cwd))}
+    for key, value in overrides.items():
         argv += ["-c", f"{key}={value}"]
     argv += list(args)
     shown = strip_url_credentials(" ".join(args))
     log.debug("git: %s (cwd=%s)", strip_url_credentials(" ".join(argv[1:])), cwd or ".")
     try:
-        proc = subprocess.run(argv, cwd=cwd, env=_env(env), input=input_bytes, capture_output=True, check=False)
+        proc = subprocess.run(
+            argv, cwd=cwd, env=_env(env, trusted=trusted), input=input_bytes, capture_output=True, check=False
+        )
     except OSError as exc:  # a missing or unreadable cwd, an unusable git executable
         raise ToolError(f"git {shown} could not run in {cwd or '.'}: {exc.strerror or exc}") from None
     if check and proc.returncode != 0:
@@ -168,14 +262,19 @@ def untracked_count(path: Path) -> int:
 
 
 def status_porcelain(path: Path) -> tuple[str, ...]:
-    """``git status --porcelain`` lines (submodule changes included, ignored files not)."""
-    raw = run_git(["status", "--porcelain=v1", "-z", "--untracked-files=all", "--ignore-submodules=none"], path)
+    """``git status --porcelain`` lines: tracked changes, untracked files, submodules that moved; not
+    the inside of a submodule (git would inspect it with the submodule's own configuration:
+    ``is_dirty`` inspects each one itself), nor ignored files."""
+    raw = run_git(["status", "--porcelain=v1", "-z", "--untracked-files=all", "--ignore-submodules=dirty"], path)
     return tuple(os.fsdecode(p) for p in raw.stdout.split(b"\0") if p)
 
 
 def is_dirty(path: Path) -> bool:
-    """True when tracked files differ from HEAD, submodules moved or untracked files exist."""
-    return bool(status_porcelain(path))
+    """True when tracked files differ from HEAD, submodules moved or untracked files exist, in the
+    checkout or inside any initialised submodule (each read with its own neutralised config)."""
+    if status_porcelain(path):
+        return True
+    return any(status_porcelain(Path(path) / s.path) for s in submodule_status(path) if s.actual is not None)
 
 
 def diff_bytes(path: Path) -> bytes:
@@ -189,13 +288,32 @@ def diff_hash(path: Path) -> str:
 
 
 def untracked_hash(path: Path) -> str:
-    """sha256 over the sorted untracked files' names and contents (what ``diff_hash`` cannot see)."""
+    """sha256 over the sorted untracked entries' names and contents (what ``diff_hash`` cannot see).
+    An untracked nested repository counts by its HEAD; a FIFO, socket or device by its kind (never
+    opened: a FIFO would block)."""
     h = hashlib.sha256()
     for rel in untracked_files(path):
-        file = Path(path) / rel
-        data = os.fsencode(file.readlink()) if file.is_symlink() else file.read_bytes()
-        h.update(os.fsencode(rel) + b"\0" + hashlib.sha256(data).digest())
+        h.update(os.fsencode(rel) + b"\0" + _entry_digest(Path(path) / rel))
     return h.hexdigest()
+
+
+def _entry_digest(file: Path) -> bytes:
+    try:
+        st = os.lstat(file)
+    except FileNotFoundError:
+        return b"gone"
+    if stat.S_ISLNK(st.st_mode):
+        return hashlib.sha256(os.fsencode(file.readlink())).digest()
+    if stat.S_ISDIR(st.st_mode):
+        return hashlib.sha256(b"repository:" + (head_commit(file) or "none").encode()).digest()
+    if not stat.S_ISREG(st.st_mode):
+        return hashlib.sha256(b"special:" + oct(stat.S_IFMT(st.st_mode)).encode()).digest()
+    h = hashlib.sha256()
+    fd = os.open(file, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            h.update(chunk)
+    return h.digest()
 
 
 def show_file(path: Path, rel: str, rev: str = "HEAD") -> bytes | None:
@@ -256,14 +374,14 @@ def is_local_url(url: str) -> bool:
 
 def init(path: Path) -> None:
     Path(path).mkdir(parents=True, exist_ok=True)
-    run_git(["init", "--quiet", str(path)])
+    run_git(["init", "--quiet", str(path)], trusted=True)
 
 
 def set_remote(path: Path, name: str, url: str) -> None:
     if name in remote_urls(path):
-        run_git(["remote", "set-url", name, url], path)
+        run_git(["remote", "set-url", name, url], path, trusted=True)
     else:
-        run_git(["remote", "add", name, url], path)
+        run_git(["remote", "add", name, url], path, trusted=True)
 
 
 def fetch_commit(path: Path, url: str, sha: str, *, config: Mapping[str, str] | None = None) -> bool:
@@ -271,21 +389,23 @@ def fetch_commit(path: Path, url: str, sha: str, *, config: Mapping[str, str] | 
     and tag and look for it. Returns True when the fetch was shallow. Raises ToolError if not found.
     ``config``: extra ``-c`` settings, e.g. ``url.<mirror>.insteadOf`` rewrites (never written to a file)."""
     cfg = {**_file_protocol(url), **(config or {})}
-    proc = run_git(["fetch", "--quiet", "--depth", "1", "--no-tags", url, sha], path, check=False, config=cfg)
+    proc = run_git(
+        ["fetch", "--quiet", "--depth", "1", "--no-tags", url, sha], path, check=False, config=cfg, trusted=True
+    )
     if proc.returncode == 0 and has_commit(path, sha):
         return True
     refused = strip_url_credentials(proc.stderr.decode(errors="replace").strip())
     log.debug("shallow fetch by SHA refused (%s); fetching all refs", refused)
     refspecs = ["+refs/heads/*:refs/remotes/origin/*", "+refs/tags/*:refs/tags/*"]
     unshallow = ["--unshallow"] if git_path(path, "shallow").exists() else []
-    run_git(["fetch", "--quiet", *unshallow, url, *refspecs], path, config=cfg)
+    run_git(["fetch", "--quiet", *unshallow, url, *refspecs], path, config=cfg, trusted=True)
     if not has_commit(path, sha):
         raise ToolError(f"commit {sha} is not reachable from any branch or tag of {strip_url_credentials(url)}")
     return False
 
 
 def checkout_detached(path: Path, sha: str) -> None:
-    run_git(["-c", "advice.detachedHead=false", "checkout", "--quiet", "--detach", sha], path)
+    run_git(["-c", "advice.detachedHead=false", "checkout", "--quiet", "--detach", sha], path, trusted=True)
 
 
 def submodule_update(path: Path, *, allow_file_protocol: bool = False, config: Mapping[str, str] | None = None) -> None:
@@ -293,10 +413,10 @@ def submodule_update(path: Path, *, allow_file_protocol: bool = False, config: M
     ``config`` reaches the clones and fetches git runs for each submodule (``-c`` is inherited)."""
     cfg = {**({"protocol.file.allow": "always"} if allow_file_protocol else {}), **(config or {})}
     base = ["submodule", "update", "--init", "--recursive", "--checkout", "--quiet"]
-    proc = run_git([*base, "--depth", "1"], path, check=False, config=cfg)
+    proc = run_git([*base, "--depth", "1"], path, check=False, config=cfg, trusted=True)
     if proc.returncode != 0:
         log.debug("shallow submodule update failed; retrying with full history")
-        run_git(base, path, config=cfg)
+        run_git(base, path, config=cfg, trusted=True)
 
 
 def _file_protocol(url: str) -> dict[str, str]:

@@ -266,7 +266,8 @@ def _scp(match: re.Match[str], out: Redaction) -> str:
         return match[0]  # an image reference ``name:tag@sha256:<hex>`` is not a remote
     if ":" in user or is_token_like(user):
         out.take(user, "credentials in an scp-style remote")
-    return f"{match['host']}:{match['path']}"  # a plain user name (git@) is dropped, not a credential
+        return f"{match['host']}:{match['path']}"
+    return match[0]  # a plain user name (``git@host:repo``) is not a credential
 
 
 def _broken(match: re.Match[str], out: Redaction) -> str:

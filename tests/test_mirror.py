@@ -137,3 +137,180 @@ def test_download_errors_name_the_url(local_indexes, tmp_path):
     with pytest.raises(DownloadError, match=f"^cannot download {closed}: "):
         fetch(tmp_path / "m", Artifact(kind="wheel", url=closed, sha256="1" * 64))
     assert not any((tmp_path / "m" / "sha256").iterdir())
+
+
+# ---- names from URLs never leave --to (issue 12, class 3) ------------------------------------------
+
+import os  # noqa: E402
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from megacpp_env import layout  # noqa: E402
+from megacpp_env.errors import MegacppEnvError  # noqa: E402
+from megacpp_env.lock.pylock import Lock, LockedPackage, render_pylock  # noqa: E402
+from tests.fixtures.snapshot import make_wheel  # noqa: E402
+
+EVIL_NAMES = [
+    "..%2F..%2FVICTIM.txt",
+    "..%2f..%2fx-1.0-py3-none-any.whl",
+    "%2e%2e%2f%2e%2e%2fVICTIM.txt",
+    "..%5C..%5CVICTIM.txt",
+    "%2Ftmp%2FVICTIM.txt",
+    "x-1.0-py3-none-any.whl%00.txt",
+    "x-1.0-py3-none-any.whl%0Aevil",
+    "..",
+    "%2E%2E",
+    "",
+    "x-1.0-py3-none-any.whl%2F..%2F..%2FVICTIM.txt",
+    "other-1.0-py3-none-any.whl",  # a valid name of another project
+    "x-6.6.6-py3-none-any.whl",  # of another version
+    "x-1.0.tar.bz2",
+    "x-1.0-py3-none-any.whl%E2%80%AE",  # U+202E
+]
+
+
+def _tree(root):
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+
+
+def _served_wheel(tmp_path):
+    """A real wheel ``x 1.0`` served over file:// (the mirror downloads it like any URL)."""
+    (tmp_path / "srv").mkdir()
+    whl = make_wheel(tmp_path / "srv", "x", "1.0", {"x.py": "X = 1\n"})
+    return whl, sha256_file(whl)
+
+
+def _lock_of(url, sha, name="x", version="1.0"):
+    art = Artifact(kind="wheel", url=url, sha256=sha)
+    return Lock(packages=(LockedPackage(name=name, version=version, artifacts=(art,)),))
+
+
+@pytest.mark.parametrize("evil", EVIL_NAMES)
+def test_a_file_name_from_a_url_never_leaves_the_mirror(tmp_path, evil):
+    whl, sha = _served_wheel(tmp_path)
+    victim = tmp_path / "VICTIM.txt"
+    victim.write_text("precious\n")
+    dest = tmp_path / "a" / "b" / "mirror"
+    before = _tree(tmp_path)
+    url = whl.parent.as_uri() + "/" + evil
+    with pytest.raises(MegacppEnvError):
+        mirror_lock(_lock_of(url, sha), dest)
+    assert victim.read_text() == "precious\n"
+    assert [p for p in _tree(tmp_path) if p not in before and not p.startswith("a")] == []
+    assert not (dest / "files").exists() or not any((dest / "files").iterdir())
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    parts=st.lists(
+        st.sampled_from(
+            [
+                "..",
+                ".",
+                "%2F",
+                "%2f",
+                "/",
+                "%5C",
+                "%2e",
+                "%00",
+                "%0A",
+                "VICTIM.txt",
+                "x-1.0-py3-none-any.whl",
+                "x-1.0.tar.gz",
+                "%252F",
+                "~",
+            ]
+        ),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_generated_url_tails_are_refused_or_stay_inside(tmp_path, parts):
+    from megacpp_env.lock.mirror import artifact_filename
+
+    tail = "".join(parts)
+    art = Artifact(kind="wheel", url="https://files.example/p/" + tail, sha256="a" * 64)
+    pkg = LockedPackage(name="x", version="1.0", artifacts=(art,))
+    try:
+        name = artifact_filename(art, pkg)
+    except MegacppEnvError:
+        return
+    assert name in ("x-1.0-py3-none-any.whl", "x-1.0.tar.gz")
+    root = tmp_path / "m"
+    assert (root / "files" / name).resolve().parent == (root / "files").resolve()
+
+
+@pytest.mark.parametrize("sha", ["../../VICTIM", "a" * 63, "A" * 64, "a" * 64 + "/"])
+def test_a_hash_that_is_not_64_hex_names_no_file(tmp_path, sha):
+    whl, _ = _served_wheel(tmp_path)
+    with pytest.raises(MegacppEnvError, match="64 lowercase hex"):
+        mirror_lock(_lock_of(whl.as_uri(), sha), tmp_path / "m")
+    assert not (tmp_path / "VICTIM").exists()
+
+
+def test_planted_symlinks_in_the_mirror_are_never_followed(tmp_path):
+    whl, sha = _served_wheel(tmp_path)
+    victim = tmp_path / "VICTIM.txt"
+    victim.write_text("precious\n")
+    dest = tmp_path / "m"
+    (dest / "files").mkdir(parents=True)
+    (dest / "sha256").mkdir()
+    (dest / "files" / whl.name).symlink_to(victim)  # the link name the mirror writes
+    (dest / "sha256" / sha).symlink_to(victim)  # a "stored" artifact that is a link
+    os.mkfifo(dest / "sha256" / ("f" * 64))
+    (dest / "mirror.json").symlink_to(victim)
+    victim.write_text("[]")
+    files = mirror_lock(_lock_of(whl.as_uri(), sha), dest)
+    assert [f.filename for f in files] == [whl.name]
+    assert victim.read_text() == "[]"
+    for p in (dest / "files" / whl.name, dest / "sha256" / sha, dest / "mirror.json"):
+        assert not p.is_symlink() and p.is_file()
+    assert sha256_file(dest / "files" / whl.name) == sha
+    from megacpp_env.lock.mirror import verify_mirror
+
+    assert set(verify_mirror(dest)) == {"f" * 64}
+
+
+@pytest.mark.parametrize("sub", ["files", "sha256"])
+def test_a_mirror_subdirectory_that_is_a_symlink_is_refused(tmp_path, sub):
+    whl, sha = _served_wheel(tmp_path)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    dest = tmp_path / "m"
+    dest.mkdir()
+    (dest / sub).symlink_to(outside)
+    with pytest.raises(MegacppEnvError, match="not a plain directory"):
+        mirror_lock(_lock_of(whl.as_uri(), sha), dest)
+    assert list(outside.iterdir()) == []
+
+
+def test_mirror_to_an_existing_file_is_a_one_line_error(tmp_path, capsys):
+    whl, sha = _served_wheel(tmp_path)
+    spec = write_lock_spec(tmp_path / "repo", "https://nightly.example/simple")
+    lock_file = layout.lock_path(spec.parent, "smoke", "linux/amd64")
+    lock_file.parent.mkdir(parents=True, exist_ok=True)
+    lock_file.write_text(render_pylock(_lock_of(whl.as_uri(), sha)))
+    target = tmp_path / "a-file"
+    target.write_text("keep\n")
+    rc = main(["mirror", "smoke", "--platform", "linux/amd64", "--to", str(target), "--spec", str(spec)])
+    err = capsys.readouterr().err
+    assert rc == 1
+    assert err == f"megacpp-env mirror: error: --to: {target} exists and is not a directory\n"
+    assert target.read_text() == "keep\n"
+
+
+def test_mirror_cli_refuses_a_traversal_name_in_a_committed_lock(tmp_path, capsys):
+    whl, sha = _served_wheel(tmp_path)
+    victim = tmp_path / "VICTIM.txt"
+    victim.write_text("precious\n")
+    spec = write_lock_spec(tmp_path / "repo", "https://nightly.example/simple")
+    lock_file = layout.lock_path(spec.parent, "smoke", "linux/amd64")
+    lock_file.parent.mkdir(parents=True, exist_ok=True)
+    evil = whl.parent.as_uri() + "/..%2F..%2F..%2FVICTIM.txt"
+    lock_file.write_text(render_pylock(_lock_of(evil, sha)))
+    dest = tmp_path / "repo" / "m1" / "m2"
+    rc = main(["mirror", "smoke", "--platform", "linux/amd64", "--to", str(dest), "--spec", str(spec)])
+    err = capsys.readouterr().err
+    assert rc == 1 and err.count("\n") == 1 and "Traceback" not in err
+    assert victim.read_text() == "precious\n"

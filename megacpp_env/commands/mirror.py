@@ -31,12 +31,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from megacpp_env.lock.mirror import committed_lock, mirror_target
+    from megacpp_env.lock.mirror import check_destination, committed_lock, mirror_target
     from megacpp_env.lock.state import jobs_for
     from megacpp_env.ui import Progress, print_json
 
+    dest = check_destination(Path(args.to))  # before the spec: an existing file is a one-line error
     spec = load(args)
-    dest = Path(args.to)
     rows = []
     for job in jobs_for(spec, [args.target], args.platform):  # a platform the target lacks is an error
         lock = committed_lock(spec.root, *job.key)

@@ -9,30 +9,43 @@ Layout under DIR::
 
 Downloads are verified against the lock's sha256 before they are stored; an artifact already in the
 store is not fetched again. PyTorch prunes nightlies after ~60 days: a mirrored lock still rebuilds.
+
+Nothing is written outside DIR. File names come from URLs, so each is percent-decoded and then
+validated as a wheel or sdist name of the package it belongs to (``packaging.utils``); a hash names a
+file only when it is 64 hex digits. Every file is created and replaced relative to a directory
+descriptor of ``DIR/sha256`` or ``DIR/files`` opened with ``O_NOFOLLOW``, by a plain name, with
+``O_NOFOLLOW``/``O_EXCL``: a symlink planted in the mirror is never followed.
 """
 
 from __future__ import annotations
 
+import errno
 import http.client
 import json
 import os
-import shutil
-import tempfile
+import re
+import secrets
+import stat
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from megacpp_env import layout
-from megacpp_env.errors import StaleError, VerificationError
-from megacpp_env.fsutil import CHUNK, atomic_write_text, sha256_file
-from megacpp_env.lock.pylock import Artifact, Lock, read_pylock
+from megacpp_env.chars import dangerous_char
+from megacpp_env.errors import InputError, RefusedError, StaleError, VerificationError
+from megacpp_env.fsutil import CHUNK, atomic_write_text, read_text_input
+from megacpp_env.lock.pylock import Artifact, Lock, LockedPackage, read_pylock
 from megacpp_env.records import as_dict
 
 TIMEOUT_S = 60
+SHA256_RE = re.compile(r"[0-9a-f]{64}")
+_NOFOLLOW_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -40,13 +53,14 @@ class MirroredFile:
     package: str
     version: str
     artifact: Artifact
+    filename: str  # validated
     fetched: bool  # False when it was already in the store
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "package": self.package,
             "version": self.version,
-            "filename": self.artifact.filename,
+            "filename": self.filename,
             "sha256": self.artifact.sha256,
             "url": self.artifact.url,
         }
@@ -65,11 +79,134 @@ class DownloadError(VerificationError):
     """An artifact of the lock cannot be downloaded (unreachable, HTTP error, timeout)."""
 
 
-def _download(url: str, dest: Path) -> None:
+# ---- names -----------------------------------------------------------------------------------------
+
+
+def artifact_filename(artifact: Artifact, package: LockedPackage | None = None) -> str:
+    """The artifact's file name from its URL, percent-decoded, validated as a wheel or sdist name (of
+    ``package``, when given). Anything that could name another directory is refused."""
+    from packaging.utils import (
+        InvalidSdistFilename,
+        InvalidWheelFilename,
+        canonicalize_name,
+        parse_sdist_filename,
+        parse_wheel_filename,
+    )
+
+    name = artifact.filename
+    bad = dangerous_char(name)
+    if not name or "/" in name or "\\" in name or name in (".", "..") or bad is not None:
+        raise RefusedError(f"artifact URL {artifact.url!r} does not end in a file name")
+    try:
+        if name.endswith(".whl"):
+            project, version = parse_wheel_filename(name)[:2]
+        else:
+            project, version = parse_sdist_filename(name)
+    except (InvalidWheelFilename, InvalidSdistFilename) as exc:
+        raise RefusedError(f"artifact {name!r} ({artifact.url}) is not a wheel or sdist file name: {exc}") from None
+    if package is not None and canonicalize_name(project) != package.name:
+        raise RefusedError(f"artifact {name!r} of {package.name} is named for another project ({project})")
+    if package is not None and package.version and str(version) != _normal_version(package.version):
+        raise RefusedError(f"artifact {name!r} of {package.name} {package.version} has version {version}")
+    return name
+
+
+def _normal_version(text: str) -> str:
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return str(Version(text))
+    except InvalidVersion:
+        return text
+
+
+def _sha256(artifact: Artifact) -> str:
+    if not SHA256_RE.fullmatch(artifact.sha256):
+        raise RefusedError(f"artifact {artifact.url}: sha256 {artifact.sha256!r} is not 64 lowercase hex digits")
+    return artifact.sha256
+
+
+# ---- the store, by directory descriptor -----------------------------------------------------------
+
+
+def check_destination(root: Path) -> Path:
+    """``--to DIR`` before anything runs: an existing non-directory is a one-line error."""
+    root = Path(root)
+    if (root.exists() or root.is_symlink()) and not root.is_dir():
+        raise InputError(f"{root} exists and is not a directory", key="--to")
+    return root
+
+
+def open_root(root: Path) -> int:
+    """A descriptor of ``root`` (created if missing). An existing non-directory is a one-line error."""
+    root = Path(root)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise InputError(f"{root} exists and is not a directory", key="--to") from None
+    except NotADirectoryError:
+        raise InputError(f"{root}: a parent is not a directory", key="--to") from None
+    except OSError as exc:
+        raise InputError(f"{root}: cannot create the mirror: {exc.strerror or exc}", key="--to") from None
+    return os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+
+
+def _subdir(root_fd: int, name: str) -> int:
+    """``root/name`` as a descriptor; a symlink (or anything but a directory) there is refused."""
+    with suppress(FileExistsError):
+        os.mkdir(name, 0o755, dir_fd=root_fd)
+    try:
+        return os.open(name, _NOFOLLOW_DIR, dir_fd=root_fd)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise RefusedError(f"mirror: {name}/ is not a plain directory (a symlink?); refusing to write") from None
+        raise
+
+
+@contextmanager
+def _store(root: Path) -> Iterator[tuple[int, int, int]]:
+    """(root, sha256/, files/) descriptors, closed on exit."""
+    fds = [open_root(root)]
+    try:
+        fds += [_subdir(fds[0], "sha256"), _subdir(fds[0], "files")]
+        yield fds[0], fds[1], fds[2]
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def _regular(name: str, dir_fd: int, *, remove: bool = True) -> os.stat_result | None:
+    """lstat of ``name`` in the directory; None when absent or (``remove``: removed) not a regular
+    file. A planted symlink, FIFO or device node is never followed and never read."""
+    try:
+        st = os.lstat(name, dir_fd=dir_fd)
+    except FileNotFoundError:
+        return None
+    if stat.S_ISREG(st.st_mode):
+        return st
+    if stat.S_ISDIR(st.st_mode):
+        raise RefusedError(f"mirror: {name} is a directory; refusing to replace it")
+    if remove:
+        os.unlink(name, dir_fd=dir_fd)
+    return None
+
+
+def _hash_at(name: str, dir_fd: int) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+    with os.fdopen(fd, "rb") as fh:
+        while chunk := fh.read(CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _download(url: str, fd: int) -> None:
     if not url.startswith(("https://", "http://", "file://")):
         raise VerificationError(f"refusing to download {url!r}: not an http(s) or file URL")
     try:
-        with urllib.request.urlopen(url, timeout=TIMEOUT_S) as resp, open(dest, "wb") as fh:  # noqa: S310 (checked above)
+        with urllib.request.urlopen(url, timeout=TIMEOUT_S) as resp, os.fdopen(fd, "wb", closefd=False) as fh:  # noqa: S310 (checked above)
             while chunk := resp.read(CHUNK):
                 fh.write(chunk)
     except urllib.error.HTTPError as exc:
@@ -80,39 +217,57 @@ def _download(url: str, dest: Path) -> None:
         raise DownloadError(f"cannot download {url}: {exc or type(exc).__name__}") from None
 
 
-def fetch(root: Path, artifact: Artifact) -> bool:
-    """Put one artifact into the store (download + verify); False when it was already there."""
-    target = store_path(root, artifact.sha256)
-    if target.exists() and sha256_file(target) == artifact.sha256:
+def _fetch_into(sha_fd: int, artifact: Artifact) -> bool:
+    sha = _sha256(artifact)
+    if _regular(sha, sha_fd) is not None and _hash_at(sha, sha_fd) == sha:
         return False
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".dl-", dir=target.parent)
-    os.close(fd)
+    tmp = f".dl-{secrets.token_hex(8)}"
+    fd = os.open(tmp, _NEW_FILE, 0o644, dir_fd=sha_fd)
     try:
-        _download(artifact.url, Path(tmp))
-        got = sha256_file(Path(tmp))
-        if got != artifact.sha256:
+        try:
+            _download(artifact.url, fd)
+        finally:
+            os.close(fd)
+        got = _hash_at(tmp, sha_fd)
+        if got != sha:
             raise VerificationError(
-                f"{artifact.filename}: sha256 {got} does not match the lock's {artifact.sha256} ({artifact.url})"
+                f"{artifact.filename}: sha256 {got} does not match the lock's {sha} ({artifact.url})"
             )
-        os.replace(tmp, target)
+        os.replace(tmp, sha, src_dir_fd=sha_fd, dst_dir_fd=sha_fd)
     finally:
-        Path(tmp).unlink(missing_ok=True)
+        with suppress(FileNotFoundError):
+            os.unlink(tmp, dir_fd=sha_fd)
     return True
 
 
-def link(root: Path, artifact: Artifact) -> None:
-    dest = links_dir(root) / artifact.filename
-    src = store_path(root, artifact.sha256)
-    if dest.exists():
-        if dest.samefile(src) or sha256_file(dest) == artifact.sha256:
+def _link_into(sha_fd: int, files_fd: int, sha: str, filename: str) -> None:
+    st = _regular(filename, files_fd)
+    if st is not None:
+        src = os.lstat(sha, dir_fd=sha_fd)
+        if (st.st_dev, st.st_ino) == (src.st_dev, src.st_ino) or _hash_at(filename, files_fd) == sha:
             return
-        dest.unlink()
-    dest.parent.mkdir(parents=True, exist_ok=True)
+        os.unlink(filename, dir_fd=files_fd)
     try:
-        os.link(src, dest)
+        os.link(sha, filename, src_dir_fd=sha_fd, dst_dir_fd=files_fd, follow_symlinks=False)
     except OSError:
-        shutil.copy2(src, dest)
+        _copy_at(sha_fd, sha, files_fd, filename)
+
+
+def _copy_at(src_fd: int, src: str, dst_fd: int, dst: str) -> None:
+    fin = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=src_fd)
+    fout = os.open(dst, _NEW_FILE, 0o644, dir_fd=dst_fd)
+    with os.fdopen(fin, "rb") as r, os.fdopen(fout, "wb") as w:
+        while chunk := r.read(CHUNK):
+            w.write(chunk)
+
+
+# ---- the operations ----------------------------------------------------------------------------------
+
+
+def fetch(root: Path, artifact: Artifact) -> bool:
+    """Put one artifact into the store (download + verify); False when it was already there."""
+    with _store(root) as (_root_fd, sha_fd, _files_fd):
+        return _fetch_into(sha_fd, artifact)
 
 
 def mirror_lock(
@@ -123,35 +278,57 @@ def mirror_lock(
     missing = [f"{p.name}=={p.version}" for p, a in todo if not a.sha256 or not a.url]
     if missing or any(p.vcs for p in lock.packages):
         raise VerificationError(f"cannot mirror entries without URL and sha256: {', '.join(missing) or 'VCS sources'}")
+    named = [(p, a, artifact_filename(a, p), _sha256(a)) for p, a in todo]  # all refused before any write
+    with _store(root) as (_root_fd, sha_fd, files_fd):
 
-    def one(item: tuple[Any, Artifact]) -> MirroredFile:
-        pkg, art = item
-        fetched = fetch(root, art)
-        link(root, art)
-        if on_file is not None:
-            on_file(art.filename)
-        return MirroredFile(package=pkg.name, version=pkg.version, artifact=art, fetched=fetched)
+        def one(item: tuple[LockedPackage, Artifact, str, str]) -> MirroredFile:
+            pkg, art, filename, sha = item
+            fetched = _fetch_into(sha_fd, art)
+            _link_into(sha_fd, files_fd, sha, filename)
+            if on_file is not None:
+                on_file(filename)
+            return MirroredFile(package=pkg.name, version=pkg.version, artifact=art, filename=filename, fetched=fetched)
 
-    with ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(todo)))) as pool:
-        files = list(pool.map(one, todo))
+        with ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(named)))) as pool:
+            files = list(pool.map(one, named))
     write_manifest(root, files)
     return files
 
 
-def write_manifest(root: Path, files: list[MirroredFile]) -> None:
-    path = root / "mirror.json"
+def _old_manifest(path: Path) -> list[dict[str, str]]:
+    """The entries of an existing mirror.json; a malformed one is an error (it is the mirror's index)."""
     try:
-        old = json.loads(path.read_text(encoding="utf-8"))
-    except (FileNotFoundError, ValueError):
-        old = []
-    merged = {(e["filename"], e["sha256"]): e for e in [*old, *(f.to_dict() for f in files)]}
+        data = json.loads(read_text_input(path))
+    except InputError as exc:
+        if exc.detail == "no such file":
+            return []
+        raise
+    except (ValueError, RecursionError):
+        raise InputError("not valid JSON (remove it, or mirror into another --to)", file=str(path)) from None
+    keys = ("filename", "sha256")
+    if not isinstance(data, list) or not all(
+        isinstance(e, dict) and all(isinstance(e.get(k), str) for k in keys) for e in data
+    ):
+        raise InputError("not a mirror manifest (remove it, or mirror into another --to)", file=str(path))
+    return data
+
+
+def write_manifest(root: Path, files: list[MirroredFile]) -> None:
+    path = Path(root) / "mirror.json"
+    merged = {(e["filename"], e["sha256"]): e for e in [*_old_manifest(path), *(f.to_dict() for f in files)]}
     entries = [merged[k] for k in sorted(merged)]
     atomic_write_text(path, json.dumps(entries, indent=2, sort_keys=True) + "\n")
 
 
 def verify_mirror(root: Path) -> list[str]:
-    """Re-hash every stored file; return the names of the ones that do not match."""
-    return [p.name for p in sorted((root / "sha256").glob("*")) if p.is_file() and sha256_file(p) != p.name]
+    """Re-hash every stored file; return the names of the ones that do not match (or are not files)."""
+    with _store(root) as (_root_fd, sha_fd, _files_fd):
+        names = sorted(os.listdir(sha_fd))  # noqa: PTH208 (a directory descriptor, not a path)
+        return [
+            n
+            for n in names
+            if not n.startswith(".") and (_regular(n, sha_fd, remove=False) is None or _hash_at(n, sha_fd) != n)
+        ]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
