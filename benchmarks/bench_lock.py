@@ -104,7 +104,7 @@ def bench_gate_changed(repeat: int) -> dict[str, float]:
         git = ["git", "-c", "user.name=b", "-c", "user.email=b@example.invalid", "-c", "commit.gpgsign=false"]
         for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "base"]):
             subprocess.run([*git, *args], cwd=repo, check=True, capture_output=True)
-        lock = repo / "locks" / "pylock.smoke.linux-amd64.toml"
+        lock = repo / "locks" / "pylock.smoke-linux-amd64.toml"
         lock.write_text(lock.read_text().replace('version = "1.17.0"', 'version = "1.16.0"'))
         argv = [sys.executable, "-m", "megacpp_env", "gate", "--base", "main", "--spec", str(repo / "stack.yaml")]
         env = {**os.environ, "PYTHONPATH": str(ROOT)}

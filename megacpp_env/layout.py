@@ -7,6 +7,7 @@ Standard library only (the runtime patches and ``snapshot`` import it without ya
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 PLATFORMS = ("linux/amd64", "linux/arm64")
@@ -38,9 +39,26 @@ def locks_dir(root: Path) -> Path:
     return root / "locks"
 
 
+LOCK_PREFIX, LOCK_SUFFIX = "pylock.", ".toml"
+# PEP 751 allows one name segment without dots: ``pylock.<name>.toml``. Targets are ``[a-z][a-z0-9_]*``
+# (no '-'), so ``<target>-<os>-<arch>`` parses back unambiguously.
+_LOCK_NAME = re.compile(r"pylock\.(?P<target>[a-z][a-z0-9_]*)-(?P<os>[a-z0-9]+)-(?P<arch>[a-z0-9_]+)\.toml")
+
+
+def lock_name(target: str, platform: str) -> str:
+    """``pylock.smoke-linux-amd64.toml``: a valid PEP 751 name (uv and pip install from it)."""
+    return f"{LOCK_PREFIX}{target}-{platform_slug(platform)}{LOCK_SUFFIX}"
+
+
 def lock_path(root: Path, target: str, platform: str) -> Path:
-    """PEP 751 lock of one target and platform: ``locks/pylock.<target>.<linux-arm64>.toml``."""
-    return locks_dir(root) / f"pylock.{target}.{platform_slug(platform)}.toml"
+    """PEP 751 lock of one target and platform: ``locks/pylock.<target>-<os>-<arch>.toml``."""
+    return locks_dir(root) / lock_name(target, platform)
+
+
+def parse_lock_name(filename: str) -> tuple[str, str] | None:
+    """(target, platform) of a lock file name (``lock_name`` reversed); None for any other name."""
+    m = _LOCK_NAME.fullmatch(filename)
+    return (m["target"], f"{m['os']}/{m['arch']}") if m else None
 
 
 def requirements_export_path(root: Path, target: str, platform: str) -> Path:

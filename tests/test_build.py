@@ -68,7 +68,7 @@ def test_dry_run_prints_the_full_buildkit_command(capsys, spec, target, platform
     }
     assert notes == [f"# a real build would refuse: unlocked: {target} {platform}: index pytorch-nightly-cu132 "
                      f"(https://download.pytorch.org/whl/nightly/cu132) unreachable here; lock it where it is "
-                     f"reachable and commit locks/pylock.{target}.{platform.replace('/', '-')}.toml"]
+                     f"reachable and commit locks/pylock.{target}-{platform.replace('/', '-')}.toml"]
 
 
 def test_dry_run_secrets_cache_and_buildx(capsys, tmp_path):

@@ -114,7 +114,7 @@ def test_rebuild_with_unchanged_inputs_is_fully_cached(smoke_image):
 
 def test_lock_hash_mismatch_stops_the_build_naming_step_and_package(docker_daemon, smoke_source_server, repo_copy):
     """A lock whose hash no longer matches the artifact: the build stops at the lock step, naming the package."""
-    exports = [repo_copy / "locks" / "smoke.linux-amd64.requirements.txt", repo_copy / "locks" / "pylock.smoke.linux-amd64.toml"]
+    exports = [repo_copy / "locks" / "smoke.linux-amd64.requirements.txt", repo_copy / "locks" / "pylock.smoke-linux-amd64.toml"]
     text = exports[0].read_text()
     good = re.search(r"^attrs==\S+ \\\n\s+--hash=sha256:([0-9a-f]{64})", text, re.M)[1]
     for path in exports:

@@ -73,11 +73,11 @@ def test_missing_lock_and_no_gpu_through_the_cli(tmp_path, monkeypatch, capsys, 
     data = json.loads(capsys.readouterr().out)
     assert rc == 1
     messages = {(f["area"], f["severity"], f["message"]) for f in data["findings"]}
-    if not (REPO_ROOT / "locks" / "pylock.cloud.linux-amd64.toml").exists():
+    if not (REPO_ROOT / "locks" / "pylock.cloud-linux-amd64.toml").exists():
         assert (
             "lock",
             "error",
-            "no lock for cloud on linux/amd64: locks/pylock.cloud.linux-amd64.toml is missing "
+            "no lock for cloud on linux/amd64: locks/pylock.cloud-linux-amd64.toml is missing "
             "(run `megacpp-env lock cloud`); installed distributions cannot be checked",
         ) in messages
     assert any(a == "gpu" and s == "error" and m.startswith("no NVIDIA GPU found") for a, s, m in messages)
@@ -118,7 +118,7 @@ def test_gpu_architecture_and_driver(tmp_path, stack_data):
     assert ("platform", "error") in {(f.area, f.severity) for f in gb10.findings}  # x86_64 is not linux/arm64
     assert ("gpu", "ok") in {(f.area, f.severity) for f in gb10.findings}
     # the lock compared is the target's own (linux/arm64), not one for this machine's platform
-    assert gb10.lock.endswith("pylock.gb10.linux-arm64.toml")
+    assert gb10.lock.endswith("pylock.gb10-linux-arm64.toml")
 
 
 def test_arch_capability():

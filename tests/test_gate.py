@@ -159,8 +159,8 @@ def test_toolchain_package_move_fails(repo, capsys):
 
 
 def test_divergence_in_new_locks_fails_unless_acknowledged(repo, capsys):
-    shutil.copy(DIVERGENCE / "pylock.aarch64.toml", repo / "locks" / "pylock.gpu.linux-arm64.toml")
-    shutil.copy(DIVERGENCE / "pylock.x86_64.toml", repo / "locks" / "pylock.cpu.linux-amd64.toml")
+    shutil.copy(DIVERGENCE / "pylock.aarch64.toml", repo / "locks" / "pylock.gpu-linux-arm64.toml")
+    shutil.copy(DIVERGENCE / "pylock.x86_64.toml", repo / "locks" / "pylock.cpu-linux-amd64.toml")
     rc, out, _ = gate(capsys, repo, "--json")
     data = json.loads(out)
     assert rc == 1

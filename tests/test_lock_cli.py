@@ -44,7 +44,7 @@ def test_conflicting_or_misplaced_options_are_usage_errors(argv, message, capsys
 def test_options_after_targets_still_apply(capsys):
     rc, out, _ = run(capsys, "lock", "smoke", "--check", "--platform", "linux/arm64")
     assert rc == 0
-    assert out.splitlines()[0] == "ok: smoke linux/arm64: locks/pylock.smoke.linux-arm64.toml"
+    assert out.splitlines()[0] == "ok: smoke linux/arm64: locks/pylock.smoke-linux-arm64.toml"
     rc, out, _ = run(capsys, "lock", "--platform", "linux/amd64", "smoke", "--check", "--json")
     assert rc == 0
     assert [(x["target"], x["platform"]) for x in json.loads(out)["locks"]] == [("smoke", "linux/amd64")]

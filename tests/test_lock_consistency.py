@@ -65,8 +65,8 @@ def test_check_locks_reads_committed_locks_and_prefers_fresh_ones(tmp_path):
 
     path = write_lock_spec(tmp_path / "repo", "http://127.0.0.1:9/simple")
     (tmp_path / "repo" / "locks").mkdir()
-    shutil.copy(DATA / "pylock.aarch64.toml", tmp_path / "repo" / "locks" / "pylock.gpu.linux-arm64.toml")
-    shutil.copy(DATA / "pylock.x86_64.toml", tmp_path / "repo" / "locks" / "pylock.cpu.linux-amd64.toml")
+    shutil.copy(DATA / "pylock.aarch64.toml", tmp_path / "repo" / "locks" / "pylock.gpu-linux-arm64.toml")
+    shutil.copy(DATA / "pylock.x86_64.toml", tmp_path / "repo" / "locks" / "pylock.cpu-linux-amd64.toml")
     from megacpp_env.spec import load_spec
 
     spec = load_spec(path)

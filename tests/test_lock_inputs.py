@@ -56,7 +56,7 @@ def test_hash_is_stable_and_sensitive():
 
 def test_committed_smoke_lock_records_current_inputs():
     spec = load_spec(ROOT / "stack.yaml")
-    data = tomllib.loads((ROOT / "locks" / "pylock.smoke.linux-amd64.toml").read_text())
+    data = tomllib.loads((ROOT / "locks" / "pylock.smoke-linux-amd64.toml").read_text())
     tool = data["tool"]["megacpp-env"]
     assert tool["inputs-hash"] == lock_inputs(spec, spec.targets["smoke"], "linux/amd64").digest()
     assert tool["uv-version"] == "0.13.9"

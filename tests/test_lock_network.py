@@ -23,14 +23,14 @@ def test_smoke_locks_from_pypi_for_both_platforms(tmp_path, capsys, monkeypatch)
     out = capsys.readouterr().out
     assert rc == 0, out
     assert "smoke (platforms): consistent" in out
-    amd = read_pylock(tmp_path / "locks" / "pylock.smoke.linux-amd64.toml")
-    arm = read_pylock(tmp_path / "locks" / "pylock.smoke.linux-arm64.toml")
+    amd = read_pylock(tmp_path / "locks" / "pylock.smoke-linux-amd64.toml")
+    arm = read_pylock(tmp_path / "locks" / "pylock.smoke-linux-arm64.toml")
     assert {p.name: p.version for p in amd.packages} == {p.name: p.version for p in arm.packages}
     assert all(p.index == "https://pypi.org/simple" for p in amd.packages)
     assert any("x86_64" in a.filename for p in amd.packages for a in p.artifacts)
     assert any("aarch64" in a.filename for p in arm.packages for a in p.artifacts)
     assert not any("aarch64" in a.filename for p in amd.packages for a in p.artifacts)
     # the inputs are the committed locks' inputs: a fresh lock is checkable against the repo's spec
-    committed = read_pylock(ROOT / "locks" / "pylock.smoke.linux-amd64.toml")
+    committed = read_pylock(ROOT / "locks" / "pylock.smoke-linux-amd64.toml")
     assert amd.inputs_hash == committed.inputs_hash
     assert main(["lock", "--check", "smoke", "--spec", str(tmp_path / "stack.yaml")]) == 0

@@ -31,7 +31,7 @@ def lock_of(spec, name):
 def test_cross_platform_resolution_picks_each_platforms_wheel(spec, capsys):
     rc, out, _ = run(capsys, "lock", "smoke", "--spec", str(spec))
     assert rc == 0, out
-    amd, arm = lock_of(spec, "smoke.linux-amd64").by_name(), lock_of(spec, "smoke.linux-arm64").by_name()
+    amd, arm = lock_of(spec, "smoke-linux-amd64").by_name(), lock_of(spec, "smoke-linux-arm64").by_name()
     assert [a.filename for a in amd["fastpath"].artifacts] == ["fastpath-1.2.0-py3-none-manylinux_2_28_x86_64.whl"]
     assert [a.filename for a in arm["fastpath"].artifacts] == ["fastpath-1.2.0-py3-none-manylinux_2_28_aarch64.whl"]
     # the platform wheels carry different dependencies: each lock follows its own wheel's metadata
@@ -48,7 +48,7 @@ def test_export_is_plain_require_hashes(spec, capsys):
     assert all(ln.startswith(("    --hash=sha256:", *(f"{c}" for c in "abcdefghijklmnopqrstuvwxyz"))) for ln in lines)
     assert "--index" not in text and "://" not in text.replace("# ", "")  # no index options, no URLs
     exported = read_requirements(export).by_name()
-    locked = lock_of(spec, "smoke.linux-arm64").by_name()
+    locked = lock_of(spec, "smoke-linux-arm64").by_name()
     assert {n: (p.version, p.hashes) for n, p in exported.items()} == {
         n: (p.version, p.hashes) for n, p in locked.items()
     }
@@ -57,7 +57,7 @@ def test_export_is_plain_require_hashes(spec, capsys):
 def test_torch_family_only_from_its_explicit_index(spec, uv_offline_env, capsys):
     rc, out, err = run(capsys, "lock", "gpu", "--spec", str(spec))
     assert rc == 0, out + err
-    pkgs = lock_of(spec, "gpu.linux-arm64").by_name()
+    pkgs = lock_of(spec, "gpu-linux-arm64").by_name()
     nightly = uv_offline_env.nightly.url
     assert pkgs["torch"].version == "2.13.0.dev20261101+cu132"  # not the 99.0 bait on the default index
     assert pkgs["torch"].index == nightly
@@ -95,7 +95,7 @@ def test_lock_records_inputs_and_uv_command(spec, capsys):
         "--prerelease-package",
         "torch=allow",
     )
-    data = tomllib.loads((spec.parent / "locks" / "pylock.smoke.linux-arm64.toml").read_text())
+    data = tomllib.loads((spec.parent / "locks" / "pylock.smoke-linux-arm64.toml").read_text())
     tool = data["tool"]["megacpp-env"]
     assert tool["uv-version"] == uv.uv_version()
     assert tool["command"] == "megacpp-env lock smoke --platform linux/arm64"
@@ -105,7 +105,7 @@ def test_lock_records_inputs_and_uv_command(spec, capsys):
 
 def test_unchanged_lock_is_not_rewritten(spec, capsys):
     assert run(capsys, "lock", "smoke", "--spec", str(spec))[0] == 0
-    path = spec.parent / "locks" / "pylock.smoke.linux-amd64.toml"
+    path = spec.parent / "locks" / "pylock.smoke-linux-amd64.toml"
     before = path.stat().st_mtime_ns
     rc, out, _ = run(capsys, "lock", "smoke", "--spec", str(spec))
     assert rc == 0 and out.count("unchanged: ") == 2
@@ -115,20 +115,20 @@ def test_unchanged_lock_is_not_rewritten(spec, capsys):
 def test_check_names_missing_stale_and_export_stale(spec, capsys):
     rc, out, _ = run(capsys, "lock", "--check", "smoke", "--spec", str(spec))
     assert rc == 1
-    assert "missing: smoke linux/amd64: locks/pylock.smoke.linux-amd64.toml does not exist" in out
+    assert "missing: smoke linux/amd64: locks/pylock.smoke-linux-amd64.toml does not exist" in out
     assert "(run: megacpp-env lock smoke --platform linux/amd64)" in out
 
     assert run(capsys, "lock", "smoke", "--spec", str(spec))[0] == 0
     assert run(capsys, "lock", "--check", "--spec", str(spec), "smoke")[:2] == (
         0,
-        "ok: smoke linux/amd64: locks/pylock.smoke.linux-amd64.toml\n"
-        "ok: smoke linux/arm64: locks/pylock.smoke.linux-arm64.toml\n"
+        "ok: smoke linux/amd64: locks/pylock.smoke-linux-amd64.toml\n"
+        "ok: smoke linux/arm64: locks/pylock.smoke-linux-arm64.toml\n"
         "smoke (platforms): consistent (8 shared packages)\n",
     )
     spec.write_text(spec.read_text().replace("[attrs, six, fastpath]", "[attrs, six, fastpath, idna]"))
     rc, out, _ = run(capsys, "lock", "--check", "smoke", "--spec", str(spec))
     assert rc == 1
-    assert "stale: smoke linux/arm64: locks/pylock.smoke.linux-arm64.toml: requirements added: idna" in out
+    assert "stale: smoke linux/arm64: locks/pylock.smoke-linux-arm64.toml: requirements added: idna" in out
 
     spec.write_text(spec.read_text().replace("[attrs, six, fastpath, idna]", "[attrs, six, fastpath]"))
     export = spec.parent / "locks" / "smoke.linux-amd64.requirements.txt"
@@ -145,13 +145,13 @@ def test_unreachable_index_is_unlocked_not_a_pass(uv_offline_env, tmp_path, caps
     assert rc == 1
     assert out.startswith(
         "unlocked: gpu linux/arm64: index nightly (https://download.pytorch.org/whl/nightly/cu132) unreachable here; "
-        "lock it where it is reachable and commit locks/pylock.gpu.linux-arm64.toml"
+        "lock it where it is reachable and commit locks/pylock.gpu-linux-arm64.toml"
     )
     assert run(capsys, "lock", "--check", "gpu", "--allow-unlocked", "--spec", str(spec))[0] == 0
     # `lock` with no target skips it (and locks the rest); naming it is an error
     rc, out, _ = run(capsys, "lock", "--spec", str(spec))
     assert rc == 0 and "skipped: gpu linux/arm64: unlocked: index nightly" in out
-    assert "written: locks/pylock.smoke.linux-amd64.toml" in out
+    assert "written: locks/pylock.smoke-linux-amd64.toml" in out
     assert run(capsys, "lock", "gpu", "--spec", str(spec))[0] == 1
 
 
@@ -166,7 +166,7 @@ def test_align_removes_platform_divergence(uv_offline_env, tmp_path, capsys):
     # newest first: arm64 (simdlib 1.1.0) is tried as the reference, but 1.1.0 has no x86_64 wheel
     assert "cannot align smoke (platforms) to smoke linux/arm64: " in out
     assert "aligned smoke linux/arm64 to smoke linux/amd64" in out
-    assert lock_of(spec, "smoke.linux-arm64").by_name()["simdlib"].version == "1.0.0"
+    assert lock_of(spec, "smoke-linux-arm64").by_name()["simdlib"].version == "1.0.0"
     assert run(capsys, "lock", "--check", "smoke", "--spec", str(spec))[0] == 0
 
 
@@ -176,12 +176,12 @@ def test_existing_lock_of_an_unreachable_index_is_checked_offline(uv_offline_env
     uv.COMMANDS.clear()
     assert run(capsys, "lock", "--check", "gpu", "--spec", str(spec))[:2] == (
         0,
-        "ok: gpu linux/arm64: locks/pylock.gpu.linux-arm64.toml\n",
+        "ok: gpu linux/arm64: locks/pylock.gpu-linux-arm64.toml\n",
     )
     assert uv.COMMANDS == []  # offline: uv is not even asked for its version
     spec.write_text(spec.read_text().replace("fastpath, numpy]", "fastpath]"))
     rc, out, _ = run(capsys, "lock", "--check", "gpu", "--spec", str(spec))
-    assert rc == 1 and "stale: gpu linux/arm64: locks/pylock.gpu.linux-arm64.toml: requirements removed: numpy" in out
+    assert rc == 1 and "stale: gpu linux/arm64: locks/pylock.gpu-linux-arm64.toml: requirements removed: numpy" in out
 
 
 def _fake_uv(tmp_path, body):

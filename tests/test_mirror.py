@@ -37,7 +37,7 @@ def test_mirror_then_install_with_the_index_gone(private_indexes, tmp_path, caps
     out = capsys.readouterr().out
     assert "mirrored cpu linux/amd64: 10 artifacts (10 fetched, all sha256-verified)" in out
 
-    lock = read_pylock(spec.parent / "locks" / "pylock.cpu.linux-amd64.toml")
+    lock = read_pylock(spec.parent / "locks" / "pylock.cpu-linux-amd64.toml")
     for art in (a for p in lock.packages for a in p.artifacts):
         stored = mirror / "sha256" / art.sha256
         assert sha256_file(stored) == art.sha256

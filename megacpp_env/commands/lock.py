@@ -16,7 +16,7 @@ forms:
   megacpp-env lock --export-requirements [TARGET...]               re-write the pip exports offline
   megacpp-env lock diff OLD NEW [--format text|markdown|json]      explain changes (PEP 751 or requirements.txt)
 
-files: locks/pylock.<target>.<os-arch>.toml (PEP 751) and locks/<target>.<os-arch>.requirements.txt
+files: locks/pylock.<target>-<os>-<arch>.toml (PEP 751) and locks/<target>.<os-arch>.requirements.txt
   (pip install --require-hashes --no-deps -r ...). A target whose explicit index is marked
   reachable_here: false is skipped by `lock` and reported by `--check` as
   "unlocked: index NAME (URL) unreachable here" until its lock is committed.

@@ -11,12 +11,12 @@ from megacpp_env.errors import SpecError
 from megacpp_env.lock.diff import LockDiff, diff_locks
 from megacpp_env.lock.pylock import Lock, read_pylock, read_pylock_text
 
-PREFIX, SUFFIX = "pylock.", ".toml"
+PREFIX, SUFFIX = layout.LOCK_PREFIX, layout.LOCK_SUFFIX
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class LockPair:
-    name: str  # file name: pylock.<target>.<os-arch>.toml
+    name: str  # file name: pylock.<target>-<os>-<arch>.toml
     title: str  # "<target> <os>/<arch>"
     base: Lock | None
     head: Lock | None
@@ -27,9 +27,8 @@ class LockPair:
 
 
 def title_of(filename: str) -> str:
-    stem = filename.removeprefix(PREFIX).removesuffix(SUFFIX)
-    target, _, slug = stem.rpartition(".")
-    return f"{target} {slug.replace('-', '/', 1)}" if target else stem
+    parsed = layout.parse_lock_name(filename)
+    return f"{parsed[0]} {parsed[1]}" if parsed else filename.removeprefix(PREFIX).removesuffix(SUFFIX)
 
 
 def resolve_ref(root: Path, ref: str) -> str:
