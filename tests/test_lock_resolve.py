@@ -73,7 +73,7 @@ def test_torch_family_only_from_its_explicit_index(spec, uv_offline_env, capsys)
 def test_prereleases_only_where_the_index_allows_them(uv_offline_env, tmp_path, capsys):
     allowed = write_lock_spec(tmp_path / "a", uv_offline_env.nightly.url, stack='["torch<2.14", attrs]')
     assert run(capsys, "lock", "gpu", "--spec", str(allowed))[0] == 0
-    pkgs = lock_of(allowed, "gpu.linux-arm64").by_name()
+    pkgs = lock_of(allowed, "gpu-linux-arm64").by_name()
     assert pkgs["torch"].version == "2.13.0.dev20261101+cu132"  # prerelease: true on the nightly index
     assert pkgs["attrs"].version == "25.4.0"  # 26.0.0rc1 on the default index is not taken
 
@@ -82,7 +82,7 @@ def test_prereleases_only_where_the_index_allows_them(uv_offline_env, tmp_path, 
     denied.parent.mkdir()
     denied.write_text(spec_text)
     assert run(capsys, "lock", "gpu", "--spec", str(denied))[0] == 0
-    assert lock_of(denied, "gpu.linux-arm64").by_name()["torch"].version == "2.12.0+cu132"
+    assert lock_of(denied, "gpu-linux-arm64").by_name()["torch"].version == "2.12.0+cu132"
 
 
 def test_lock_records_inputs_and_uv_command(spec, capsys):
