@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
+from megacpp_env.chars import dangerous_char, describe_char
 from megacpp_env.errors import FormatError, InputError
 from megacpp_env.fsutil import read_bounded
 
@@ -91,15 +92,23 @@ class Table:
             self.fail(f"expected {what}, got {kind_of(value)}", key)
         return value
 
+    def _safe(self, value: str, where: str) -> str:
+        """No string read from a file may hold a character that breaks out of a line or hides text
+        (``megacpp_env.chars``): values reach requirements exports, Dockerfiles and markdown."""
+        ch = dangerous_char(value)
+        if ch is not None:
+            raise self.error(f"control character {describe_char(ch)} in {value[:40]!r}", file=self.file, key=where)
+        return value
+
     def text(self, key: str, default: Any = _MISSING, *, nonempty: bool = False) -> str:
         value: str = self._get(key, str, "a string", default)
         if nonempty and not value.strip():
             self.fail("expected a non-empty string", key)
-        return value
+        return self._safe(value, self.where(key)) if value is not default else value
 
     def opt_text(self, key: str) -> str | None:
         value: str | None = self._get(key, str, "a string", None)
-        return value
+        return None if value is None else self._safe(value, self.where(key))
 
     def flag(self, key: str, default: Any = _MISSING) -> bool:
         value: bool = self._get(key, bool, "a boolean", default)
@@ -112,16 +121,17 @@ class Table:
     def texts(self, key: str, default: Any = ()) -> tuple[str, ...]:
         items: list[Any] = self._get(key, list, "an array of strings", default)
         for i, item in enumerate(items):
+            where = join(self.where(key), i)
             if not isinstance(item, str):
-                where = join(self.where(key), i)
                 raise self.error(f"expected a string, got {kind_of(item)}", file=self.file, key=where)
+            self._safe(item, where)
         return tuple(items)
 
     def text_map(self, key: str) -> dict[str, str]:
         table = self.table(key, default=None)
         if table is None:
             return {}
-        return {k: table.text(k) for k in table.data}
+        return {table._safe(k, table.where(k)): table.text(k) for k in table.data}
 
     def table(self, key: str, default: Any = _MISSING) -> Table:
         value: Mapping[str, Any] | None = self._get(key, Mapping, "a table", default)

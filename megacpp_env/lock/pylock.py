@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 import tomllib
 from collections import Counter
 from collections.abc import Iterable, Mapping
@@ -194,7 +195,7 @@ def _package(t: Table, direct: set[str]) -> LockedPackage:
         name=name,
         version=t.text("version", ""),
         marker=t.text("marker", ""),
-        index=t.text("index", ""),
+        index=_url(t, "index"),
         direct=name in direct,
         artifacts=tuple(sorted(artifacts, key=lambda a: (a.kind != "wheel", a.filename))),
         vcs=Vcs(
@@ -211,15 +212,46 @@ def _package(t: Table, direct: set[str]) -> LockedPackage:
     )
 
 
+# hashlib names PEP 751 tools write, and their hex lengths; any other name must still be hex.
+_HASH_LENGTHS = {"md5": 32, "sha1": 40, "sha224": 56, "sha256": 64, "sha384": 96, "sha512": 128,
+                 "sha3_256": 64, "sha3_384": 96, "sha3_512": 128, "blake2b": 128, "blake2s": 64}  # fmt: skip
+_HASH_NAME = re.compile(r"[a-z0-9_]{1,32}")
+_HEX = re.compile(r"[0-9a-f]+")
+_URL_SCHEMES = ("https://", "http://", "file://")
+
+
+def _hashes(t: Table) -> dict[str, str]:
+    """Every hash of an artifact, by algorithm: a known algorithm has its own hex length (sha384 and
+    sha512 are as good as sha256); any value must be lowercase hex."""
+    out: dict[str, str] = {}
+    for algo in t.data:
+        value = t.text(algo).lower()
+        n = _HASH_LENGTHS.get(algo)
+        if not _HASH_NAME.fullmatch(algo) or not _HEX.fullmatch(value) or (n is not None and len(value) != n):
+            t.fail(f"not a {algo} hex digest: {value[:80]!r}", algo)
+        out[algo] = value
+    return out
+
+
+def _url(t: Table, key: str) -> str:
+    url = t.text(key, "")
+    if url and (not url.startswith(_URL_SCHEMES) or any(c.isspace() for c in url)):
+        t.fail(f"expected an https, http or file URL, got {url[:80]!r}", key)
+    return url
+
+
 def _artifact(kind: str, t: Table) -> Artifact:
     upload = t.data.get("upload-time")
     if isinstance(upload, dt.datetime):
         upload = upload.isoformat().replace("+00:00", "Z")
-    hashes = t.opt_table("hashes")
+    hashes = _hashes(t.table("hashes")) if t.has("hashes") else {}
+    path = t.text("path", "")
+    if path and (path.startswith("-") or any(c.isspace() for c in path)):
+        t.fail(f"not a plain path: {path[:80]!r}", "path")
     return Artifact(
         kind=kind,
-        url=t.text("url", "") or t.text("path", ""),
-        sha256=hashes.text("sha256", "") if hashes else "",
+        url=_url(t, "url") or path,
+        sha256=hashes.get("sha256", ""),
         size=t.number("size", None),
         upload_time=str(upload or ""),
     )

@@ -13,6 +13,7 @@ from pathlib import Path
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+from megacpp_env.chars import dangerous_char, describe_char
 from megacpp_env.lock.pylock import Artifact, Lock, LockedPackage, LockFormatError, Vcs
 
 _OPTION = re.compile(r"^\s*-{1,2}[a-z]")
@@ -91,15 +92,46 @@ def read_requirements(path: Path) -> Lock:
 
 def render_requirements(lock: Lock, *, header: str = "") -> str:
     """``name==version \\`` + ``--hash=sha256:...`` lines, sorted by name; VCS/hashless entries refused."""
-    lines = [f"# {ln}" if ln else "#" for ln in header.splitlines()]
+    lines = [f"# {ln}" if ln else "#" for ln in _one_line_header(header).splitlines()]
     for pkg in sorted(lock.packages, key=lambda p: p.name):
         if pkg.vcs or not pkg.hashes:
             raise LockFormatError(f"{pkg.name}: cannot export to --require-hashes format (direct URL or no hashes)")
+        _exportable(pkg)
         marker = f" ; {pkg.marker}" if pkg.marker else ""
         hashes = sorted(pkg.hashes)
         lines.append(f"{pkg.name}=={pkg.version}{marker} \\")
         lines += [f"    --hash=sha256:{h}" + (" \\" if i < len(hashes) - 1 else "") for i, h in enumerate(hashes)]
     return "\n".join(lines) + "\n"
+
+
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_CANONICAL = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+
+
+def _exportable(pkg: LockedPackage) -> None:
+    """The second barrier (the reader is the first): every piece of a line pip reads is checked for
+    syntax with packaging, so no field can carry another option or requirement into the export."""
+    from packaging.markers import InvalidMarker, Marker
+    from packaging.version import InvalidVersion, Version
+
+    problem = ""
+    try:
+        Version(pkg.version)
+        if pkg.marker:
+            Marker(pkg.marker)
+    except (InvalidVersion, InvalidMarker) as exc:
+        problem = str(exc).splitlines()[0]
+    if not _CANONICAL.fullmatch(pkg.name) or any(not _SHA256.fullmatch(h) for h in pkg.hashes):
+        problem = "not a canonical name and sha256 hex digests"
+    if problem or any(c in f"{pkg.version}{pkg.marker}" for c in "\\\n\r#"):
+        raise LockFormatError(f"{pkg.name!r}: refusing to export an unsafe entry ({problem or 'line break'})")
+
+
+def _one_line_header(header: str) -> str:
+    bad = dangerous_char(header.replace("\n", ""))
+    if bad is not None:
+        raise LockFormatError(f"refusing to export a header holding {describe_char(bad)}")
+    return header
 
 
 def read_via(text: str) -> dict[str, set[str]]:
