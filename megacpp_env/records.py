@@ -181,6 +181,23 @@ def read_text(path: Path, error: type[FormatError] = FormatError) -> str:
         raise error(f"not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})", file=str(path)) from None
 
 
+def parse_toml(text: str, file: str, error: type[FormatError] = FormatError) -> dict[str, Any]:
+    """tomllib, with a malformed or absurdly nested document as ``error`` (tomllib recurses per level)."""
+    import tomllib
+
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise error(f"not valid TOML: {exc}", file=file) from None
+    except RecursionError:
+        raise error("not valid TOML: nested too deeply", file=file) from None
+
+
+def read_toml(path: Path, error: type[FormatError] = FormatError) -> dict[str, Any]:
+    """Read (bounded, UTF-8, BOM allowed) and parse a TOML document; FileNotFoundError passes through."""
+    return parse_toml(read_text(path, error), str(path), error)
+
+
 def read_json(path: Path, error: type[FormatError] = FormatError) -> Table:
     """Parse a JSON document once; FileNotFoundError passes through (callers decide what absence means)."""
     try:

@@ -13,7 +13,6 @@ One typed reader (``load_acks``): errors name the file and the entry (``ack[2].c
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,7 @@ from packaging.utils import canonicalize_name
 from megacpp_env import layout
 from megacpp_env.errors import FormatError
 from megacpp_env.lock.diff import KINDS
-from megacpp_env.records import Table, as_dict
+from megacpp_env.records import Table, as_dict, read_toml
 
 ACK_FILE = "ACKNOWLEDGED.toml"
 DIVERGENCE = "divergence"
@@ -77,15 +76,13 @@ def load_acks(path: Path, *, required: bool = False) -> list[Ack]:
     """Read the acknowledgement file; a missing file means no acknowledgements unless ``required``
     (a path the user named explicitly must exist)."""
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = read_toml(path, AckFileError)
     except FileNotFoundError:
         if required:
             raise AckFileError("acknowledgement file does not exist", file=str(path), key="--ack") from None
         return []
     except OSError as exc:
         raise AckFileError(f"cannot read the acknowledgement file: {exc.strerror or exc}", file=str(path)) from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise AckFileError(f"not valid TOML: {exc}", file=str(path)) from None
     doc = Table.root(data, str(path), AckFileError)
     doc.only(("ack",))
     if "ack" in data and not isinstance(data["ack"], list):

@@ -9,17 +9,17 @@ hashes-changed (same version, different artifact hashes), index-changed, commit-
 from __future__ import annotations
 
 import json
-import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from packaging.version import InvalidVersion, Version
 
 from megacpp_env.lock.pylock import Lock, LockedPackage, LockFormatError, read_pylock_text
 from megacpp_env.lock.reqtxt import read_requirements_text
-from megacpp_env.records import as_dict
+from megacpp_env.records import as_dict, parse_toml, read_text
 
 ADDED, REMOVED, UPGRADED, DOWNGRADED = "added", "removed", "upgraded", "downgraded"
 HASHES, INDEX, COMMIT, MARKER = "hashes-changed", "index-changed", "commit-moved", "marker-changed"
@@ -73,8 +73,8 @@ def read_any_text(text: str, path: str) -> Lock:
     """PEP 751 when the text is TOML with ``lock-version`` (or ``[[packages]]``), else pip-compile
     requirements (a requirements file is rarely valid TOML, and never one with those keys)."""
     try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError:
+        data = parse_toml(text, path, LockFormatError)
+    except LockFormatError:
         data = {}
     if "lock-version" in data or "packages" in data:
         return read_pylock_text(text, path=path)
@@ -83,11 +83,9 @@ def read_any_text(text: str, path: str) -> Lock:
 
 def read_any(path: str | Path) -> Lock:
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise LockFormatError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise LockFormatError(f"{path}: not a text file (not UTF-8)") from None
+        text = read_text(Path(path), LockFormatError)
+    except FileNotFoundError:
+        raise LockFormatError("no such file", file=str(path)) from None
     return read_any_text(text, str(path))
 
 
@@ -142,9 +140,9 @@ def _same_name_changes(old: LockedPackage, new: LockedPackage) -> PackageChange 
     elif detail := _hash_detail(old, new):
         kinds.append(HASHES)
         details.append(detail)
-    if old.origin and new.origin and old.origin != new.origin and not (old.vcs or new.vcs):
+    if not (old.vcs or new.vcs) and (moved := _origin_change(old, new)):
         kinds.append(INDEX)
-        details.append(f"index {old.origin} -> {new.origin}")
+        details.append(moved)
     if old.vcs and new.vcs and old.vcs.commit != new.vcs.commit:
         kinds.append(COMMIT)
         details.append(f"{new.vcs.url}: {old.vcs.commit[:12]} -> {new.vcs.commit[:12]}")
@@ -162,6 +160,97 @@ def _same_name_changes(old: LockedPackage, new: LockedPackage) -> PackageChange 
         direct=old.direct or new.direct,
         details=tuple(details),
     )
+
+
+def _hosts(p: LockedPackage) -> frozenset[str]:
+    out = set()
+    for a in p.artifacts:
+        parts = urlsplit(a.url)
+        if parts.netloc:
+            out.add(f"{parts.scheme}://{parts.netloc}")
+    return frozenset(out)
+
+
+def _origin_change(old: LockedPackage, new: LockedPackage) -> str:
+    """Where the files come from: the recorded index when both sides record one, and always the
+    hosts of the artifact URLs (a file served from a host the old lock did not use is a change; an
+    index recorded on one side only is not)."""
+    if old.index and new.index and old.index.rstrip("/") != new.index.rstrip("/"):
+        return f"index {old.index.rstrip('/')} -> {new.index.rstrip('/')}"
+    fresh = _hosts(new) - _hosts(old)
+    if fresh and _hosts(old):
+        return f"artifacts from {', '.join(sorted(fresh))} (before: {', '.join(sorted(_hosts(old)))})"
+    return ""
+
+
+# ---- what a platform would install ------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Effective:
+    """What one lock lets a platform install of one name: every entry whose marker holds there."""
+
+    versions: frozenset[str]
+    hashes: frozenset[str]
+    hosts: frozenset[str]
+
+
+def _environment(lock: Lock) -> dict[str, str] | None:
+    """Marker environment of the lock's own platform and Python ([tool.megacpp-env]); None if unknown."""
+    meta = lock.meta
+    if meta is None or not meta.platform or not meta.python:
+        return None
+    arch = {"linux/amd64": "x86_64", "linux/arm64": "aarch64"}.get(meta.platform, meta.platform.rpartition("/")[2])
+    return {
+        "sys_platform": "linux", "platform_system": "Linux", "os_name": "posix", "platform_machine": arch,
+        "python_version": meta.python, "python_full_version": f"{meta.python}.0",
+        "implementation_name": "cpython", "platform_python_implementation": "CPython",
+    }  # fmt: skip
+
+
+def effective(lock: Lock, name: str, env: dict[str, str] | None) -> Effective:
+    from packaging.markers import InvalidMarker, Marker, UndefinedEnvironmentName
+
+    chosen = []
+    for p in lock.packages:
+        if p.name != name:
+            continue
+        try:
+            holds = env is None or not p.marker or Marker(p.marker).evaluate(env)
+        except (InvalidMarker, UndefinedEnvironmentName):
+            holds = True  # unknown: count it (a change to it must show)
+        if holds:
+            chosen.append(p)
+    return Effective(
+        versions=frozenset(str(_version(p.version) or p.version) for p in chosen),
+        hashes=frozenset(h for p in chosen for h in p.hashes),
+        hosts=frozenset(h for p in chosen for h in _hosts(p)),
+    )
+
+
+def _platform_change(name: str, old: Lock, new: Lock) -> PackageChange | None:
+    """The change a platform would see for ``name``, however the entries are split or merged."""
+    env = _environment(new) or _environment(old)
+    a, b = effective(old, name, env), effective(new, name, env)
+    kinds, details = [], []
+    if a.versions != b.versions:
+        ov = max((v for v in map(_version, a.versions) if v), default=None)
+        nv = max((v for v in map(_version, b.versions) if v), default=None)
+        kinds.append(DOWNGRADED if ov and nv and nv < ov else UPGRADED)
+    elif a.hashes != b.hashes:
+        kinds.append(HASHES)
+        details.append(
+            f"hashes this platform accepts: {len(b.hashes - a.hashes)} added, {len(a.hashes - b.hashes)} removed"
+        )
+    if b.hosts - a.hosts and a.hosts:
+        kinds.append(INDEX)
+        details.append(f"artifacts from {', '.join(sorted(b.hosts - a.hosts))}")
+    if not kinds:
+        return None
+    return PackageChange(
+        name=name, kinds=tuple(kinds), old=", ".join(sorted(a.versions)), new=", ".join(sorted(b.versions)),
+        direct=any(p.direct for p in (*old.packages, *new.packages) if p.name == name), details=tuple(details),
+    )  # fmt: skip
 
 
 def _label(p: LockedPackage) -> str:
@@ -183,6 +272,11 @@ def diff_locks(old: Lock, new: Lock, *, title: str = "") -> LockDiff:
             changes.append(_one_side(key, n[key], ADDED))
         elif change := _same_name_changes(o[key], n[key]):
             changes.append(replace(change, marker=key[1]))
+    reported = {(c.name, k) for c in changes for k in c.kinds}
+    for name in sorted({p.name for p in old.packages} & {p.name for p in new.packages}):
+        platform = _platform_change(name, old, new)
+        if platform and any((name, k) not in reported for k in platform.kinds):
+            changes.append(platform)  # e.g. an entry split by marker that hides a hash swap
     changes.sort(key=lambda c: (not c.direct, c.name, c.marker))
     both = o.keys() & n.keys()
     unchanged = len(both) - sum(1 for c in changes if (c.name, c.marker) in both)

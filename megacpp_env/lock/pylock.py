@@ -14,7 +14,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
-import tomllib
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -25,7 +24,7 @@ from urllib.parse import unquote, urlsplit
 from packaging.utils import canonicalize_name
 
 from megacpp_env.errors import FormatError
-from megacpp_env.records import Table, as_dict, renamed
+from megacpp_env.records import Table, as_dict, parse_toml, read_text, renamed
 
 TOOL_KEY = "megacpp-env"
 
@@ -146,10 +145,7 @@ class Lock:
 
 def read_pylock_text(text: str, *, path: str = "<pylock>") -> Lock:
     """The one reader of PEP 751 text: parse, validate (``packaging.pylock``), build the model."""
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise LockFormatError(f"not valid TOML: {exc}", file=path) from None
+    data = parse_toml(text, path, LockFormatError)
     if "packages" not in data and "lock-version" not in data:
         raise LockFormatError("not a PEP 751 lock (no lock-version, no [[packages]])", file=path)
     _validate(data, path)
@@ -178,10 +174,11 @@ def _validate(data: Mapping[str, Any], path: str) -> None:
 
 
 def read_pylock(path: Path) -> Lock:
+    """A lock file: bounded, UTF-8 (a BOM is allowed), then ``read_pylock_text``."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise LockFormatError("not a text file (not UTF-8)", file=str(path)) from None
+        text = read_text(Path(path), LockFormatError)
+    except FileNotFoundError:
+        raise LockFormatError("no such file", file=str(path)) from None
     return read_pylock_text(text, path=str(path))
 
 

