@@ -108,7 +108,7 @@ def injection(tmp: Path, tally: Tally) -> None:
                 load_spec_text(yaml.safe_dump(doc), ROOT / "stack.yaml")
             except SpecError:
                 tally.refused += 1
-            except Exception:  # noqa: BLE001 (counted, not hidden)
+            except Exception:
                 tally.traceback += 1
             else:
                 tally.leaked += 1
@@ -119,7 +119,7 @@ def _lock_injection(tmp: Path, tally: Tally) -> None:
     repo = repo_copy(tmp, "inject")
     original = (repo / LOCK).read_text()
     fields = {
-        "version": ('version = "3.20"', 'version = {}'),
+        "version": ('version = "3.20"', "version = {}"),
         "marker": ('name = "idna"', 'name = "idna"\nmarker = {}'),
         "index": ('index = "https://pypi.org/simple"', "index = {}"),
         "hash": ('sha256 = "a7db850025b95ded1eae8a46181a1a6c56c92c96f0e2b005d9ff8dc0210cab44"', "sha256 = {}"),
@@ -132,12 +132,14 @@ def _lock_injection(tmp: Path, tally: Tally) -> None:
             text = original.replace(anchor, template.format(value) + ("" if name != "command" else " #"), 1)
             (repo / LOCK).write_text(text)
             for argv in (["lock", "--export-requirements", "smoke"], ["lock", "--check", "smoke"]):
-                rc, out, err = run_cli(*argv, "--spec", str(repo / "stack.yaml"))
+                rc, _out, _err = run_cli(*argv, "--spec", str(repo / "stack.yaml"))
                 export = (repo / "locks" / "smoke.linux-amd64.requirements.txt").read_text()
                 if rc == 3:
                     tally.traceback += 1
                     break
-                if "evil" in export.replace("# ", "#") and any(not ln.startswith("#") and "evil" in ln for ln in export.splitlines()):
+                if "evil" in export.replace("# ", "#") and any(
+                    not ln.startswith("#") and "evil" in ln for ln in export.splitlines()
+                ):
                     tally.leaked += 1
                     break
             else:
@@ -166,7 +168,8 @@ def _assign(doc, key, value):
 
 
 def secrets(tmp: Path, tally: Tally, n: int, seed: int) -> None:
-    from hypothesis import HealthCheck, given, seed as hseed, settings
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import seed as hseed
 
     from megacpp_env.redact import env_value_redaction
     from tests.fixtures.secrets import plants
@@ -195,7 +198,9 @@ def _secrets_in_a_real_snapshot(tmp: Path, tally: Tally, batch) -> None:
     repo = tmp / "secret-checkout"
     repo.mkdir()
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
-    subprocess.run(["git", "-C", str(repo), "remote", "add", "o", "https://ci:Sx;p,a/s@s@git.example/r.git"], check=True)
+    subprocess.run(
+        ["git", "-C", str(repo), "remote", "add", "o", "https://ci:Sx;p,a/s@s@git.example/r.git"], check=True
+    )
     environ = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
     unique = {p.name: p for p in batch}
     environ.update({p.name: p.value for p in unique.values()})
@@ -250,10 +255,9 @@ def kills(tmp: Path, tally: Tally, n: int, seed: int) -> dict[str, int]:
 def _overlay_kills(tmp: Path, tally: Tally) -> None:
     """Kill ``overlay apply`` after each file; ``restore`` must always bring the pristine tree back."""
     sys.path.insert(0, str(ROOT))
-    from tests.test_overlay import KILLER  # the test suite's fault injector (wraps os.replace/unlink)
-
     from megacpp_env.overlay import restore_overlay
     from megacpp_env.worktree.status import overlay_status
+    from tests.test_overlay import KILLER  # the test suite's fault injector (wraps os.replace/unlink)
 
     setup = _overlay_setup(tmp)
     if setup is None:
@@ -268,7 +272,7 @@ def _overlay_kills(tmp: Path, tally: Tally) -> None:
         try:
             overlay_status(odir, checkout)
             restore_overlay(odir, checkout)
-        except Exception:  # noqa: BLE001
+        except Exception:
             tally.partial += 1
             continue
         if _tree_bytes(checkout) != pristine:
@@ -288,13 +292,17 @@ def _overlay_setup(tmp: Path):
         return None
     try:
         checkout_source(source, tmp / "ovl-checkout")
-    except Exception:  # noqa: BLE001 (the pinned source is not reachable here: skip, say so)
+    except Exception:
         return None
     return ROOT / "overlays" / source.overlay, tmp / "ovl-checkout"
 
 
 def _tree_bytes(root: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file() and ".git" not in p.parts}
+    return {
+        str(p.relative_to(root)): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and ".git" not in p.parts
+    }
 
 
 # ---- malformed inputs ----------------------------------------------------------------------------
@@ -365,7 +373,9 @@ def gate_mutations(tmp: Path, tally: Tally) -> None:
         "hash swap": text.replace(idna, swapped),
         "hash swap split by marker": text.replace(idna, split),
         "one hash replaced": text.replace(a, "3" * 64),
-        "artifact host moved": text.replace("https://files.pythonhosted.org/packages", "https://evil.example/packages", 1),
+        "artifact host moved": text.replace(
+            "https://files.pythonhosted.org/packages", "https://evil.example/packages", 1
+        ),
         "index moved": text.replace('index = "https://pypi.org/simple"', 'index = "https://evil.example/simple"', 1),
         "downgrade": text.replace('name = "idna"\nversion = "3.20"', 'name = "idna"\nversion = "3.9"', 1),
     }
