@@ -257,10 +257,11 @@ def _overlay_kills(tmp: Path, tally: Tally) -> None:
     sys.path.insert(0, str(ROOT))
     from megacpp_env.overlay import restore_overlay
     from megacpp_env.worktree.status import overlay_status
-    from tests.test_overlay import KILLER  # the test suite's fault injector (wraps os.replace/unlink)
+    from tests.test_overlay import KILLER, RECORD_KILLER  # the test suite's fault injectors
 
     setup = _overlay_setup(tmp)
     if setup is None:
+        print("note: overlay kills skipped: the smoke source is not served here (scripts/smoke-source.sh --serve)")
         return
     odir, checkout = setup
     pristine = _tree_bytes(checkout)
@@ -279,6 +280,27 @@ def _overlay_kills(tmp: Path, tally: Tally) -> None:
             tally.partial += 1
         else:
             tally.refused += 1
+    _record_kill(odir, checkout, pristine, RECORD_KILLER, tally)
+
+
+def _record_kill(odir: Path, checkout: Path, pristine: dict[str, bytes], killer: str, tally: Tally) -> None:
+    """A kill inside the provenance record's atomic write: apply, verify and restore must still work."""
+    from megacpp_env.checkout import verify_checkout
+    from megacpp_env.overlay import apply_overlay, restore_overlay
+
+    tally.tried += 1
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    subprocess.run([sys.executable, "-c", killer, str(odir), str(checkout)], env=env, capture_output=True, check=False)
+    try:
+        apply_overlay(odir, checkout)
+        wedged = not verify_checkout(checkout).ok
+        restore_overlay(odir, checkout)
+    except Exception:
+        wedged = True
+    if wedged or _tree_bytes(checkout) != pristine:
+        tally.partial += 1
+    else:
+        tally.refused += 1
 
 
 def _overlay_setup(tmp: Path):
@@ -287,8 +309,8 @@ def _overlay_setup(tmp: Path):
     from megacpp_env.spec import load_spec
 
     spec = load_spec(ROOT / "stack.yaml")
-    source = next((s for s in spec.sources.values() if s.overlay and (ROOT / "overlays" / s.overlay).is_dir()), None)
-    if source is None:
+    source = spec.sources.get("megacpp_smoke_ext")  # served on loopback by scripts/smoke-source.sh
+    if source is None or not source.overlay:
         return None
     try:
         checkout_source(source, tmp / "ovl-checkout")

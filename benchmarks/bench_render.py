@@ -64,8 +64,9 @@ def cli(repeat: int) -> float:
     times = []
     for _ in range(repeat):
         t = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "megacpp_env", "render", "--check"], cwd=ROOT, capture_output=True,
-                       check=True)
+        subprocess.run(
+            [sys.executable, "-m", "megacpp_env", "render", "--check"], cwd=ROOT, capture_output=True, check=True
+        )
         times.append(time.perf_counter() - t)
     return statistics.median(times)
 

@@ -482,3 +482,34 @@ def test_cli_overlay_without_spec_needs_to(overlay_setup, tmp_path: Path, capsys
         "to find the default checkout of demo\n"
     )
     assert main([*base, "--to", str(target)]) == 0
+
+
+# A SIGKILL between writing the provenance record's temp file and renaming it (issue 12, class 8):
+# the temp file used to count as an untracked change, so `apply` refused and `restore` kept it.
+RECORD_KILLER = """
+import os, signal, sys
+from megacpp_env.overlay import apply_overlay
+real = os.replace
+def replace(src, dst, *args, **kwargs):
+    if str(dst).endswith(".megacpp-checkout.json"):
+        os.kill(os.getpid(), signal.SIGKILL)
+    return real(src, dst, *args, **kwargs)
+os.replace = replace
+apply_overlay(sys.argv[1], sys.argv[2])
+"""
+
+
+def test_sigkill_during_the_record_write_does_not_wedge_the_checkout(overlay_setup) -> None:  # type: ignore[no-untyped-def]
+    odir, target, upstream = overlay_setup
+    pristine = _tree(target)
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-c", RECORD_KILLER, str(odir), str(target)], env=env, capture_output=True, check=False
+    )
+    assert proc.returncode == -9
+    assert list(target.glob(".*.tmp"))  # the killed write's temp file is there ...
+    assert apply_overlay(odir, target).state == "applied"  # ... and does not wedge anything
+    assert not list(target.glob(".*.tmp"))
+    assert verify_checkout(target, upstream.source()).ok
+    assert restore_overlay(odir, target).state == "clean"
+    assert _tree(target) == pristine

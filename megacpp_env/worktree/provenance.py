@@ -107,8 +107,15 @@ def read_provenance(path: Path) -> Provenance | None:
 
 
 def write_provenance(path: Path, prov: Provenance) -> bool:
-    """Write the record atomically and keep it out of ``git status`` (``.git/info/exclude``)."""
+    """Write the record atomically and keep it, and the temp files of an atomic write of it, out of
+    ``git status`` (``.git/info/exclude``). A temp file left by a write that was killed midway is ours
+    (``fsutil.atomic_write_bytes`` names it ``.<name>.*.tmp``) and is removed: it must not wedge the
+    checkout as an "untracked change"."""
     git.add_exclude(path, f"/{PROVENANCE_NAME}")
+    git.add_exclude(path, f"/.{PROVENANCE_NAME}.*.tmp")
+    for stale in Path(path).glob(f".{PROVENANCE_NAME}.*.tmp"):
+        if stale.is_file() and not stale.is_symlink():
+            stale.unlink(missing_ok=True)
     text = json.dumps(prov.to_dict(), indent=2, sort_keys=True) + "\n"
     return atomic_write_text(Path(path) / PROVENANCE_NAME, text)
 
