@@ -229,3 +229,16 @@ def test_pwd_is_not_a_secret_and_does_not_change_the_digest(tmp_path, snap_optio
     b = take_snapshot(snap_options(environ={**snap_options().environ, "PWD": "/", "OLDPWD": "/tmp"}))
     assert REDACTED not in json.dumps(a.facts["python"])
     assert a.digest == b.digest
+
+
+def test_the_tools_own_settings_are_not_drift(tmp_path, snap_options):
+    """MEGACPP_ENV_CACHE_DIR (where the tool caches) made an unchanged venv drift (class 11)."""
+    base = {k: v for k, v in snap_options().environ.items() if not k.startswith("MEGACPP_")}
+    a = take_snapshot(
+        snap_options(environ={**base, "MEGACPP_ENV_CACHE_DIR": str(tmp_path / "c1"), "MEGACPP_ENV_SPEC": "/a"})
+    )
+    b = take_snapshot(
+        snap_options(environ={**base, "MEGACPP_ENV_CACHE_DIR": str(tmp_path / "c2"), "MEGACPP_ENV_UV": "/x/uv"})
+    )
+    assert "MEGACPP_ENV_CACHE_DIR" not in a.facts["env"]["variables"]
+    assert a.digest == b.digest

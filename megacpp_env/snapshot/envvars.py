@@ -82,7 +82,16 @@ MAX_CONFIG_BYTES = 1 << 20  # a pip.conf/uv.toml larger than this is not read (r
 _PATH_VALUE = re.compile(r"[~/][\w./~+-]*")
 
 
+# The tool's own settings (where it caches, which spec, uv and docker it runs): they change how the
+# tool works, not the environment it fingerprints, so they are not facts (they were drift).
+TOOL_NAMES = frozenset(
+    {"MEGACPP_ENV_CACHE_DIR", "MEGACPP_ENV_SPEC", "MEGACPP_ENV_UV", "MEGACPP_ENV_UV_TIMEOUT", "MEGACPP_DOCKER"}
+)
+
+
 def is_allowed(name: str) -> bool:
+    if name in TOOL_NAMES or name.startswith("MEGACPP_ENV_TEST_"):
+        return False
     return name in ALLOW_NAMES or name.startswith(ALLOW_PREFIXES)
 
 
