@@ -247,9 +247,15 @@ def kills(tmp: Path, tally: Tally, n: int, seed: int) -> dict[str, int]:
             tally.partial += 1
         else:
             tally.refused += 1
-    stray = len(list(target.parent.glob(".*.tmp")))
+    stray = list(target.parent.glob(".*.tmp"))
+    for p in stray:  # a minute later (fsutil.STALE_S), the next write sweeps what dead writers left
+        os.utime(p, (time.time() - 120, time.time() - 120))
+    from megacpp_env.fsutil import atomic_write_bytes
+
+    atomic_write_bytes(target, b"A" * (1 << 20))
+    left = len(list(target.parent.glob(".*.tmp")))
     _overlay_kills(tmp, tally)
-    return {"stray_temp_files_after_write_kills": stray}
+    return {"temp files left by the write kills": len(stray), "left after the next write": left}
 
 
 def _overlay_kills(tmp: Path, tally: Tally) -> None:

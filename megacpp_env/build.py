@@ -25,7 +25,6 @@ import http.server
 import json
 import shutil
 import socket
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -35,7 +34,7 @@ from typing import Any
 
 from megacpp_env import docker, layout, publish, render, toolsrc
 from megacpp_env.errors import RefusedError, StaleError, ToolError, ToolNotFoundError
-from megacpp_env.fsutil import canonical_hash, sha256_bytes
+from megacpp_env.fsutil import canonical_hash, owned_tempdir, sha256_bytes
 from megacpp_env.layout import platform_arch
 from megacpp_env.spec.model import Spec, Target
 
@@ -419,7 +418,7 @@ def hash_mismatch_package(lines: tuple[str, ...] | list[str]) -> str:
 
 def execute(plan: BuildPlan, *, on_line: Callable[[str], None] | None = None) -> BuildResult:
     start = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="megacpp-build-") as tmp:
+    with owned_tempdir("megacpp-build-") as tmp:
         iid = Path(tmp) / "iid"
         request = _with_iidfile(plan.request, str(iid))
         argv = docker.build_argv(request, docker=docker.binary())

@@ -10,11 +10,17 @@ Two rules hold for every file the tool writes or reads:
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import glob
 import hashlib
 import json
 import os
+import shutil
 import stat
 import tempfile
+import time
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +76,7 @@ def atomic_write_bytes(path: Path, data: bytes, *, mode: int | None = None) -> b
             return False
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # held while this process lives: a SIGKILL releases it (see _sweep)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
@@ -81,7 +88,64 @@ def atomic_write_bytes(path: Path, data: bytes, *, mode: int | None = None) -> b
         Path(tmp).unlink(missing_ok=True)
         raise
     _fsync_dir(path.parent)
+    _sweep(path.parent.glob(f".{glob.escape(path.name)}.*.tmp"))
     return True
+
+
+STALE_S = 60.0  # a leftover must be at least this old (and unlocked) before it is removed
+
+
+def _sweep(leftovers: Iterable[Path]) -> None:
+    """Remove the temp files (or directories) of writers that were killed: old enough, and their
+    ``flock`` no longer held (a live writer holds it; the kernel drops it when a process dies)."""
+    now = time.time()
+    for stale in leftovers:
+        try:
+            st = os.lstat(stale)
+        except FileNotFoundError:
+            continue
+        if now - st.st_mtime < STALE_S or not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+            continue
+        lock = stale / OWNER if stat.S_ISDIR(st.st_mode) else stale
+        if _abandoned(lock):
+            if stat.S_ISDIR(st.st_mode):
+                shutil.rmtree(stale, ignore_errors=True)
+            else:
+                stale.unlink(missing_ok=True)
+
+
+def _abandoned(lock: Path) -> bool:
+    try:
+        fd = os.open(lock, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False  # a live process holds it
+    finally:
+        os.close(fd)
+    return True
+
+
+OWNER = ".owner"
+
+
+@contextlib.contextmanager
+def owned_tempdir(prefix: str) -> Iterator[Path]:
+    """A temporary directory (``tempfile``'s location) that a SIGKILL cannot leave behind for good:
+    its owner holds a ``flock`` on ``DIR/.owner``, and the next one made with the same prefix removes
+    old directories whose owner is gone."""
+    base = Path(tempfile.gettempdir())
+    _sweep(base.glob(f"{glob.escape(prefix)}*"))
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    fd = os.open(path / OWNER, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield path
+    finally:
+        os.close(fd)
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def atomic_write_text(path: Path, text: str, *, mode: int | None = None) -> bool:

@@ -118,3 +118,75 @@ def test_snapshot_output_to_a_device_or_fifo(tmp_path, monkeypatch, snap_venv, c
         assert main([*base, "-o", str(node)]) == 0, capsys.readouterr().err
         assert _is_char_device(node)
     assert not list(tmp_path.glob(".*.tmp"))
+
+
+# ---- leftovers of killed writers are swept (issue 12, class 8) ----------------------------------------
+
+WRITER = """
+import sys
+from pathlib import Path
+from megacpp_env.fsutil import atomic_write_bytes
+while True:
+    atomic_write_bytes(Path(sys.argv[1]), b"x" * (8 << 20))
+"""
+
+
+def _killed_writer_leftovers(target, count=3):
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    for _ in range(count):
+        proc = subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(target)], env={**os.environ, "PYTHONPATH": str(repo)}
+        )
+        deadline = time.monotonic() + 20
+        while not list(target.parent.glob(f".{target.name}.*.tmp")) and time.monotonic() < deadline:
+            time.sleep(0.005)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    return list(target.parent.glob(f".{target.name}.*.tmp"))
+
+
+def test_temp_files_of_killed_writers_are_swept_but_not_a_live_ones(tmp_path):
+    import fcntl
+
+    target = tmp_path / "out.bin"
+    leftovers = _killed_writer_leftovers(target)
+    assert leftovers  # a SIGKILL leaves the temp file of the write it interrupted
+    live = tmp_path / f".{target.name}.live.tmp"
+    live.write_bytes(b"being written")
+    fd = os.open(live, os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # a writer that is still alive holds its lock
+    for p in [*leftovers, live]:
+        os.utime(p, (0, 0))  # old enough to be considered
+    try:
+        fsutil.atomic_write_bytes(target, b"next write")
+        assert sorted(p.name for p in tmp_path.iterdir()) == sorted([target.name, live.name])
+    finally:
+        os.close(fd)
+
+
+def test_owned_temp_dirs_of_killed_owners_are_swept(tmp_path, monkeypatch):
+    import fcntl
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    dead, alive = tmp_path / "megacpp-lock-dead", tmp_path / "megacpp-lock-alive"
+    for d in (dead, alive):
+        d.mkdir()
+        (d / ".owner").write_bytes(b"")
+        (d / "pyproject.toml").write_text("x")
+    fd = os.open(alive / ".owner", os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    for d in (dead, alive):
+        os.utime(d, (0, 0))
+    try:
+        with fsutil.owned_tempdir("megacpp-lock-") as mine:
+            assert mine.is_dir() and mine.parent == tmp_path
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["megacpp-lock-alive"]
+    finally:
+        os.close(fd)

@@ -16,7 +16,6 @@ final run, those that another package requires.
 from __future__ import annotations
 
 import json
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -27,6 +26,7 @@ from packaging.utils import canonicalize_name
 
 from megacpp_env import uv
 from megacpp_env.errors import ToolError
+from megacpp_env.fsutil import owned_tempdir
 from megacpp_env.lock.inputs import LockInputs
 from megacpp_env.lock.outputs import lock_command
 from megacpp_env.lock.pylock import Lock, LockedPackage, LockMeta, read_pylock
@@ -138,7 +138,7 @@ def resolve(inputs: LockInputs, *, constraints: Mapping[str, str] | None = None)
 
     start = time.monotonic()
     direct = set(inputs.direct_names)
-    with tempfile.TemporaryDirectory(prefix="megacpp-lock-") as tmp:
+    with owned_tempdir("megacpp-lock-") as tmp:
         work = Path(tmp)
         cfile = _write_constraints(work, constraints)
         if family := _family(inputs, direct):
