@@ -59,8 +59,13 @@ def inspect_checkout(path: Path | str, source: Source | None = None) -> Checkout
     return checkout_state(path, pin=source.commit, name=source.name)
 
 
-def problems_of(state: CheckoutState, *, require_submodules: bool = False) -> tuple[str, ...]:
-    """Why ``state`` is not exactly its pin (empty when it is)."""
+def problems_of(
+    state: CheckoutState, *, require_submodules: bool = False, overlay_dir: Path | None = None
+) -> tuple[str, ...]:
+    """Why ``state`` is not exactly its pin (empty when it is). Judged by content: every tracked file's
+    bytes and mode against the pinned tree, and every untracked file; a change is accepted only where
+    the overlay's own manifest (``overlay_dir``) vouches for its bytes. The provenance record's
+    overlay claim is never taken on trust."""
     if not state.has_git:
         return (unverifiable_message(state),)
     out: list[str] = []
@@ -68,17 +73,45 @@ def problems_of(state: CheckoutState, *, require_submodules: bool = False) -> tu
         out.append("no pin to compare with: pass --expect NAME (a source of the spec)")
     elif state.head != state.expected:
         out.append(f"HEAD is {state.head or '(no commit)'}, the pin is {state.expected}")
-    if state.dirty and not state.matches_recorded_overlay:
-        out.append(
-            f"local changes not recorded by an overlay: diff sha256 {state.diff_hash}, "
-            f"{state.untracked} untracked file(s) (see `git -C {state.path} status`)"
-        )
+    explained, overlay_problems = overlay_explains(state, overlay_dir)
+    out += overlay_problems
+    unexplained = sorted(state.modified_paths - explained)
+    if unexplained:
+        shown = ", ".join(unexplained[:5]) + (f" and {len(unexplained) - 5} more" if len(unexplained) > 5 else "")
+        out.append(f"local changes no overlay manifest accounts for: {shown} (see `git -C {state.path} status`)")
     for sub in state.submodules:
         if sub.actual is None and require_submodules:
             out.append(f"submodule {sub.path} is not initialised (pinned at {sub.expected})")
         elif sub.actual is not None and not sub.matches:
             out.append(f"submodule {sub.path} is at {sub.actual}, its superproject pins {sub.expected}")
     return tuple(out)
+
+
+def overlay_explains(state: CheckoutState, overlay_dir: Path | None) -> tuple[frozenset[str], list[str]]:
+    """(paths whose current bytes are exactly the overlay's replacement, problems). An overlay in use
+    must be applied whole, on the commit it names."""
+    if overlay_dir is None or not state.modified_paths:
+        return frozenset(), []
+    from megacpp_env.fsutil import sha256_file
+    from megacpp_env.worktree.manifest import load_manifest
+
+    m = load_manifest(overlay_dir)
+    root = Path(state.path)
+    applied = set()
+    for f in m.files:
+        target = root / f.path
+        now = sha256_file(target) if target.is_file() and not target.is_symlink() else None
+        if now == f.sha256 or (f.sha256 is None and not target.exists() and not target.is_symlink()):
+            applied.add(f.path)
+    if not applied:
+        return frozenset(), []
+    problems = []
+    if state.head != m.commit:
+        problems.append(f"overlay {m.name} is for commit {m.commit}, the checkout is at {state.head}")
+    missing = sorted({f.path for f in m.files} - applied)
+    if missing:
+        problems.append(f"overlay {m.name} is partially applied (not applied: {', '.join(missing[:5])})")
+    return frozenset(applied), problems
 
 
 def unverifiable_message(state: CheckoutState) -> str:
@@ -92,10 +125,12 @@ def unverifiable_message(state: CheckoutState) -> str:
     )
 
 
-def verify_checkout(path: Path | str, source: Source | None = None) -> Verification:
+def verify_checkout(path: Path | str, source: Source | None = None, *, overlay_dir: Path | None = None) -> Verification:
+    """Is ``path`` exactly ``source``'s pin (plus, where ``overlay_dir`` is given, exactly that
+    overlay's files)? See ``problems_of``."""
     state = inspect_checkout(path, source)
     required = bool(source and source.submodules)
-    return Verification(state=state, problems=problems_of(state, require_submodules=required))
+    return Verification(state=state, problems=problems_of(state, require_submodules=required, overlay_dir=overlay_dir))
 
 
 # ---- making -------------------------------------------------------------------------------------
@@ -197,11 +232,18 @@ def find_source(spec: Spec, name: str) -> Source:
 
 def expected_source(
     path: Path, *, expect: str | None, spec: Callable[[], Spec], optional_spec: Callable[[], Spec | None]
-) -> Source | None:
+) -> tuple[Source | None, Path | None]:
     """The source a checkout must match: ``--expect NAME`` (the spec must load), else the one its
-    provenance record names (when a spec is there to say where it is pinned), else none."""
+    provenance record names (when a spec is there to say where it is pinned), else none; and, when
+    that source has an overlay, the overlay directory whose manifest may vouch for changed files (the
+    record only names the source: it is not trusted)."""
+    found: Spec | None
     if expect:
-        return find_source(spec(), expect)
-    prov = read_provenance(path)
-    found = optional_spec() if prov is not None else None
-    return found.sources.get(prov.source) if found and prov else None
+        found = spec()
+        source: Source | None = find_source(found, expect)
+    else:
+        prov = read_provenance(path)
+        found = optional_spec() if prov is not None else None
+        source = found.sources.get(prov.source) if found and prov else None
+    overlay = layout.overlay_dir(found.root, source.overlay) if found and source and source.overlay else None
+    return source, overlay

@@ -316,6 +316,68 @@ def _entry_digest(file: Path) -> bytes:
     return h.digest()
 
 
+# ---- content, read without the index (flags, assume-unchanged, skip-worktree cannot hide a change) --
+
+
+def object_format(path: Path) -> str:
+    """``sha1`` or ``sha256``: the hash the repository names objects with."""
+    fmt = git_text(["rev-parse", "--show-object-format"], path, check=False)
+    return fmt if fmt in ("sha1", "sha256") else "sha1"
+
+
+def tree_files(path: Path, rev: str) -> dict[str, tuple[str, str]]:
+    """Every file of ``rev``'s tree (replace refs and grafts off): path -> (mode, object id).
+    Submodules (gitlinks) are left out: ``submodule_status`` checks them."""
+    raw = run_git(["ls-tree", "-r", "-z", "--full-tree", rev], path).stdout
+    out: dict[str, tuple[str, str]] = {}
+    for entry in raw.split(b"\0"):
+        if not entry:
+            continue
+        meta, name = entry.split(b"\t", 1)
+        mode, kind, oid = meta.decode().split()
+        if kind == "blob":
+            out[os.fsdecode(name)] = (mode, oid)
+    return out
+
+
+def blob_id(data: bytes, fmt: str = "sha1") -> str:
+    """The object id git gives ``data`` as a blob (what ``git hash-object --no-filters`` prints)."""
+    return hashlib.new(fmt, b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def worktree_entry(file: Path, fmt: str = "sha1") -> tuple[str, str] | None:
+    """(mode, blob id) of a file in the work tree, as ``tree_files`` would record it; None when it is
+    missing or not a file or symlink. Read raw (no filters), never through a symlink."""
+    try:
+        st = os.lstat(file)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    if stat.S_ISLNK(st.st_mode):
+        return "120000", blob_id(os.fsencode(file.readlink()), fmt)
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    fd = os.open(file, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as fh:
+        data = fh.read()
+    return ("100755" if st.st_mode & 0o111 else "100644"), blob_id(data, fmt)
+
+
+def content_changes(path: Path, rev: str) -> tuple[str, ...]:
+    """Tracked paths whose bytes or mode in the work tree differ from ``rev``'s tree, judged by
+    content alone: the index and its flags (assume-unchanged, skip-worktree), replace refs and
+    grafts play no part."""
+    fmt = object_format(path)
+    want = tree_files(path, rev)
+    return tuple(sorted(rel for rel, entry in want.items() if worktree_entry(Path(path) / rel, fmt) != entry))
+
+
+def untracked_strict(path: Path) -> tuple[str, ...]:
+    """Untracked files, ignoring only what the checkout's own ``.gitignore`` files say (they are
+    content-checked); ``.git/info/exclude`` and ``core.excludesFile`` cannot hide anything here."""
+    raw = run_git(["ls-files", "--others", "-z", "--exclude-per-directory=.gitignore"], path).stdout
+    return tuple(sorted(os.fsdecode(p) for p in raw.split(b"\0") if p))
+
+
 def show_file(path: Path, rel: str, rev: str = "HEAD") -> bytes | None:
     """The bytes of ``rel`` at ``rev`` as checkout would write them (smudge/eol filters applied);
     None when the path does not exist at ``rev``."""

@@ -114,7 +114,7 @@ def test_apply_verify_and_idempotent(overlay_setup) -> None:  # type: ignore[no-
     assert verify_overlay(odir, target).ok
     assert apply_overlay(odir, target).state == "applied"  # again: no-op
     # verify-checkout accepts exactly the recorded overlay state
-    assert verify_checkout(target, upstream.source()).ok
+    assert verify_checkout(target, upstream.source(), overlay_dir=odir).ok
     assert inspect_checkout(target).to_dict()["overlay"]["name"] == "demo"
 
 
@@ -213,13 +213,13 @@ def test_sigkill_midway_is_reported_and_restore_repairs(overlay_setup, kill_afte
     assert [f.state for f in st.files].count("applied") == kill_after
     with pytest.raises(RefusedError, match="interrupted"):
         apply_overlay(odir, target)
-    assert not verify_checkout(target, upstream.source()).ok
+    assert not verify_checkout(target, upstream.source(), overlay_dir=odir).ok
     restored = restore_overlay(odir, target)
     assert restored.state == "clean"
     assert _tree(target) == pristine  # byte-identical upstream files, new files and dirs gone
     assert not (target / "pkg/extra").exists()
     assert git.status_porcelain(target) == ()
-    assert verify_checkout(target, upstream.source()).ok
+    assert verify_checkout(target, upstream.source(), overlay_dir=odir).ok
     assert apply_overlay(odir, target).state == "applied"
 
 
@@ -345,7 +345,7 @@ def test_apply_to_a_hand_made_clone_records_a_minimal_provenance(overlay_setup, 
     assert not verify_checkout(clone, upstream.source()).ok  # submodules: true, not initialised yet
     git.submodule_update(clone, allow_file_protocol=True)
     apply_overlay(odir, clone)
-    v = verify_checkout(clone, upstream.source())
+    v = verify_checkout(clone, upstream.source(), overlay_dir=odir)
     assert v.ok, v.problems
     prov = v.state.provenance
     assert prov is not None and prov.source == "demo" and prov.commit == upstream.commit and prov.url == upstream.url
@@ -372,10 +372,10 @@ def test_apply_refuses_local_changes_outside_the_overlay(overlay_setup) -> None:
 def test_reapply_refuses_a_foreign_edit_made_after_apply(overlay_setup) -> None:  # type: ignore[no-untyped-def]
     odir, target, upstream = overlay_setup
     apply_overlay(odir, target)
-    assert verify_checkout(target, upstream.source()).ok
+    assert verify_checkout(target, upstream.source(), overlay_dir=odir).ok
     write_files(target, {"pkg/__init__.py": "VERSION = 'mine'\n"})
-    v = verify_checkout(target, upstream.source())
-    assert not v.ok and "local changes not recorded by an overlay" in v.problems[0]
+    v = verify_checkout(target, upstream.source(), overlay_dir=odir)
+    assert not v.ok and "local changes no overlay manifest accounts for: pkg/__init__.py" in v.problems[0]
     with pytest.raises(RefusedError, match=r"outside overlay demo: pkg/__init__\.py"):
         apply_overlay(odir, target)  # re-recording would make the foreign edit look like the overlay
 
@@ -401,7 +401,7 @@ def test_cli_apply_with_a_foreign_edit_is_refused(smoke_spec: Path, capsys: pyte
     err = one_line_error(capsys)
     assert "has local changes outside overlay smoke-ext: setup.py; refusing to apply over them" in err
     assert main(["verify-checkout", str(dest), "--expect", "megacpp_smoke_ext", *spec]) == 1
-    assert "local changes not recorded by an overlay" in capsys.readouterr().out
+    assert "local changes no overlay manifest accounts for: setup.py" in capsys.readouterr().out
 
 
 # ---- arguments: names, paths, defaults ------------------------------------------------------------
@@ -510,6 +510,6 @@ def test_sigkill_during_the_record_write_does_not_wedge_the_checkout(overlay_set
     assert list(target.glob(".*.tmp"))  # the killed write's temp file is there ...
     assert apply_overlay(odir, target).state == "applied"  # ... and does not wedge anything
     assert not list(target.glob(".*.tmp"))
-    assert verify_checkout(target, upstream.source()).ok
+    assert verify_checkout(target, upstream.source(), overlay_dir=odir).ok
     assert restore_overlay(odir, target).state == "clean"
     assert _tree(target) == pristine

@@ -27,16 +27,15 @@ def run(args: argparse.Namespace) -> int:
 
     if not args.path.exists():
         raise VerificationError(f"{args.path} does not exist: there is no checkout to verify")
-    source = expected_source(
+    source, overlay_dir = expected_source(
         args.path, expect=args.expect, spec=lambda: load(args), optional_spec=lambda: load_optional(args)
     )
-    result = verify_checkout(args.path, source)
+    result = verify_checkout(args.path, source, overlay_dir=overlay_dir)
     if args.json:
         print_json(result.to_dict())
     elif result.ok:
         st = result.state
-        overlay = st.provenance.overlay if st.provenance else None
-        how = f"overlay {overlay.name if overlay else '?'} applied as recorded" if st.dirty else "clean"
+        how = f"overlay {source.overlay if source else '?'} applied, as its manifest says" if st.dirty else "clean"
         print(f"{args.path}: ok: {st.source or 'checkout'} at {st.head} ({how})")
     else:
         print(f"{args.path}: not as pinned:")

@@ -12,7 +12,7 @@ from megacpp_env import git
 from megacpp_env.fsutil import sha256_file
 from megacpp_env.records import as_dict
 from megacpp_env.worktree.manifest import FILES_DIR, Journal, Manifest, OverlayFile, load_manifest, read_journal
-from megacpp_env.worktree.provenance import Provenance, read_provenance
+from megacpp_env.worktree.provenance import PROVENANCE_NAME, Provenance, read_provenance
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -29,8 +29,15 @@ class CheckoutState:
     untracked: int = 0
     untracked_hash: str | None = None
     changed: tuple[str, ...] = ()  # paths that differ from HEAD (tracked or untracked), sorted
+    content_changed: tuple[str, ...] = ()  # tracked paths whose bytes/mode differ from HEAD's tree
+    untracked_files: tuple[str, ...] = ()  # untracked, hidden only by the checkout's own .gitignore
     submodules: tuple[git.SubmoduleState, ...] = ()
     provenance: Provenance | None = None
+
+    @property
+    def modified_paths(self) -> frozenset[str]:
+        """Every path that is not as the pinned tree has it, judged by content (not by git's index)."""
+        return frozenset((*self.content_changed, *self.untracked_files))
 
     @property
     def matches_pin(self) -> bool | None:
@@ -63,13 +70,17 @@ def checkout_state(path: Path | str, *, pin: str | None = None, name: str | None
     if not git.is_git_checkout(path):
         return CheckoutState(path=str(path), has_git=False, expected=expected, source=name, provenance=prov)
     head = git.head_commit(path)
+    content = git.content_changes(path, head) if head else ()
+    untracked = tuple(p for p in git.untracked_strict(path) if not _own(p))
     return CheckoutState(
         path=str(path),
         has_git=True,
         head=head,
         expected=expected,
         source=name,
-        dirty=git.is_dirty(path) if head else False,
+        dirty=bool(content or untracked or (git.is_dirty(path) if head else False)),
+        content_changed=content,
+        untracked_files=untracked,
         diff_hash=git.diff_hash(path) if head else None,
         untracked=git.untracked_count(path),
         untracked_hash=git.untracked_hash(path),
@@ -77,6 +88,11 @@ def checkout_state(path: Path | str, *, pin: str | None = None, name: str | None
         submodules=git.submodule_status(path),
         provenance=prov,
     )
+
+
+def _own(rel: str) -> bool:
+    """The tool's own record (and an interrupted write of it) beside a checkout's files."""
+    return rel == PROVENANCE_NAME or (rel.startswith(f".{PROVENANCE_NAME}.") and rel.endswith(".tmp"))
 
 
 # ---- overlays -----------------------------------------------------------------------------------
