@@ -299,7 +299,7 @@ def _record_kill(odir: Path, checkout: Path, pristine: dict[str, bytes], killer:
     subprocess.run([sys.executable, "-c", killer, str(odir), str(checkout)], env=env, capture_output=True, check=False)
     try:
         apply_overlay(odir, checkout)
-        wedged = not verify_checkout(checkout).ok
+        wedged = not verify_checkout(checkout, overlay_dir=odir).ok
         restore_overlay(odir, checkout)
     except Exception:
         wedged = True

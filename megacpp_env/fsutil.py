@@ -70,6 +70,7 @@ def atomic_write_bytes(path: Path, data: bytes, *, mode: int | None = None) -> b
     """
     path = Path(path)
     _refuse_special(path)
+    _sweep(path.parent.glob(f".{glob.escape(path.name)}.*.tmp"))  # what killed writers of it left
     if _regular_size(path) == len(data):
         same_mode = mode is None or (path.stat().st_mode & 0o7777) == mode
         if same_mode and read_bounded(path, len(data)) == data:
@@ -88,7 +89,6 @@ def atomic_write_bytes(path: Path, data: bytes, *, mode: int | None = None) -> b
         Path(tmp).unlink(missing_ok=True)
         raise
     _fsync_dir(path.parent)
-    _sweep(path.parent.glob(f".{glob.escape(path.name)}.*.tmp"))
     return True
 
 
