@@ -456,8 +456,8 @@ def build_context(plan: BuildPlan) -> Iterator[Path]:
     if not plan.staged:
         yield plan.root
         return
-    with tempfile.TemporaryDirectory(prefix="megacpp-context-") as tmp:
-        yield stage_context(plan.staged, Path(tmp))
+    with owned_tempdir("megacpp-context-") as tmp:
+        yield stage_context(plan.staged, tmp)
 
 
 def stage_context(files: Iterable[tuple[str, Path]], dest: Path) -> Path:
