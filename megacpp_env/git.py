@@ -189,7 +189,8 @@ def run_git(
         argv += ["-c", f"{key}={value}"]
     argv += list(args)
     shown = strip_url_credentials(" ".join(args))
-    log.debug("git: %s (cwd=%s)", strip_url_credentials(" ".join(argv[1:])), cwd or ".")
+    user = [f"-c {k}={v}" for k, v in (config or {}).items()]  # the read_config overrides are not shown
+    log.debug("git: %s (cwd=%s)", strip_url_credentials(" ".join([*user, *args])), cwd or ".")
     try:
         proc = subprocess.run(
             argv, cwd=cwd, env=_env(env, trusted=trusted), input=input_bytes, capture_output=True, check=False
