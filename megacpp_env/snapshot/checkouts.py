@@ -6,6 +6,7 @@ recorded as such; ``diff``/``doctor`` make it a finding.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from megacpp_env.errors import MegacppEnvError
+from megacpp_env.snapshot import checkout_cache
 from megacpp_env.snapshot.envvars import Scrubber
 
 if TYPE_CHECKING:
@@ -119,16 +121,32 @@ def _plan(
     return out
 
 
-def collect(spec: Spec | None, paths: Sequence[Path], environ: Mapping[str, str], scrubber: Scrubber) -> dict[str, Any]:
+def collect(
+    spec: Spec | None,
+    paths: Sequence[Path],
+    environ: Mapping[str, str],
+    scrubber: Scrubber,
+    cache_dir: Path | None = None,
+) -> dict[str, Any]:
     """Checkouts by source name (or real path): how a path is spelled never changes the facts.
-    Each checkout is inspected in its own thread (its git calls are processes: they overlap)."""
+    Each checkout is inspected in its own thread (its git calls are processes: they overlap), and
+    its facts are reused while its stat signature holds (``checkout_cache``)."""
     plan = _plan(spec, paths, environ)
     if not plan:
         return {}
+
+    def one(item: tuple[str, Path, Source | None]) -> dict[str, Any]:
+        key, path, source = item
+        full = functools.partial(inspect_one, path, source, spec, scrubber)
+        if source is not None and source.overlay:  # the overlay's own files are part of its status
+            return full()
+        tag = f"{key}|{source.name}@{source.commit}" if source else key
+        return checkout_cache.cached(path, tag, cache_dir, full)
+
     with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL, len(plan)), thread_name_prefix="checkout") as pool:
-        found = list(pool.map(lambda item: inspect_one(item[1], item[2], spec, scrubber), plan))
+        found = list(pool.map(one, plan))
     return dict(sorted(zip((key for key, _p, _s in plan), found, strict=True)))
 
 
 def start(ctx: Context) -> Callable[[], dict[str, Any]]:
-    return lambda: collect(ctx.spec(), ctx.opts.paths, ctx.environ, ctx.scrubber)
+    return lambda: collect(ctx.spec(), ctx.opts.paths, ctx.environ, ctx.scrubber, ctx.cache_dir)

@@ -1,0 +1,110 @@
+"""A checkout's facts are reused while its stat signature holds, and inspected again after any change
+a snapshot must see: a tracked file edited (again), an untracked file, a commit, a remote, a
+provenance record. Checkouts with submodules are always inspected in full."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from megacpp_env import git
+from megacpp_env.snapshot import checkouts
+from megacpp_env.snapshot.envvars import Scrubber
+from tests.fixtures.git_repos import FILE_OK, commit_all, make_repo, write_files
+
+
+@pytest.fixture
+def repo(tmp_path):
+    path = tmp_path / "proj"
+    make_repo(path, {"a.txt": "one\n", "b/c.txt": "two\n"})
+    time.sleep(1.1)  # files as old as the index are "racily clean": git rewrites its index until they are not
+    return path
+
+
+@pytest.fixture
+def collect(tmp_path, monkeypatch):
+    """Collect one checkout with a private cache; the racy window is off (tested on its own below)."""
+    from megacpp_env.snapshot import checkout_cache
+
+    monkeypatch.setattr(checkout_cache, "RACY_NS", -(10**18))
+    calls: list[str] = []
+    real = git.run_git
+
+    def counting(args, *a, **k):
+        calls.append(args[0])
+        return real(args, *a, **k)
+
+    monkeypatch.setattr(git, "run_git", counting)
+
+    def run(path: Path) -> dict:
+        calls.clear()
+        return checkouts.collect(None, [path], {}, Scrubber({}), tmp_path / "cache")[str(path)]
+
+    return run, calls
+
+
+def _settle(repo: Path, run) -> dict:
+    """Inspect until the facts are stored (git rewrites its index on the first status after a change)."""
+    facts = run(repo)
+    run(repo)
+    return facts
+
+
+def test_reused_while_unchanged(repo, collect):
+    run, calls = collect
+    first = _settle(repo, run)
+    assert "diff" in calls
+    again = run(repo)
+    assert again == first and calls == ["status"]
+
+
+@pytest.mark.parametrize("change", ["edit", "edit-again", "untracked", "commit", "remote", "provenance"])
+def test_inspected_again_after_a_change(repo, collect, change):
+    run, calls = collect
+    if change == "edit-again":
+        write_files(repo, {"a.txt": "one\nedited\n"})
+        time.sleep(1.1)
+    _settle(repo, run)
+    run(repo)
+    assert calls == ["status"]
+    if change.startswith("edit"):
+        write_files(repo, {"a.txt": "one\nchanged again\n"})
+    elif change == "untracked":
+        write_files(repo, {"b/new.txt": "new\n"})
+    elif change == "commit":
+        write_files(repo, {"a.txt": "three\n"})
+        commit_all(repo, "next")
+    elif change == "remote":
+        git.run_git(["remote", "add", "origin", "https://example.invalid/proj.git"], repo, config=FILE_OK)
+    else:
+        (repo / ".megacpp-checkout.json").write_text('{"source": "x", "url": "u", "commit": "c"}')
+        git.add_exclude(repo, "/.megacpp-checkout.json")
+    facts = run(repo)
+    assert "diff" in calls
+    assert facts["head"] == git.head_commit(repo) and facts["diff_hash"] == git.diff_hash(repo)
+    assert facts["untracked_hash"] == git.untracked_hash(repo) and facts.get("remotes") == git.remote_urls(repo)
+
+
+def test_a_change_inside_the_racy_window_is_not_cached(repo, tmp_path, monkeypatch):
+    """With the real window: a tree changed a moment ago is inspected again next time."""
+    from megacpp_env.snapshot import checkout_cache
+
+    calls = []
+    monkeypatch.setattr(checkout_cache, "signature", lambda *a: (calls.append(1), ("same", time.time_ns()))[1])
+    inspected = []
+    for _ in range(2):
+        checkout_cache.cached(repo, "k", tmp_path / "cache", lambda: inspected.append(1) or {"head": "x"})
+    assert len(inspected) == 2 and not list((tmp_path / "cache").glob("*")) if (tmp_path / "cache").exists() else True
+
+
+def test_checkouts_with_submodules_are_always_inspected(tmp_path, collect):
+    run, calls = collect
+    sub = tmp_path / "sub"
+    make_repo(sub, {"lib.txt": "x\n"})
+    sup = tmp_path / "sup"
+    make_repo(sup, {"README": "r\n"}, submodules={"third_party/sub": sub.as_uri()})
+    run(sup)
+    run(sup)
+    assert "diff" in calls
