@@ -350,13 +350,8 @@ _CREDENTIAL_FILES = frozenset(
     }
 )  # fmt: skip
 _CREDENTIAL_SUFFIXES = (".pem", ".key", ".p12", ".pfx", ".jks", ".keystore", ".ppk", ".gpg", ".asc", ".kdbx")
-_CREDENTIAL_CONTENT = re.compile(
-    rb"-----BEGIN [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----"
-    rb"|\b(?:gh[pousr]_[A-Za-z0-9]{16,}|github_pat_[A-Za-z0-9_]{16,}|glpat-[A-Za-z0-9_-]{16,}"
-    rb"|xox[abposr]-[A-Za-z0-9-]{8,}|(?:AKIA|ASIA)[0-9A-Z]{16}|sk-[A-Za-z0-9_-]{16,}|hf_[A-Za-z0-9]{16,}"
-    rb"|npm_[A-Za-z0-9]{20,}|pypi-[A-Za-z0-9_-]{16,}|AIza[0-9A-Za-z_-]{20,})"
-    rb"|[A-Za-z][A-Za-z0-9+.-]*://[^\s/@:'\"]+:[^\s/@'\"]+@"
-)
+# A URL with a password in it (``scheme://user:password@host``).
+_URL_PASSWORD = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s/@:'\"]+:[^\s/@'\"]+@")
 
 
 def credential_file_reason(rel: str, data: bytes) -> str:
@@ -369,7 +364,7 @@ def credential_file_reason(rel: str, data: bytes) -> str:
         return f"its name ({name}) is a credential file's"
     if is_secret_name(name.split(".", 1)[0] if not name.startswith(".") else name[1:]):
         return f"its name ({name}) holds a secret-bearing word"
-    found = _CREDENTIAL_CONTENT.search(data)
-    if found is not None:
+    text = data.decode("utf-8", "replace")
+    if _KNOWN_TOKENS.search(text) or _URL_PASSWORD.search(text):
         return "its content holds a credential (a private key, a token or a URL with a password)"
     return ""
