@@ -270,11 +270,14 @@ def status_porcelain(path: Path) -> tuple[str, ...]:
     return tuple(os.fsdecode(p) for p in raw.stdout.split(b"\0") if p)
 
 
-def is_dirty(path: Path) -> bool:
+def is_dirty(path: Path, *, submodule_contents: bool = True) -> bool:
     """True when tracked files differ from HEAD, submodules moved or untracked files exist, in the
-    checkout or inside any initialised submodule (each read with its own neutralised config)."""
+    checkout or inside any initialised submodule (each read with its own neutralised config). With
+    ``submodule_contents=False`` a submodule counts only when it moved off its pinned commit."""
     if status_porcelain(path):
         return True
+    if not submodule_contents:
+        return False
     return any(status_porcelain(Path(path) / s.path) for s in submodule_status(path) if s.actual is not None)
 
 

@@ -1,0 +1,117 @@
+"""Offline checks of the committed facts against the spec: every source has facts, read at its pin
+(stale otherwise), readable, and verified (a warning says which are provisional and why)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from megacpp_env.facts.store import FACTS_DIR, FactsSet, load_facts
+from megacpp_env.spec.model import Source, Spec
+
+Severity = Literal["error", "warning"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class FactsFinding:
+    source: str
+    state: str  # ok | missing | stale | unreadable | provisional | orphan | mismatch
+    severity: Severity | Literal["ok"]
+    message: str
+    remedy: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "state": self.state,
+            "severity": self.severity,
+            "message": self.message,
+            "remedy": self.remedy,
+        }
+
+
+def spec_facts(spec: Spec) -> FactsSet:
+    return load_facts(spec.root, tuple(spec.sources))
+
+
+def extract_hint(src: Source) -> str:
+    return f"megacpp-env facts extract {src.name} --from <a checkout of {src.repo} at {src.commit[:12]}>"
+
+
+def check_facts(spec: Spec) -> list[FactsFinding]:
+    facts = spec_facts(spec)
+    out: list[FactsFinding] = []
+    for src in spec.sources.values():
+        out += list(_one(src, facts))
+    for name in facts.orphans:
+        out.append(
+            FactsFinding(
+                source=name,
+                state="orphan",
+                severity="warning",
+                message=f"{FACTS_DIR}/{name}.toml belongs to no source of the spec",
+                remedy=f"delete {FACTS_DIR}/{name}.toml",
+            )
+        )
+    return out
+
+
+def _one(src: Source, facts: FactsSet) -> Iterator[FactsFinding]:
+    path = f"{FACTS_DIR}/{src.name}.toml"
+    if src.name in facts.errors:
+        yield FactsFinding(
+            source=src.name,
+            state="unreadable",
+            severity="error",
+            message=facts.errors[src.name],
+            remedy=f"re-extract it: {extract_hint(src)}",
+        )
+        return
+    f = facts.get(src.name)
+    if f is None:
+        yield FactsFinding(
+            source=src.name,
+            state="missing",
+            severity="error",
+            message=f"no {path}: the source's requirements and build env reads are unknown",
+            remedy=extract_hint(src),
+        )
+        return
+    if f.commit != src.commit:
+        yield FactsFinding(
+            source=src.name,
+            state="stale",
+            severity="error",
+            message=f"{path} was read at {f.commit}, the pin is {src.commit}",
+            remedy=f"re-extract at the pin: {extract_hint(src)}",
+        )
+        return
+    if f.distribution.path != (src.subdir or "."):
+        yield FactsFinding(
+            source=src.name,
+            state="mismatch",
+            severity="error",
+            message=f"{path} describes the project in {f.distribution.path!r}, the spec builds {src.subdir or '.'!r}",
+            remedy=f"re-extract: {extract_hint(src)}",
+        )
+        return
+    if not f.verified:
+        yield FactsFinding(
+            source=src.name,
+            state="provisional",
+            severity="warning",
+            message=f"{path} is provisional (read from {_origin(f)}, not from the pin): {f.reason}",
+            remedy=f"when the pin is readable: {extract_hint(src)}",
+        )
+        return
+    yield FactsFinding(source=src.name, state="ok", severity="ok", message=f"{path} at {f.commit[:12]}")
+
+
+def _origin(f: Any) -> str:
+    rf = f.read_from
+    if rf.kind == "sdist":
+        return f"the sdist {rf.path} (sha256 {rf.sha256[:12]}...)"
+    if rf.kind == "git":
+        return f"a checkout at {rf.head[:12]}"
+    return f"the directory {rf.path}"

@@ -1,0 +1,197 @@
+"""``facts extract``: read one source's upstream facts from a checkout (or an sdist) into a
+``SourceFacts`` record. Static only: nothing from the tree is executed or imported.
+
+A git checkout at exactly the pin, clean, gives ``verified = true``. Anything else (a checkout at
+another commit, a plain directory, an sdist) needs an explicit ``unverified`` reason and is recorded
+as such, so the facts never pass for the pin's when they are not.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tarfile
+import tempfile
+import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from megacpp_env import git
+from megacpp_env.errors import RefusedError, VerificationError
+from megacpp_env.facts import project as P
+from megacpp_env.facts.distribution import Inputs, read_distribution
+from megacpp_env.facts.model import Component, ReadFrom, SourceFacts, Submodule, WheelMetadata
+from megacpp_env.facts.scan import artifact_manifests, components, scan_build
+from megacpp_env.fsutil import sha256_file
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ExtractRequest:
+    source: str
+    commit: str  # the pin these facts stand for
+    origin: Path  # a checkout directory or an sdist (.tar.gz)
+    subdir: str = ""
+    wheel: Path | None = None
+    requirements_files: tuple[str, ...] = ()
+    build_requirements_files: tuple[str, ...] = ()
+    unverified: str = ""  # the reason, when the origin is not a clean checkout at the pin
+    command: str = ""
+
+
+def extract(req: ExtractRequest) -> SourceFacts:
+    with _tree(req) as (root, read_from):
+        verified = _verified(req, root, read_from)
+        project = root / req.subdir if req.subdir else root
+        if not project.is_dir():
+            raise VerificationError(f"{req.origin}: no directory {req.subdir!r} in the tree")
+        pkg_info = _pkg_info(root) if read_from.kind == "sdist" else None
+        inputs = Inputs(
+            root=root,
+            project=project,
+            requirements_files=req.requirements_files,
+            build_requirements_files=req.build_requirements_files,
+            pkg_info=pkg_info,
+        )
+        dist = read_distribution(inputs, req.subdir)
+        if req.wheel is not None:
+            dist = replace(dist, wheel=_wheel(req.wheel, dist.name, dist.version))
+        build = scan_build(project, root)
+        subs = _submodules(root) if read_from.kind == "git" else ()
+        return SourceFacts(
+            source=req.source,
+            commit=req.commit,
+            verified=verified,
+            reason="" if verified else req.unverified,
+            read_from=read_from,
+            command=req.command,
+            distribution=dist,
+            env=build.env,
+            tools=build.tools,
+            arch=build.arch,
+            submodules=subs,
+            fetches=build.fetches,
+            components=tuple(_components(root, subs)),
+            artifacts=tuple(artifact_manifests(_artifact_candidates(project), root)),
+        )
+
+
+@contextmanager
+def _tree(req: ExtractRequest) -> Iterator[tuple[Path, ReadFrom]]:
+    origin = req.origin
+    if origin.is_file() and tarfile.is_tarfile(origin):
+        with tempfile.TemporaryDirectory(prefix="megacpp-facts-") as tmp:
+            with tarfile.open(origin) as tar:
+                tar.extractall(tmp, filter="data")
+            tops = [p for p in Path(tmp).iterdir() if p.is_dir()]
+            root = tops[0] if len(tops) == 1 else Path(tmp)
+            yield root, ReadFrom(kind="sdist", path=origin.name, sha256=sha256_file(origin))
+        return
+    if not origin.is_dir():
+        raise VerificationError(f"{origin}: neither a directory nor an sdist (.tar.gz)")
+    if git.is_git_checkout(origin):
+        yield origin, ReadFrom(kind="git", head=git.head_commit(origin) or "")
+    else:
+        yield origin, ReadFrom(kind="dir", path=origin.name)
+
+
+def _verified(req: ExtractRequest, root: Path, read_from: ReadFrom) -> bool:
+    if read_from.kind == "git" and read_from.head == req.commit and not git.is_dirty(root, submodule_contents=False):
+        if req.unverified:
+            raise RefusedError(f"{root} is a clean checkout at the pin {req.commit[:12]}: drop --unverified")
+        return True
+    if req.unverified:
+        return False
+    if read_from.kind == "git" and read_from.head != req.commit:
+        why = f"{root} is at {read_from.head[:12] or '(no commit)'}, the pin of {req.source} is {req.commit[:12]}"
+    elif read_from.kind == "git":
+        why = f"{root} has uncommitted changes (an applied overlay?): facts are upstream's, read them from a clean tree"
+    else:
+        why = f"{req.origin} is not a git checkout, so its commit cannot be verified"
+    raise RefusedError(
+        f"{why} (check out the pin with `megacpp-env checkout {req.source}`, or pass --unverified REASON)"
+    )
+
+
+def _pkg_info(root: Path) -> dict[str, object] | None:
+    path = root / "PKG-INFO"
+    return P.parse_metadata(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
+def _wheel(path: Path, name: str, version: str) -> WheelMetadata:
+    from packaging.utils import canonicalize_name
+    from packaging.version import Version
+
+    with zipfile.ZipFile(path) as zf:
+        names = zf.namelist()
+        meta_name = next((n for n in names if n.count("/") == 1 and n.endswith(".dist-info/METADATA")), None)
+        if meta_name is None:
+            raise VerificationError(f"{path}: no .dist-info/METADATA (not a wheel)")
+        meta = P.parse_metadata(zf.read(meta_name).decode("utf-8"))
+        top = meta_name.replace("/METADATA", "/top_level.txt")
+        top_level = zf.read(top).decode().split() if top in names else []
+    if (
+        canonicalize_name(str(meta["name"])) != canonicalize_name(name)
+        or Version(str(meta["version"])).public != Version(version).public
+    ):
+        raise VerificationError(
+            f"{path} is {meta['name']} {meta['version']}, but the source at the pin builds {name} {version}"
+        )
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    extras = {k: tuple(v) for k, v in sorted(dict(meta["extras"]).items())}
+    return WheelMetadata(
+        file=path.name,
+        sha256=digest,
+        name=str(meta["name"]),
+        version=str(meta["version"]),
+        requires=tuple(meta["requires"]),
+        extras=extras,
+        top_level=tuple(sorted(top_level)),
+    )
+
+
+def _submodules(root: Path) -> tuple[Submodule, ...]:
+    if not (root / ".gitmodules").is_file():
+        return ()
+    urls = _gitmodules(root)
+    links = git.gitlinks(root)
+    out = []
+    for path, commit in sorted(links.items()):
+        sub = root / path
+        populated = sub.is_dir() and any(sub.iterdir())
+        out.append(Submodule(path=path, url=urls.get(path, ""), commit=commit, populated=populated))
+    return tuple(out)
+
+
+def _gitmodules(root: Path) -> dict[str, str]:
+    """path -> url from .gitmodules (``git config -f``)."""
+    proc = git.run_git(
+        ["config", "-f", ".gitmodules", "--get-regexp", r"^submodule\..*\.(path|url)$"], root, check=False
+    )
+    by_name: dict[str, dict[str, str]] = {}
+    for line in proc.stdout.decode("utf-8", "replace").splitlines():
+        key, _, value = line.partition(" ")
+        name, _, field = key[len("submodule.") :].rpartition(".")
+        by_name.setdefault(name, {})[field] = value
+    return {v["path"]: v.get("url", "") for v in by_name.values() if "path" in v}
+
+
+def _components(root: Path, subs: tuple[Submodule, ...]) -> list[Component]:
+    out = list(components(root, ""))
+    for sub in subs:
+        if sub.populated:
+            out += components(root / sub.path, f"{sub.path}/")
+    return out
+
+
+def _artifact_candidates(project: Path) -> Iterator[Path]:
+    """Python files that may hold artifact pins (a cheap text filter before parsing)."""
+    for path in sorted(project.rglob("*.py")):
+        parts = set(path.relative_to(project).parts)
+        if parts & {"tests", "3rdparty", "third_party", "build"}:
+            continue
+        try:
+            if b"class CheckSumHash" in path.read_bytes():
+                yield path
+        except OSError:
+            continue

@@ -1,0 +1,424 @@
+"""Typed records of one source's upstream facts (``facts/<source>.toml``).
+
+A facts file says what a pinned source really declares and reads at its commit: its distribution
+(name, version, runtime and build requirements, import names), the environment variables its build
+files read (with file:line), the tools that read more (torch's cpp_extension, setuptools-scm, CMake's
+find_package(Torch)), hard-coded ``-gencode`` lists and ``nvcc --threads``, submodules, build-time
+fetches (CMake FetchContent with the ``*_SRC_DIR`` variable that replaces each), versions of bundled
+components (CUTLASS's ``version.h``) and pinned artifact manifests. ``verified`` is true only when it
+was read from a git checkout at exactly ``commit``; otherwise ``reason`` says why not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from megacpp_env.errors import FormatError
+from megacpp_env.records import Table
+
+SCHEMA_VERSION = 1
+READ_KINDS = ("git", "sdist", "dir")
+
+
+class FactsFormatError(FormatError):
+    """A facts file is malformed (names the file and key path)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ReadFrom:
+    """How the facts were read: a git checkout (``head`` is its HEAD), an sdist or a plain directory."""
+
+    kind: str
+    path: str = ""
+    sha256: str = ""
+    head: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "path": self.path, "sha256": self.sha256, "head": self.head}
+
+    @classmethod
+    def from_table(cls, t: Table) -> ReadFrom:
+        t.only(("kind", "path", "sha256", "head"))
+        kind = t.text("kind")
+        if kind not in READ_KINDS:
+            t.fail(f"unknown kind {kind!r} (known: {', '.join(READ_KINDS)})", "kind")
+        return cls(kind=kind, path=t.text("path", ""), sha256=t.text("sha256", ""), head=t.text("head", ""))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class WheelMetadata:
+    """``METADATA`` (and ``top_level.txt``) of a wheel built from this source, when one was given."""
+
+    file: str
+    sha256: str
+    name: str
+    version: str
+    requires: tuple[str, ...] = ()
+    extras: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    top_level: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "file": self.file,
+            "sha256": self.sha256,
+            "name": self.name,
+            "version": self.version,
+            "requires": list(self.requires),
+            "top_level": list(self.top_level),
+            "extras": {k: list(v) for k, v in self.extras.items()},
+        }
+
+    @classmethod
+    def from_table(cls, t: Table) -> WheelMetadata:
+        t.only(("file", "sha256", "name", "version", "requires", "extras", "top_level"))
+        return cls(
+            file=t.text("file"),
+            sha256=t.text("sha256"),
+            name=t.text("name"),
+            version=t.text("version"),
+            requires=t.texts("requires"),
+            extras=_extras(t),
+            top_level=t.texts("top_level"),
+        )
+
+
+def _extras(t: Table) -> dict[str, tuple[str, ...]]:
+    table = t.opt_table("extras")
+    if table is None:
+        return {}
+    return {name: table.texts(name) for name in table.data}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Distribution:
+    """The Python distribution the source builds (from ``path`` inside the checkout)."""
+
+    path: str = "."
+    name: str = ""
+    version: str = ""
+    version_from: str = ""
+    requires_python: str = ""
+    requires: tuple[str, ...] = ()
+    requires_from: str = ""
+    extras: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    build_requires: tuple[str, ...] = ()
+    build_requires_from: str = ""
+    build_backend: str = ""
+    imports: tuple[str, ...] = ()
+    imports_from: str = ""
+    wheel: WheelMetadata | None = None
+
+    @property
+    def runtime_requires(self) -> tuple[str, ...]:
+        """What an installed wheel requires: the given wheel's METADATA when there is one, else the static read."""
+        return self.wheel.requires if self.wheel is not None else self.requires
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "path": self.path,
+            "name": self.name,
+            "version": self.version,
+            "version_from": self.version_from,
+            "requires_python": self.requires_python,
+            "requires": list(self.requires),
+            "requires_from": self.requires_from,
+            "build_requires": list(self.build_requires),
+            "build_requires_from": self.build_requires_from,
+            "build_backend": self.build_backend,
+            "imports": list(self.imports),
+            "imports_from": self.imports_from,
+            "extras": {k: list(v) for k, v in self.extras.items()},
+        }
+        if self.wheel is not None:
+            out["wheel"] = self.wheel.to_dict()
+        return out
+
+    @classmethod
+    def from_table(cls, t: Table) -> Distribution:
+        keys = (
+            "path",
+            "name",
+            "version",
+            "version_from",
+            "requires_python",
+            "requires",
+            "requires_from",
+            "extras",
+            "build_requires",
+            "build_requires_from",
+            "build_backend",
+            "imports",
+            "imports_from",
+            "wheel",
+        )
+        t.only(keys)
+        wheel = t.opt_table("wheel")
+        return cls(
+            path=t.text("path", "."),
+            name=t.text("name", ""),
+            version=t.text("version", ""),
+            version_from=t.text("version_from", ""),
+            requires_python=t.text("requires_python", ""),
+            requires=t.texts("requires"),
+            requires_from=t.text("requires_from", ""),
+            extras=_extras(t),
+            build_requires=t.texts("build_requires"),
+            build_requires_from=t.text("build_requires_from", ""),
+            build_backend=t.text("build_backend", ""),
+            imports=t.texts("imports"),
+            imports_from=t.text("imports_from", ""),
+            wheel=WheelMetadata.from_table(wheel) if wheel is not None else None,
+        )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class EnvRead:
+    """An environment variable the source's build files read: where, with which literal defaults, and
+    which literals the value is compared with (``== "TRUE"``: only that exact string switches it)."""
+
+    name: str
+    at: tuple[str, ...]
+    defaults: tuple[str, ...] = ()
+    compared: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "at": list(self.at),
+            "defaults": list(self.defaults),
+            "compared": list(self.compared),
+        }
+
+    @classmethod
+    def from_table(cls, t: Table) -> EnvRead:
+        t.only(("name", "at", "defaults", "compared"))
+        return cls(name=t.text("name"), at=t.texts("at"), defaults=t.texts("defaults"), compared=t.texts("compared"))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolUse:
+    """A build tool that reads environment variables of its own (``torch.utils.cpp_extension``,
+    ``setuptools_scm``, ``cmake:find_package(Torch)``); ``detail`` qualifies the use."""
+
+    name: str
+    at: str
+    detail: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "at": self.at, "detail": self.detail}
+
+    @classmethod
+    def from_table(cls, t: Table) -> ToolUse:
+        t.only(("name", "at", "detail"))
+        return cls(name=t.text("name"), at=t.text("at"), detail=t.text("detail", ""))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ArchFlags:
+    """Hard-coded device code targets in the build files (``-gencode arch=compute_90,code=sm_90``)
+    and a hard-coded ``nvcc --threads N``; empty/0 when the build takes them from the environment."""
+
+    gencode: tuple[str, ...] = ()
+    gencode_at: tuple[str, ...] = ()
+    nvcc_threads: int = 0
+    nvcc_threads_at: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "gencode": list(self.gencode),
+            "gencode_at": list(self.gencode_at),
+            "nvcc_threads": self.nvcc_threads,
+            "nvcc_threads_at": self.nvcc_threads_at,
+        }
+
+    @classmethod
+    def from_table(cls, t: Table) -> ArchFlags:
+        t.only(("gencode", "gencode_at", "nvcc_threads", "nvcc_threads_at"))
+        return cls(
+            gencode=t.texts("gencode"),
+            gencode_at=t.texts("gencode_at"),
+            nvcc_threads=t.number("nvcc_threads", 0),
+            nvcc_threads_at=t.text("nvcc_threads_at", ""),
+        )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Submodule:
+    path: str
+    url: str
+    commit: str
+    populated: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "url": self.url, "commit": self.commit, "populated": self.populated}
+
+    @classmethod
+    def from_table(cls, t: Table) -> Submodule:
+        t.only(("path", "url", "commit", "populated"))
+        return cls(
+            path=t.text("path"), url=t.text("url"), commit=t.text("commit"), populated=t.flag("populated", False)
+        )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Fetch:
+    """A build-time download (CMake FetchContent) and the variable that points it at a local tree."""
+
+    name: str
+    repo: str
+    ref: str
+    env: str
+    at: str
+    subdir: str = ""
+    submodules: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "repo": self.repo,
+            "ref": self.ref,
+            "env": self.env,
+            "at": self.at,
+            "subdir": self.subdir,
+            "submodules": list(self.submodules),
+        }
+
+    @classmethod
+    def from_table(cls, t: Table) -> Fetch:
+        t.only(("name", "repo", "ref", "env", "at", "subdir", "submodules"))
+        return cls(
+            name=t.text("name"),
+            repo=t.text("repo"),
+            ref=t.text("ref"),
+            env=t.text("env", ""),
+            at=t.text("at"),
+            subdir=t.text("subdir", ""),
+            submodules=t.texts("submodules"),
+        )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Component:
+    """A bundled component's version read from its own header (CUTLASS ``version.h``): content, not ancestry."""
+
+    name: str
+    version: str
+    at: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "version": self.version, "at": self.at}
+
+    @classmethod
+    def from_table(cls, t: Table) -> Component:
+        t.only(("name", "version", "at"))
+        return cls(name=t.text("name"), version=t.text("version"), at=t.text("at"))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ArtifactManifest:
+    """A directory of prebuilt artifacts the source pins by the sha256 of its ``checksums.txt``."""
+
+    name: str
+    dir: str
+    checksums_sha256: str
+    at: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "dir": self.dir, "checksums_sha256": self.checksums_sha256, "at": self.at}
+
+    @classmethod
+    def from_table(cls, t: Table) -> ArtifactManifest:
+        t.only(("name", "dir", "checksums_sha256", "at"))
+        return cls(name=t.text("name"), dir=t.text("dir"), checksums_sha256=t.text("checksums_sha256"), at=t.text("at"))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SourceFacts:
+    source: str
+    commit: str
+    verified: bool
+    read_from: ReadFrom
+    command: str
+    distribution: Distribution
+    reason: str = ""
+    env: tuple[EnvRead, ...] = ()
+    tools: tuple[ToolUse, ...] = ()
+    arch: ArchFlags = field(default_factory=ArchFlags)
+    submodules: tuple[Submodule, ...] = ()
+    fetches: tuple[Fetch, ...] = ()
+    components: tuple[Component, ...] = ()
+    artifacts: tuple[ArtifactManifest, ...] = ()
+    schema_version: int = SCHEMA_VERSION
+
+    def env_read(self, name: str) -> EnvRead | None:
+        return next((e for e in self.env if e.name == name), None)
+
+    def tool(self, name: str) -> ToolUse | None:
+        return next((t for t in self.tools if t.name == name), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": self.schema_version,
+            "source": self.source,
+            "commit": self.commit,
+            "verified": self.verified,
+            "reason": self.reason,
+            "command": self.command,
+            "read_from": self.read_from.to_dict(),
+            "distribution": self.distribution.to_dict(),
+            "arch": self.arch.to_dict(),
+            "env": [e.to_dict() for e in self.env],
+            "tools": [t.to_dict() for t in self.tools],
+            "submodules": [s.to_dict() for s in self.submodules],
+            "fetches": [f.to_dict() for f in self.fetches],
+            "components": [c.to_dict() for c in self.components],
+            "artifacts": [a.to_dict() for a in self.artifacts],
+        }
+
+    @classmethod
+    def from_table(cls, t: Table) -> SourceFacts:
+        t.only(
+            (
+                "schema_version",
+                "source",
+                "commit",
+                "verified",
+                "reason",
+                "command",
+                "read_from",
+                "distribution",
+                "arch",
+                "env",
+                "tools",
+                "submodules",
+                "fetches",
+                "components",
+                "artifacts",
+            )
+        )
+        version = t.number("schema_version")
+        if version != SCHEMA_VERSION:
+            t.fail(f"unsupported schema_version {version} (this tool reads {SCHEMA_VERSION})", "schema_version")
+        verified = t.flag("verified")
+        reason = t.text("reason", "")
+        if not verified and not reason.strip():
+            t.fail("unverified facts must say why (reason)", "reason")
+        arch = t.opt_table("arch")
+        return cls(
+            source=t.text("source", nonempty=True),
+            commit=t.text("commit", nonempty=True),
+            verified=verified,
+            reason=reason,
+            command=t.text("command", ""),
+            read_from=ReadFrom.from_table(t.table("read_from")),
+            distribution=Distribution.from_table(t.table("distribution")),
+            arch=ArchFlags.from_table(arch) if arch is not None else ArchFlags(),
+            env=tuple(EnvRead.from_table(x) for x in t.tables("env")),
+            tools=tuple(ToolUse.from_table(x) for x in t.tables("tools")),
+            submodules=tuple(Submodule.from_table(x) for x in t.tables("submodules")),
+            fetches=tuple(Fetch.from_table(x) for x in t.tables("fetches")),
+            components=tuple(Component.from_table(x) for x in t.tables("components")),
+            artifacts=tuple(ArtifactManifest.from_table(x) for x in t.tables("artifacts")),
+        )
