@@ -22,12 +22,14 @@ from megacpp_env.errors import EXIT_ABORT_BISECT, EXIT_BUG, EXIT_INTERRUPTED, EX
 # verb -> (module under megacpp_env.commands, one-line help)
 VERBS: dict[str, tuple[str, str]] = {
     "check": ("check", "validate stack.yaml and run the policy rules"),
+    "facts": ("facts", "upstream facts per pinned source: extract NAME --from CHECKOUT, check, show"),
     "targets": ("targets", "list the targets of the spec"),
     "show": ("show", "show the resolved view of one target"),
     "render": ("render", "write (or --check) the rendered Dockerfiles"),
     "lock": ("lock", "resolve per-target locks with hashes; 'lock diff OLD NEW' explains changes"),
     "gate": ("gate", "compare committed locks at a git ref with the working tree; enforce policy"),
     "mirror": ("mirror", "download and hash-verify every artifact of a lock into a local mirror"),
+    "mirror-artifacts": ("mirror_artifacts", "fetch a pinned artifact set (FlashInfer cubins) and verify each file"),
     "checkout": ("checkout", "make a real git checkout of a pinned source"),
     "verify-checkout": ("verify_checkout", "verify a checkout is exactly at its pin"),
     "overlay": ("overlay", "file overlays onto pinned checkouts: new/apply/verify/status/restore"),

@@ -137,8 +137,23 @@ def _admits_below(spec_text: str, floor: str) -> bool:
 def _requirements(target: Target) -> list[tuple[str, Requirement]]:
     out = [(f"targets.{target.name}.requirements[{i}]", Requirement(r)) for i, r in enumerate(target.requirements)]
     for src in target.sources:
-        out += [(f"sources.{src.name}.requirements[{i}]", Requirement(r)) for i, r in enumerate(src.requirements)]
+        out += [
+            (f"sources.{src.name}.extra_requirements[{i}]", Requirement(r))
+            for i, r in enumerate(src.extra_requirements)
+        ]
     return out
+
+
+def _provided_instead(target: Target, name: str) -> bool:
+    """A package the target removes with an override (``; sys_platform == 'never'``) and gets from a
+    declared provider instead (triton from pytorch-triton): it is never installed from any index."""
+    canon = canonicalize_name(name)
+    provided = {canonicalize_name(p.provides) for p in target.resolutions.provides}
+    for o in target.resolutions.overrides:
+        req = Requirement(o.requirement)
+        if canonicalize_name(req.name) == canon and req.marker is not None and not req.marker.evaluate({}):
+            return canon in provided
+    return False
 
 
 # -- GB10 rules ------------------------------------------------------------------------------------
@@ -310,7 +325,8 @@ def _serving(spec: Spec) -> Iterator[tuple[str, str, str]]:
 @rule("GB012", "warning", "vLLM builds against a pinned CUTLASS >= 4.4.2, not one fetched by tag")
 def _vllm_cutlass(spec: Spec) -> Iterator[tuple[str, str, str]]:
     for src in spec.sources.values():
-        if not re.search(r"/vllm(\.git)?$", src.repo) or "VLLM_CUTLASS_SRC_DIR" in src.build_env:
+        declared = {**src.build_env, **getattr(src, "fetches", {})}
+        if not re.search(r"/vllm(\.git)?$", src.repo) or "VLLM_CUTLASS_SRC_DIR" in declared:
             continue
         users = [t.name for t in spec.targets.values() if is_gb10_class(t) and src in t.sources]
         if users:
@@ -371,7 +387,7 @@ def _torch_index(spec: Spec) -> Iterator[tuple[str, str, str]]:
         if not t.uses_cuda:
             continue
         for key, req in _requirements(t):
-            if canonicalize_name(req.name) not in TORCH_FAMILY:
+            if canonicalize_name(req.name) not in TORCH_FAMILY or _provided_instead(t, req.name):
                 continue
             index = spec.index_for(req.name)
             if index is None:
@@ -507,3 +523,14 @@ def _cuda_without_gpu(spec: Spec) -> Iterator[tuple[str, str, str]]:
                 "a CUDA toolchain without a gpu: section: arch rules cannot run",
                 "add gpu.archs, gpu.kernel_arch and gpu.torch_cuda_arch_list",
             )
+
+
+def _register_upstream_rules() -> None:
+    """The rules that read upstream facts, overlays and the dependency graph (megacpp_env.rules)."""
+    from megacpp_env.rules import load_all
+
+    for d in load_all():
+        RULES.append(Rule(id=d.id, severity=d.severity, title=d.title, check=d.check))
+
+
+_register_upstream_rules()

@@ -97,17 +97,19 @@ def _sanity_args(src: Source) -> list[str]:
     return args
 
 
-def _source_view(src: Source) -> dict[str, Any]:
+def _source_view(target: Target, src: Source) -> dict[str, Any]:
+    dest = layout.image_checkout_dir(src.name)
     return {
         "name": src.name,
         "commit": src.commit,
         "ref": src.ref,
-        "dest": layout.image_checkout_dir(src.name),
+        "dest": dest,
+        "build_dir": f"{dest}/{src.subdir}" if src.subdir else dest,
         "dist": src.dist_dir_name,
         "overlay": src.overlay,
         "install": src.install,
         "pre_build": list(src.pre_build),
-        "build_env": sorted(src.build_env.items()),
+        "build_env": sorted({**src.build_env, **target.source_env.get(src.name, {})}.items()),
         "sanity_args": _sanity_args(src),
     }
 
@@ -173,7 +175,7 @@ def view(spec: Spec, target: Target, templates: Path) -> dict[str, Any]:
         "max_jobs": target.build.max_jobs,
         "nvcc_threads": target.build.nvcc_threads,
         "mem_per_job_gib": max(1, target.build.mem_per_job_gib),
-        "sources": [_source_view(s) for s in target.sources],
+        "sources": [_source_view(target, s) for s in target.sources],
         "runtime_patches": list(target.runtime_patches),
         "runtime_env": sorted(target.runtime_env.items()),
         "labels": _labels(target, inputs),

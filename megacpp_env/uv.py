@@ -153,6 +153,7 @@ class CompileRequest:
     python_platform: str
     prerelease_packages: tuple[str, ...] = ()
     constraints: Path | None = None  # relative to workdir
+    overrides: Path | None = None  # relative to workdir: uv's override-dependencies, one requirement a line
     project: str = "pyproject.toml"
     output: str = "pylock.toml"
     format: str = "pylock.toml"  # or "requirements.txt" (annotated with "# via", used to probe the graph)
@@ -166,6 +167,8 @@ def compile_args(req: CompileRequest) -> list[str]:
     args += [arg for name in req.prerelease_packages for arg in ("--prerelease-package", f"{name}=allow")]
     if req.constraints is not None:
         args += ["--constraints", req.constraints.name]
+    if req.overrides is not None:
+        args += ["--overrides", req.overrides.name]
     args += ["--no-header", "--no-config", "--no-python-downloads", "--quiet"]
     return args
 

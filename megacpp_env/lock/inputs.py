@@ -1,9 +1,12 @@
 """The exact spec inputs of one lock (target + platform) and their hash.
 
-The inputs are everything that decides a resolution and comes from the spec: the requirements
-(the target's own, every source's, ``uv==<toolchain.uv>``, the tool's runtime deps), the Python
-version, the platform and the explicit indexes. Their sha256 over canonical JSON is recorded in the
-lock (``[tool.megacpp-env].inputs-hash``); ``lock --check`` recomputes it offline.
+The inputs are everything that decides a resolution and comes from the spec and the committed
+upstream facts: the requirements (the target's own, every source's runtime and build requirements from
+``facts/<source>.toml``, what the spec adds per source, ``uv==<toolchain.uv>``, the tool's runtime
+deps; requirements on distributions the target builds from its own sources are checked, not resolved),
+the reviewed overrides, the Python version, the platform and the explicit indexes. Their sha256 over
+canonical JSON is recorded in the lock (``[tool.megacpp-env].inputs-hash``); ``lock --check``
+recomputes it offline.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ class LockInputs:
     python: str
     requirements: tuple[str, ...]  # deduplicated, sorted canonically (see lock_requirements)
     indexes: tuple[Index, ...]  # every explicit index of the spec, by name
+    overrides: tuple[str, ...] = ()  # uv override-dependencies (targets.T.resolutions.overrides), sorted
+    prereleases: tuple[str, ...] = ()  # packages allowed pre-releases from any index (resolutions.prereleases)
 
     @property
     def direct_names(self) -> tuple[str, ...]:
@@ -38,7 +43,8 @@ class LockInputs:
 
     def prerelease_packages(self) -> tuple[str, ...]:
         """Packages allowed to resolve to pre-releases: those of indexes with ``prerelease: true``."""
-        return tuple(sorted({canonicalize_name(p) for i in self.indexes if i.prerelease for p in i.packages}))
+        scoped = {canonicalize_name(p) for i in self.indexes if i.prerelease for p in i.packages}
+        return tuple(sorted(scoped | {canonicalize_name(p) for p in self.prereleases}))
 
     def index_of(self, package: str) -> Index | None:
         name = canonicalize_name(package)
@@ -53,7 +59,7 @@ class LockInputs:
         return tuple(i for i in self.indexes if names & {canonicalize_name(p) for p in i.packages})
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "version": INPUTS_VERSION,
             "target": self.target,
             "platform": self.platform,
@@ -61,6 +67,11 @@ class LockInputs:
             "requirements": list(canonical_order(self.requirements)),
             "indexes": [_index_dict(i) for i in self.indexes],
         }
+        if self.overrides:  # absent when none, so locks without overrides keep their hash
+            out["overrides"] = list(self.overrides)
+        if self.prereleases:
+            out["prereleases"] = list(self.prereleases)
+        return out
 
     def digest(self) -> str:
         return canonical_hash(self.to_dict())
@@ -87,10 +98,14 @@ def parse_requirement(req: str) -> tuple[str, str]:
     return str(parsed), canonicalize_name(parsed.name)
 
 
-def lock_requirements(target: Target) -> tuple[str, ...]:
-    """target + sources requirements, the pinned uv, the tool's own runtime deps; deduplicated and
-    sorted by canonical name, then by the normalised string: reordering stack.yaml changes no lock."""
-    return canonical_order((*target.all_requirements(), f"uv=={target.toolchain.uv}", *TOOL_REQUIREMENTS))
+def lock_requirements(spec: Spec, target: Target) -> tuple[str, ...]:
+    """The target's requirements, its sources' (facts) and the spec's additions, the pinned uv, the tool's
+    own runtime deps; deduplicated and sorted by canonical name, then by the normalised string:
+    reordering stack.yaml changes no lock."""
+    from megacpp_env.deps.graph import target_deps
+
+    found = target_deps(spec, target).lock_requirements()
+    return canonical_order((*found, f"uv=={target.toolchain.uv}", *TOOL_REQUIREMENTS))
 
 
 def canonical_order(requirements: Iterable[str]) -> tuple[str, ...]:
@@ -104,6 +119,8 @@ def lock_inputs(spec: Spec, target: Target, platform: str) -> LockInputs:
         target=target.name,
         platform=platform,
         python=target.toolchain.python,
-        requirements=lock_requirements(target),
+        requirements=lock_requirements(spec, target),
         indexes=tuple(spec.indexes[name] for name in sorted(spec.indexes)),
+        overrides=tuple(sorted(str(Requirement(o.requirement)) for o in target.resolutions.overrides)),
+        prereleases=tuple(sorted(canonicalize_name(p) for p in target.resolutions.prereleases)),
     )

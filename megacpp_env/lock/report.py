@@ -29,6 +29,8 @@ def render_check(run: CheckRun) -> str:
 
 
 def render_lock(run: LockRun) -> str:
+    if run.problems:
+        return "".join(f"error: {p}\n" for p in run.problems) + "lock: nothing written\n"
     lines = list(run.notes)
     for row in run.rows:
         if row.state == "skipped":

@@ -33,6 +33,7 @@ from megacpp_env.lock.pylock import Lock, LockedPackage, LockMeta, read_pylock
 from megacpp_env.lock.reqtxt import read_via
 
 INPUT_PROJECT = "megacpp-lock-input"
+OVERRIDES_FILE = "overrides.txt"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -69,9 +70,19 @@ def _request(inputs: LockInputs, work: Path, constraints: Path | None, fmt: str 
         python_platform=uv.python_platform(inputs.platform),
         prerelease_packages=inputs.prerelease_packages(),
         constraints=constraints,
+        overrides=_write_overrides(work, inputs.overrides),
         format=fmt,
         output="pylock.toml" if fmt == "pylock.toml" else "requirements.txt",
     )
+
+
+def _write_overrides(work: Path, overrides: Sequence[str]) -> Path | None:
+    """``overrides.txt`` for uv (reviewed resolutions from the spec); None when there are none."""
+    if not overrides:
+        return None
+    path = work / OVERRIDES_FILE
+    path.write_text("".join(f"{o}\n" for o in overrides), encoding="utf-8")
+    return path
 
 
 def _run_compile(inputs: LockInputs, work: Path, extra: Sequence[str], constraints: Path | None) -> Lock:
@@ -192,6 +203,7 @@ def _example_request(inputs: LockInputs, constraints: bool) -> uv.CompileRequest
         python_platform=uv.python_platform(inputs.platform),
         prerelease_packages=inputs.prerelease_packages(),
         constraints=Path("constraints.txt") if constraints else None,
+        overrides=Path(OVERRIDES_FILE) if inputs.overrides else None,
     )
 
 

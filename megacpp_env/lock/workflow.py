@@ -10,6 +10,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from megacpp_env import layout
+from megacpp_env.deps.graph import TargetDeps, target_deps
+from megacpp_env.deps.lockcheck import after_resolution, preflight, requirers_of, wrong_origin
+from megacpp_env.errors import ToolError
 from megacpp_env.lock.consistency import GroupReport, Key, check_locks
 from megacpp_env.lock.pylock import Lock, read_pylock
 from megacpp_env.lock.resolve import Resolved, resolve_all
@@ -47,14 +50,18 @@ class LockRun:
     reports: tuple[GroupReport, ...]
     notes: tuple[str, ...] = ()
     explicit_skip: bool = field(default=False, metadata=HIDDEN)  # a target named on the command line was skipped
+    problems: tuple[str, ...] = ()  # dependency problems that refused the run (nothing written)
 
     @property
     def ok(self) -> bool:
-        return not self.explicit_skip and not any(r.failing for r in self.reports)
+        return not self.explicit_skip and not self.problems and not any(r.failing for r in self.reports)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"locks": [r.to_dict() for r in self.rows], "consistency": [r.to_dict() for r in self.reports],
-                "notes": list(self.notes)}  # fmt: skip
+        out = {"locks": [r.to_dict() for r in self.rows], "consistency": [r.to_dict() for r in self.reports],
+               "notes": list(self.notes)}  # fmt: skip
+        if self.problems:
+            out["problems"] = list(self.problems)
+        return out
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -114,7 +121,14 @@ def lock_targets(
     unreachable here are skipped (unless ``try_unreachable``); skipping one the user ``named`` fails."""
     runnable = [j for j in jobs if try_unreachable or not j.unreachable]
     skipped = [j for j in jobs if j not in runnable]
-    results = _resolve(runnable, progress)
+    graphs = {j.inputs.target: target_deps(spec, spec.target(j.inputs.target)) for j in runnable}
+    problems = [p for g in graphs.values() for p in preflight(g)]
+    if problems:  # before uv runs: the requirers name themselves
+        return LockRun(rows=(), reports=(), problems=tuple(problems))
+    results = _resolve_explained(runnable, progress, graphs)
+    problems = _after_resolution(graphs, runnable, results)
+    if problems:
+        return LockRun(rows=(), reports=(), problems=tuple(problems))
     reports = _touching(check_locks(spec, _fresh(runnable, results)), jobs)
     notes = uv_version_notes(runnable)
     if align and any(r.failing for r in reports):
@@ -127,6 +141,32 @@ def lock_targets(
 
 def _fresh(jobs: Sequence[LockJob], results: Sequence[Resolved]) -> dict[Key, Lock]:
     return {j.key: r.lock for j, r in zip(jobs, results, strict=True)}
+
+
+def _resolve_explained(
+    jobs: Sequence[LockJob], progress: Progress | None, graphs: Mapping[str, TargetDeps]
+) -> list[Resolved]:
+    """Resolve; a resolver failure says who requires each package it names."""
+    try:
+        return _resolve(jobs, progress)
+    except ToolError as exc:
+        lines = requirers_of(graphs.values(), str(exc))
+        if not lines:
+            raise
+        raise ToolError(f"{exc}\nrequired by:\n" + "\n".join(lines)) from None
+
+
+def _after_resolution(
+    graphs: Mapping[str, TargetDeps], jobs: Sequence[LockJob], results: Sequence[Resolved]
+) -> list[str]:
+    out: list[str] = []
+    for job, result in zip(jobs, results, strict=True):
+        locked = {p.name: p.version for p in result.lock.packages if p.version}
+        out += after_resolution(graphs[job.inputs.target], job.inputs.platform, locked)
+        explicit = {p.name: index.url for p in result.lock.packages if (index := job.inputs.index_of(p.name))}
+        artifacts = {p.name: [a.url for a in p.artifacts] for p in result.lock.packages}
+        out += [f"{job.label}: {line}" for line in wrong_origin(explicit, artifacts)]
+    return out
 
 
 def _resolve(jobs: Sequence[LockJob], progress: Progress | None) -> list[Resolved]:

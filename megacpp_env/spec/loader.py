@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from megacpp_env.errors import InputError, SpecError
@@ -20,10 +21,14 @@ from megacpp_env.spec.model import (
     INSTALL_MODES,
     SCHEMA_VERSION,
     Alignment,
+    ArtifactSet,
     BuildSettings,
     GpuSpec,
     ImageRef,
     Index,
+    Override,
+    Provides,
+    Resolutions,
     SanityCheck,
     Serving,
     SnapshotConfig,
@@ -38,19 +43,26 @@ T = TypeVar("T")
 
 MAX_SPEC_BYTES = 1 << 20  # the shipped stack.yaml is under 10 KiB
 
-TOP_KEYS = ("schema_version", "project", "indexes", "toolchains", "sources", "targets", "aligned", "snapshot")
+TOP_KEYS = (
+    "schema_version", "project", "indexes", "toolchains", "sources", "artifacts", "targets", "aligned", "snapshot",
+)  # fmt: skip
 INDEX_KEYS = ("url", "explicit", "packages", "prerelease", "reachable_here")
 TOOLCHAIN_KEYS = (
     "gcc", "python", "uv", "cuda", "ptx_isa", "min_driver", "cudnn", "cutlass", "tensorrt_llm",
     "apt_repositories", "apt_packages", "apt_options",
 )  # fmt: skip
 SOURCE_KEYS = (
-    "repo", "commit", "ref", "submodules", "install", "overlay", "pre_build", "build_env", "requirements", "sanity",
+    "repo", "commit", "ref", "submodules", "install", "overlay", "pre_build", "build_env", "extra_requirements",
+    "drop_requirements", "needs", "subdir", "provisional", "sanity",
 )  # fmt: skip
 TARGET_KEYS = (
     "description", "platforms", "base_image", "toolchain", "gpu", "features", "serving", "requirements",
-    "sources", "runtime_patches", "env", "build",
+    "sources", "runtime_patches", "env", "build", "resolutions", "artifacts",
 )  # fmt: skip
+ARTIFACT_KEYS = ("url", "env", "dirs", "source", "reachable_here")
+SUBDIR_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*(/[A-Za-z0-9_][A-Za-z0-9._-]*)*$")
+SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+ARTIFACT_DIR_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*(/[A-Za-z0-9_][A-Za-z0-9._-]*)*/$")
 
 
 def load_spec(path: Path | str) -> Spec:
@@ -86,10 +98,12 @@ def load_spec_text(text: str, path: Path | str = "stack.yaml") -> Spec:
     indexes = _named(r, doc.get("indexes", {}), "indexes", F.SLUG_RE, _index)
     toolchains = _named(r, doc.get("toolchains", {}), "toolchains", F.SLUG_RE, _toolchain)
     sources = _named(r, doc.get("sources", {}), "sources", F.NAME_RE, _source)
+    _check_needs(r, sources)
     _check_index_packages(r, indexes)
+    artifacts = _named(r, doc.get("artifacts", {}), "artifacts", F.NAME_RE, _artifact_set)
 
     def build_target(r: F.Reader, value: Any, key: str, name: str) -> Target:
-        return _target(r, value, key, name, toolchains, sources)
+        return _target(r, value, key, name, toolchains, sources, artifacts)
 
     targets = _named(r, doc["targets"], "targets", F.NAME_RE, build_target)
     if not targets:
@@ -104,6 +118,7 @@ def load_spec_text(text: str, path: Path | str = "stack.yaml") -> Spec:
         sources=sources,
         targets=targets,
         aligned=aligned,
+        artifacts=artifacts,
         snapshot=_snapshot(r, doc.get("snapshot", {}), "snapshot"),
         schema_version=version,
         lines=dict(parsed.lines),
@@ -197,6 +212,12 @@ def _requirements(r: F.Reader, value: Any, key: str) -> tuple[str, ...]:
 
 
 def _source(r: F.Reader, value: Any, key: str, name: str) -> Source:
+    if isinstance(value, dict) and "requirements" in value:
+        raise r.fail(
+            join_key(key, "requirements"),
+            "renamed to extra_requirements: a source's own requirements are its upstream facts",
+            f"keep only what the stack adds (build tools) under extra_requirements; facts/{name}.toml holds the rest",
+        )
     d = r.mapping(value, key, allowed=SOURCE_KEYS, required=("repo", "commit"))
     k = _keyer(key)
     install = r.choice(d.get("install", "wheel"), k("install"), INSTALL_MODES)
@@ -210,8 +231,58 @@ def _source(r: F.Reader, value: Any, key: str, name: str) -> Source:
         overlay=r.pattern(d["overlay"], k("overlay"), F.SLUG_RE, "an overlay name") if "overlay" in d else "",
         pre_build=r.str_list(d.get("pre_build", []), k("pre_build")),
         build_env=r.env_map(d.get("build_env", {}), k("build_env")),
-        requirements=_requirements(r, d.get("requirements", []), k("requirements")),
+        extra_requirements=_requirements(r, d.get("extra_requirements", []), k("extra_requirements")),
+        drop_requirements=_reasons(
+            r, d.get("drop_requirements", {}), k("drop_requirements"), F.PACKAGE_NAME_RE, "a package name"
+        ),
+        needs=_reasons(r, d.get("needs", {}), k("needs"), F.NAME_RE, "a source name"),
+        subdir=r.pattern(d["subdir"], k("subdir"), SUBDIR_RE, "a relative directory") if "subdir" in d else "",
+        provisional=_opt(r, d, key, "provisional", r.string),
         sanity=_sanity(r, d.get("sanity", {}), k("sanity")),
+    )
+
+
+def _reasons(r: F.Reader, value: Any, key: str, name_re: re.Pattern[str], what: str) -> dict[str, str]:
+    """A mapping NAME -> non-empty reason."""
+    out: dict[str, str] = {}
+    for name, reason in r.mapping(value, key).items():
+        child = join_key(key, name)
+        if not isinstance(name, str) or not name_re.match(name):
+            raise r.fail(child, f"expected {what}, got {name!r}")
+        out[name] = r.string(reason, child)
+    return dict(sorted(out.items()))
+
+
+def _check_needs(r: F.Reader, sources: dict[str, Source]) -> None:
+    for src in sources.values():
+        for name in src.needs:
+            if name not in sources or name == src.name:
+                key = join_key(join_key(join_key("sources", src.name), "needs"), name)
+                known = ", ".join(n for n in sources if n != src.name) or "none"
+                raise r.fail(key, f"unknown source {name!r}", f"declare it under `sources:` (known: {known})")
+
+
+def _artifact_set(r: F.Reader, value: Any, key: str, name: str) -> ArtifactSet:
+    d = r.mapping(value, key, allowed=ARTIFACT_KEYS, required=("url", "env", "dirs"))
+    k = _keyer(key)
+    dirs: dict[str, str] = {}
+    for directory, sha in r.mapping(d["dirs"], k("dirs")).items():
+        child = join_key(k("dirs"), directory)
+        if not isinstance(directory, str) or not ARTIFACT_DIR_RE.match(directory) or ".." in directory.split("/"):
+            raise r.fail(child, f"expected a relative directory ending in '/', got {directory!r}")
+        dirs[directory] = r.pattern(sha, child, SHA256_RE, "the sha256 of the directory's checksums.txt")
+    if not dirs:
+        raise r.fail(k("dirs"), "at least one directory is required")
+    env = r.string(d["env"], k("env"))
+    if not F.ENV_NAME_RE.match(env):
+        raise r.fail(k("env"), f"invalid environment variable name {env!r}")
+    return ArtifactSet(
+        name=name,
+        url=r.url(d["url"], k("url"), schemes=("https", "http", "file")),
+        env=env,
+        dirs=dict(sorted(dirs.items())),
+        source=r.pattern(d["source"], k("source"), F.NAME_RE, "a source name") if "source" in d else "",
+        reachable_here=r.boolean(d.get("reachable_here", True), k("reachable_here")),
     )
 
 
@@ -229,7 +300,13 @@ def _sanity(r: F.Reader, value: Any, key: str) -> SanityCheck:
 
 
 def _target(
-    r: F.Reader, value: Any, key: str, name: str, toolchains: dict[str, Toolchain], sources: dict[str, Source]
+    r: F.Reader,
+    value: Any,
+    key: str,
+    name: str,
+    toolchains: dict[str, Toolchain],
+    sources: dict[str, Source],
+    artifacts: dict[str, ArtifactSet],
 ) -> Target:
     d = r.mapping(value, key, allowed=TARGET_KEYS, required=("platforms", "base_image", "toolchain"))
     k = _keyer(key)
@@ -241,7 +318,7 @@ def _target(
     picked = tuple(
         sources[_reference(r, s, join_key(k("sources"), i), sources, "sources")] for i, s in enumerate(source_names)
     )
-    env = r.mapping(d.get("env", {}), k("env"), allowed=("build", "runtime"))
+    env = r.mapping(d.get("env", {}), k("env"), allowed=("build", "runtime", "sources"))
     return Target(
         name=name,
         description=r.string(d.get("description", name), k("description")),
@@ -258,8 +335,64 @@ def _target(
         serving=_serving(r, d["serving"], k("serving")) if "serving" in d else None,
         build_env=r.env_map(env.get("build", {}), join_key(k("env"), "build")),
         runtime_env=r.env_map(env.get("runtime", {}), join_key(k("env"), "runtime")),
+        source_env=_source_env(r, env.get("sources", {}), join_key(k("env"), "sources"), picked),
         build=_build(r, d.get("build", {}), k("build")),
+        resolutions=_resolutions(r, d.get("resolutions", {}), k("resolutions")),
+        artifacts=r.str_list(
+            d.get("artifacts", []), k("artifacts"), lambda v, ik: _reference(r, v, ik, artifacts, "artifacts")
+        ),
     )
+
+
+def _source_env(r: F.Reader, value: Any, key: str, picked: tuple[Source, ...]) -> dict[str, dict[str, str]]:
+    names = {s.name: s for s in picked}
+    out: dict[str, dict[str, str]] = {}
+    for name, env in r.mapping(value, key).items():
+        child = join_key(key, name)
+        _reference(r, name, child, names, "sources")
+        out[name] = r.env_map(env, child)
+    return dict(sorted(out.items()))
+
+
+def _resolutions(r: F.Reader, value: Any, key: str) -> Resolutions:
+    d = r.mapping(value, key, allowed=("overrides", "provides", "prereleases"))
+    raw_overrides = r.seq(d.get("overrides", []), join_key(key, "overrides"))
+    overrides = tuple(_override(r, v, join_key(join_key(key, "overrides"), i)) for i, v in enumerate(raw_overrides))
+    seen: dict[str, int] = {}
+    for i, o in enumerate(overrides):
+        canon = canonicalize_name(Requirement(o.requirement).name)
+        if canon in seen:
+            raise r.fail(
+                join_key(join_key(key, "overrides"), i),
+                f"a second override for {canon!r}",
+                f"one override per package (the first is overrides[{seen[canon]}])",
+            )
+        seen[canon] = i
+    raw_provides = r.seq(d.get("provides", []), join_key(key, "provides"))
+    provides = tuple(_provides(r, v, join_key(join_key(key, "provides"), i)) for i, v in enumerate(raw_provides))
+    prereleases = _reasons(
+        r, d.get("prereleases", {}), join_key(key, "prereleases"), F.PACKAGE_NAME_RE, "a package name"
+    )
+    return Resolutions(overrides=overrides, provides=provides, prereleases=prereleases)
+
+
+def _override(r: F.Reader, value: Any, key: str) -> Override:
+    d = r.mapping(value, key, allowed=("requirement", "reason", "requirers"), required=("requirement", "reason"))
+    req = r.requirement(r.string(d["requirement"], join_key(key, "requirement")), join_key(key, "requirement"))
+    return Override(
+        requirement=req,
+        reason=r.string(d["reason"], join_key(key, "reason")),
+        requirers=r.str_list(d.get("requirers", []), join_key(key, "requirers"), _package_name(r)),
+    )
+
+
+def _provides(r: F.Reader, value: Any, key: str) -> Provides:
+    d = r.mapping(value, key, allowed=("provider", "provides", "reason"), required=("provider", "provides", "reason"))
+    provider = _package_name(r)(r.string(d["provider"], join_key(key, "provider")), join_key(key, "provider"))
+    provides = _package_name(r)(r.string(d["provides"], join_key(key, "provides")), join_key(key, "provides"))
+    if canonicalize_name(provider) == canonicalize_name(provides):
+        raise r.fail(join_key(key, "provides"), "a package cannot provide itself")
+    return Provides(provider=provider, provides=provides, reason=r.string(d["reason"], join_key(key, "reason")))
 
 
 def _reference(r: F.Reader, value: Any, key: str, known: dict[str, Any], section: str) -> str:

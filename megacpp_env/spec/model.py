@@ -100,6 +100,15 @@ class SanityCheck:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Source:
+    """A pinned source. Its own runtime and build requirements are upstream facts
+    (``facts/<name>.toml``); ``extra_requirements`` is only what the stack adds on top (build tools for
+    ``--no-build-isolation`` builds, run-time packages the stack uses); ``drop_requirements`` names
+    requirements of the facts that the source's own build removes (vLLM's ``use_existing_torch.py``
+    strips every torch line before it builds), each with the reason. ``needs`` names other sources
+    it cannot work without at run time although its metadata does not say so (name -> reason).
+    ``subdir`` builds the distribution in a subdirectory of the checkout (FlashInfer's jit-cache);
+    ``provisional`` says why the pin itself is not verified yet."""
+
     name: str
     repo: str
     commit: str
@@ -109,7 +118,11 @@ class Source:
     overlay: str = ""
     pre_build: tuple[str, ...] = ()
     build_env: Mapping[str, str] = field(default_factory=dict)
-    requirements: tuple[str, ...] = ()
+    extra_requirements: tuple[str, ...] = ()
+    drop_requirements: Mapping[str, str] = field(default_factory=dict)  # package -> why the build drops it
+    needs: Mapping[str, str] = field(default_factory=dict)
+    subdir: str = ""
+    provisional: str = ""
     sanity: SanityCheck = field(default_factory=SanityCheck)
 
     @property
@@ -155,6 +168,71 @@ class BuildSettings:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class Override:
+    """A reviewed resolution: ``requirement`` replaces every requirement on its package (uv's
+    ``override-dependencies``); ``sys_platform == 'never'`` as marker removes them."""
+
+    requirement: str
+    reason: str
+    requirers: tuple[str, ...] = ()  # distributions whose own requirement it overrules (post-install check)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"requirement": self.requirement, "reason": self.reason, "requirers": list(self.requirers)}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Provides:
+    """A distribution that supplies another one's modules under a different name (pytorch-triton
+    provides triton): a requirement on ``provides`` is met by ``provider`` at the provider's version."""
+
+    provider: str
+    provides: str
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"provider": self.provider, "provides": self.provides, "reason": self.reason}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Resolutions:
+    overrides: tuple[Override, ...] = ()
+    provides: tuple[Provides, ...] = ()
+    prereleases: Mapping[str, str] = field(default_factory=dict)  # package -> why a pre-release is allowed
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "overrides": [o.to_dict() for o in self.overrides],
+            "provides": [p.to_dict() for p in self.provides],
+            "prereleases": dict(self.prereleases),
+        }
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ArtifactSet:
+    """Prebuilt artifacts a build or run needs that no index serves (FlashInfer's cubins): files listed
+    in one ``checksums.txt`` per directory under ``url``, each ``checksums.txt`` pinned by its sha256.
+    ``env`` is the variable that points the consumer at a local copy; ``source`` the pinned source whose
+    facts pin the same directories."""
+
+    name: str
+    url: str
+    env: str
+    dirs: Mapping[str, str]  # directory (relative to url) -> sha256 of its checksums.txt
+    source: str = ""
+    reachable_here: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "url": self.url,
+            "env": self.env,
+            "source": self.source,
+            "reachable_here": self.reachable_here,
+            "dirs": dict(self.dirs),
+        }
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Target:
     name: str
     description: str
@@ -169,7 +247,15 @@ class Target:
     serving: Serving | None = None
     build_env: Mapping[str, str] = field(default_factory=dict)
     runtime_env: Mapping[str, str] = field(default_factory=dict)
+    source_env: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # source -> build env here
     build: BuildSettings = field(default_factory=BuildSettings)
+    resolutions: Resolutions = field(default_factory=Resolutions)
+    artifacts: tuple[str, ...] = ()
+
+    def build_env_for(self, source: Source) -> dict[str, str]:
+        """The build environment ``source`` gets on this target: the target's, then the source's own,
+        then the target's per-source values (``env.sources.<name>``); later ones win."""
+        return {**self.build_env, **source.build_env, **self.source_env.get(source.name, {})}
 
     @property
     def uses_cuda(self) -> bool:
@@ -179,10 +265,11 @@ class Target:
         return self.base_images[platform]
 
     def all_requirements(self) -> tuple[str, ...]:
-        """The target's own requirements followed by every source's, in spec order (not deduplicated)."""
+        """The target's own requirements followed by what the spec adds per source, in spec order (not
+        deduplicated). The sources' own requirements are upstream facts: ``megacpp_env.deps.graph``."""
         out = list(self.requirements)
         for src in self.sources:
-            out.extend(src.requirements)
+            out.extend(src.extra_requirements)
         return tuple(out)
 
     def to_dict(self) -> dict[str, Any]:
@@ -200,7 +287,10 @@ class Target:
             "serving": self.serving.to_dict() if self.serving else None,
             "build_env": dict(self.build_env),
             "runtime_env": dict(self.runtime_env),
+            "source_env": {k: dict(v) for k, v in sorted(self.source_env.items())},
             "build": self.build.to_dict(),
+            "resolutions": self.resolutions.to_dict(),
+            "artifacts": list(self.artifacts),
         }
 
 
@@ -231,6 +321,7 @@ class Spec:
     sources: Mapping[str, Source]
     targets: Mapping[str, Target]
     aligned: tuple[Alignment, ...] = ()
+    artifacts: Mapping[str, ArtifactSet] = field(default_factory=dict)
     snapshot: SnapshotConfig = field(default_factory=SnapshotConfig)
     schema_version: int = SCHEMA_VERSION
     lines: Mapping[str, int] = field(default_factory=dict, compare=False, repr=False)
@@ -304,6 +395,7 @@ class Spec:
             "sources": {k: v.to_dict() for k, v in sorted(self.sources.items())},
             "targets": {k: v.to_dict() for k, v in sorted(self.targets.items())},
             "aligned": [a.to_dict() for a in self.aligned],
+            "artifacts": {k: v.to_dict() for k, v in sorted(self.artifacts.items())},
             "snapshot": self.snapshot.to_dict(),
         }
 

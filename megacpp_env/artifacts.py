@@ -1,0 +1,140 @@
+"""Pinned artifact sets (``artifacts:`` in stack.yaml): prebuilt files no package index serves, such as
+FlashInfer's cubins. Each directory of a set has a ``checksums.txt`` (``<sha256> <relative path>`` per
+line) whose own sha256 is pinned in the spec; ``mirror_artifacts`` fetches it, verifies it against the
+pin, then fetches and verifies every file it lists into ``DEST/<directory>/<path>`` (the layout the
+consumer's ``env`` variable expects, e.g. ``FLASHINFER_CUBIN_DIR``). Files already present with the
+right hash are kept; every write is atomic. ``verify_artifacts`` checks a mirror offline.
+
+Listing files from the pinned ``checksums.txt`` (never from an HTML directory listing, which FlashInfer's
+own downloader scrapes and silently treats a failure of as "no files") makes the set exactly what the
+pin says: a missing or altered file is an error, not a smaller package.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import tempfile
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import IO, Any
+
+from megacpp_env.errors import ToolError, VerificationError
+from megacpp_env.fsutil import sha256_file
+from megacpp_env.spec.model import ArtifactSet
+
+CHECKSUMS = "checksums.txt"
+SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+CHUNK = 1 << 20
+Opener = Callable[[str], IO[bytes]]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class MirrorResult:
+    name: str
+    dest: str
+    files: int
+    fetched: int
+    kept: int
+    bytes: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "dest": self.dest,
+            "files": self.files,
+            "fetched": self.fetched,
+            "kept": self.kept,
+            "bytes": self.bytes,
+        }
+
+
+def parse_checksums(text: str, where: str) -> list[tuple[str, str]]:
+    """(sha256, relative path) per line; a bad line or a path leaving the directory is refused."""
+    out = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        parts = line.split()
+        if len(parts) != 2 or not SHA256_RE.match(parts[0]):
+            raise VerificationError(f"{where}:{n}: expected '<sha256> <path>', got {line.strip()[:80]!r}")
+        path = PurePosixPath(parts[1])
+        if path.is_absolute() or ".." in path.parts or str(path) in ("", "."):
+            raise VerificationError(f"{where}:{n}: path {parts[1]!r} leaves its directory")
+        out.append((parts[0], path.as_posix()))
+    return out
+
+
+def _open(url: str) -> IO[bytes]:
+    try:
+        return urllib.request.urlopen(url, timeout=120)  # type: ignore[no-any-return]  # noqa: S310
+    except (urllib.error.URLError, OSError) as exc:
+        raise ToolError(f"cannot fetch {url}: {getattr(exc, 'reason', exc)}") from None
+
+
+def _download(url: str, target: Path, sha256: str, opener: Opener) -> int:
+    """Stream ``url`` into ``target`` (atomically), refusing it unless its sha256 is ``sha256``."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    digest, size = hashlib.sha256(), 0
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")
+    try:
+        with os.fdopen(fd, "wb") as out, opener(url) as response:
+            while chunk := response.read(CHUNK):
+                digest.update(chunk)
+                out.write(chunk)
+                size += len(chunk)
+            out.flush()
+            os.fsync(out.fileno())
+        if digest.hexdigest() != sha256:
+            raise VerificationError(f"{url}: sha256 {digest.hexdigest()}, the pin says {sha256}")
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return size
+
+
+def _entries(artifact: ArtifactSet, dest: Path, base: str) -> Iterator[tuple[str, str, Path, str]]:
+    """(url, sha256, local path, directory) for every checksums.txt, then every file it lists."""
+    for directory, pinned in artifact.dirs.items():
+        local = dest / directory / CHECKSUMS
+        yield f"{base}{directory}{CHECKSUMS}", pinned, local, directory
+        for sha, rel in parse_checksums(local.read_text(encoding="utf-8"), f"{artifact.name}:{directory}{CHECKSUMS}"):
+            yield f"{base}{directory}{rel}", sha, dest / directory / rel, directory
+
+
+def mirror_artifacts(artifact: ArtifactSet, dest: Path, *, url: str = "", opener: Opener = _open) -> MirrorResult:
+    """Fetch and verify the whole set into ``dest`` (``url`` replaces the set's URL: a mirror of it)."""
+    base = (url or artifact.url).rstrip("/") + "/"
+    fetched = kept = total = files = 0
+    # _entries reads each checksums.txt only after the loop below has fetched and verified it
+    for link, sha, local, _directory in _entries(artifact, Path(dest), base):
+        files += 1
+        if local.is_file() and sha256_file(local) == sha:
+            kept += 1
+            total += local.stat().st_size
+            continue
+        total += _download(link, local, sha, opener)
+        fetched += 1
+    return MirrorResult(name=artifact.name, dest=str(dest), files=files, fetched=fetched, kept=kept, bytes=total)
+
+
+def verify_artifacts(artifact: ArtifactSet, dest: Path) -> list[str]:
+    """Offline: every pinned checksums.txt and every file it lists is present with its sha256."""
+    problems: list[str] = []
+    for directory, pinned in artifact.dirs.items():
+        listing = Path(dest) / directory / CHECKSUMS
+        if not listing.is_file() or sha256_file(listing) != pinned:
+            problems.append(f"{directory}{CHECKSUMS}: {'missing' if not listing.is_file() else 'not the pinned file'}")
+            continue
+        for sha, rel in parse_checksums(listing.read_text(encoding="utf-8"), f"{directory}{CHECKSUMS}"):
+            path = Path(dest) / directory / rel
+            if not path.is_file():
+                problems.append(f"{directory}{rel}: missing")
+            elif sha256_file(path) != sha:
+                problems.append(f"{directory}{rel}: sha256 differs from {CHECKSUMS}")
+    return problems

@@ -1,0 +1,97 @@
+"""Rules on the dependency graph of each target: no two requirers that cannot both be satisfied
+(unless a reviewed override resolves it), and no two distributions that own the same modules."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+from megacpp_env.deps.conflicts import find_conflicts
+from megacpp_env.deps.graph import target_deps
+from megacpp_env.rules import upstream_rule
+from megacpp_env.spec.model import Spec
+
+# Distributions that install another distribution's top-level package under a different name.
+KNOWN_PROVIDERS = {"pytorch-triton": "triton"}
+NEVER = "sys_platform == 'never'"
+
+
+@upstream_rule("DP001", "error", "requirers of one package can all be satisfied")
+def requirement_conflicts(spec: Spec) -> Iterator[tuple[str, str, str]]:
+    for t in spec.targets.values():
+        deps = target_deps(spec, t)
+        if deps.missing_facts:
+            continue  # FA001 says so; the graph is incomplete
+        for c in find_conflicts(deps):
+            yield (f"targets.{t.name}.resolutions", f"{c.message} [{', '.join(c.platforms)}]", c.remedy)
+
+
+def _removed(req_text: str) -> bool:
+    req = Requirement(req_text)
+    return req.marker is not None and not req.marker.evaluate({"sys_platform": "linux"})
+
+
+@upstream_rule("DP002", "error", "one distribution per module tree (pytorch-triton vs triton)")
+def module_owners(spec: Spec) -> Iterator[tuple[str, str, str]]:
+    for t in spec.targets.values():
+        deps = target_deps(spec, t)
+        names = {n.name for n in deps.needs}
+        declared: dict[str, str] = {
+            canonicalize_name(p.provider): canonicalize_name(p.provides) for p in t.resolutions.provides
+        }
+        pairs: dict[str, str] = {**KNOWN_PROVIDERS, **declared}
+        for provider, provided in pairs.items():
+            if provider not in names or provided not in names:
+                continue
+            override = deps.override_for(provided)
+            requirers = sorted({n.requirer for n in deps.on(provided)})
+            if override is None or not _removed(override.requirement):
+                yield (
+                    f"targets.{t.name}.resolutions.overrides",
+                    f"{provider} and {provided} both install site-packages/{provided.replace('-', '_')}/ and "
+                    f"overwrite each other; {', '.join(requirers)} require {provided}",
+                    f'override "{provided} ; {NEVER}" (reason: {provider} provides it) and declare '
+                    f"provides: {{provider: {provider}, provides: {provided}}}",
+                )
+            elif provider not in declared:
+                yield (
+                    f"targets.{t.name}.resolutions.provides",
+                    f"{provided} is removed by an override but no provides alias says {provider} supplies it: "
+                    f"the post-install check cannot accept {', '.join(requirers)}'s requirement",
+                    f"declare provides: {{provider: {provider}, provides: {provided}, reason: ...}}",
+                )
+
+
+@upstream_rule("DP003", "error", "resolutions apply: drops name facts requirements, overrides spare explicit indexes")
+def resolutions_apply(spec: Spec) -> Iterator[tuple[str, str, str]]:
+    from megacpp_env.rules.readers import spec_facts
+
+    facts = spec_facts(spec)
+    for src in spec.sources.values():
+        f = facts.get(src.name)
+        if f is None:
+            continue
+        required = {
+            canonicalize_name(Requirement(r).name)
+            for r in (*f.distribution.runtime_requires, *f.distribution.build_requires)
+        }
+        for name in src.drop_requirements:
+            if canonicalize_name(name) not in required:
+                yield (
+                    f"sources.{src.name}.drop_requirements.{name}",
+                    f"facts/{src.name}.toml does not require {name}: nothing to drop",
+                    "remove the entry (the source stopped requiring it), or re-extract its facts",
+                )
+    for t in spec.targets.values():
+        for i, o in enumerate(t.resolutions.overrides):
+            index = spec.index_for(Requirement(o.requirement).name)
+            if index is not None and index.explicit:
+                yield (
+                    f"targets.{t.name}.resolutions.overrides[{i}]",
+                    f"{o.requirement}: {Requirement(o.requirement).name} comes only from the explicit index "
+                    f"{index.name}, and uv resolves an overridden requirement without its index (from PyPI)",
+                    "drop the requirement at its requirer instead (sources.NAME.drop_requirements), or change the "
+                    "target's own requirement",
+                )

@@ -1,0 +1,196 @@
+"""Rules on the build environment a source gets, judged against what its build files really read
+(facts + overlay + the build tools it uses): a variable nothing reads, an arch list a setup.py
+ignores, a source building its hard-coded arch list, FlashInfer's space-separated arch list, family
+targets torch's cpp_extension rejects, and switches upstream compares with one exact string."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from megacpp_env.rules import upstream_rule
+from megacpp_env.rules.readers import overlay_arch_var, readers, source_env_key, spec_facts
+from megacpp_env.spec.model import Source, Spec, Target
+
+FLASHINFER_ARCH_RE = re.compile(r"^[0-9]+\.[0-9]+[af]?$")
+BOOLEAN_WORDS = frozenset({"TRUE", "FALSE", "true", "false", "True", "False", "1", "0", "ON", "OFF", "YES", "NO"})
+
+
+def _wheel_sources(spec: Spec) -> Iterator[tuple[Target, Source]]:
+    for t in spec.targets.values():
+        for src in t.sources:
+            if src.install == "wheel":
+                yield t, src
+
+
+def _own_env(t: Target, src: Source) -> dict[str, str]:
+    """What the spec sets for this source specifically (its build_env, the target's env.sources.NAME)."""
+    return {**src.build_env, **t.source_env.get(src.name, {})}
+
+
+@upstream_rule("UP001", "error", "no build variable that upstream does not read")
+def unread_env(spec: Spec) -> Iterator[tuple[str, str, str]]:
+    return unique(_unread_env(spec))
+
+
+def _unread_env(spec: Spec) -> Iterator[tuple[str, str, str]]:
+    facts = spec_facts(spec)
+    for t, src in _wheel_sources(spec):
+        f = facts.get(src.name)
+        if f is None:
+            continue
+        who = readers(spec, src, f)
+        for var in sorted(_own_env(t, src)):
+            key = source_env_key(spec, t.name, src, var)
+            if who.reads(var) or (var == "TORCH_CUDA_ARCH_LIST" and f.arch.gencode):
+                continue  # a hard-coded -gencode list is UP002's finding
+            yield (
+                key,
+                f"{src.name} does not read {var}: no file of its build at {f.commit[:12]} reads it "
+                f"(facts/{src.name}.toml), nor its overlay, nor a build tool it uses",
+                _unread_remedy(var, who.names),
+            )
+    yield from _unread_target_env(spec)
+
+
+def _unread_remedy(var: str, names: dict[str, str]) -> str:
+    close = sorted(n for n in names if n.startswith(var.rsplit("_", 1)[0]) or var.startswith(n))
+    if close:
+        return f"drop it; the build reads {', '.join(close[:3])} ({names[close[0]]})"
+    return "drop it, or add an overlay whose build files read it"
+
+
+def _unread_target_env(spec: Spec) -> Iterator[tuple[str, str, str]]:
+    facts = spec_facts(spec)
+    for t in spec.targets.values():
+        built = [(s, facts.get(s.name)) for s in t.sources if s.install == "wheel"]
+        if not built or any(f is None for _, f in built):
+            continue
+        who = [readers(spec, s, f) for s, f in built if f is not None]
+        for var in sorted(t.build_env):
+            if not any(r.reads(var) for r in who):
+                yield (
+                    f"targets.{t.name}.env.build.{var}",
+                    f"no source of {t.name} reads {var} ({', '.join(s.name for s, _ in built)}: facts and overlays)",
+                    "drop it, or set it only where a build reads it (env.sources.NAME)",
+                )
+
+
+def unique(found: Iterator[tuple[str, str, str]]) -> Iterator[tuple[str, str, str]]:
+    """Each finding once (a source's own build_env is seen once per target that builds it)."""
+    seen: set[tuple[str, str]] = set()
+    for key, message, remedy in found:
+        if (key, message) not in seen:
+            seen.add((key, message))
+            yield key, message, remedy
+
+
+@upstream_rule("UP002", "error", "no TORCH_CUDA_ARCH_LIST for a setup.py that hard-codes its -gencode list")
+def ignored_arch_list(spec: Spec) -> Iterator[tuple[str, str, str]]:
+    return unique(_ignored_arch_list(spec))
+
+
+def _ignored_arch_list(spec: Spec) -> Iterator[tuple[str, str, str]]:
+    facts = spec_facts(spec)
+    for t, src in _wheel_sources(spec):
+        f = facts.get(src.name)
+        if f is None or not f.arch.gencode or "TORCH_CUDA_ARCH_LIST" not in _own_env(t, src):
+            continue
+        if overlay_arch_var(spec, src):
+            continue
+        yield (
+            source_env_key(spec, t.name, src, "TORCH_CUDA_ARCH_LIST"),
+            f"{src.name} ignores TORCH_CUDA_ARCH_LIST: its setup.py passes its own -gencode list "
+            f"({len(f.arch.gencode)} targets, {f.arch.gencode_at[0]}), and torch's cpp_extension then adds none",
+            f"drop it; restrict {src.name}'s archs with an overlay whose setup.py reads an arch variable "
+            "(e.g. MEGACPP_CUDA_ARCHS) and set that",
+        )
+
+
+@upstream_rule("UP003", "warning", "sources build the target's archs, not a hard-coded list")
+def hard_coded_archs(spec: Spec) -> Iterator[tuple[str, str, str]]:
+    facts = spec_facts(spec)
+    for t, src in _wheel_sources(spec):
+        f = facts.get(src.name)
+        if t.gpu is None or f is None or not f.arch.gencode or overlay_arch_var(spec, src):
+            continue
+        archs = ", ".join(g.rpartition("code=")[2] for g in f.arch.gencode)
+        threads = (
+            f" with nvcc --threads {f.arch.nvcc_threads} ({f.arch.nvcc_threads_at})" if f.arch.nvcc_threads else ""
+        )
+        yield (
+            f"targets.{t.name}.sources",
+            f"{src.name} compiles its hard-coded list ({archs}; {f.arch.gencode_at[0]}){threads} whatever "
+            f"{t.name} runs on ({', '.join(t.gpu.archs)}): build time and memory for nothing",
+            f"give {src.name} an overlay that reads the target's archs (MEGACPP_CUDA_ARCHS) and set it per target",
+        )
+
+
+def _env_values(spec: Spec, name: str) -> Iterator[tuple[str, str]]:
+    """Every (key, value) where the spec sets ``name`` for a build."""
+    for t in spec.targets.values():
+        if name in t.build_env:
+            yield f"targets.{t.name}.env.build.{name}", t.build_env[name]
+        for src_name, env in t.source_env.items():
+            if name in env:
+                yield f"targets.{t.name}.env.sources.{src_name}.{name}", env[name]
+    for src in spec.sources.values():
+        if name in src.build_env:
+            yield f"sources.{src.name}.build_env.{name}", src.build_env[name]
+
+
+@upstream_rule("UP004", "error", "FLASHINFER_CUDA_ARCH_LIST is space-separated")
+def flashinfer_arch_list(spec: Spec) -> Iterator[tuple[str, str, str]]:
+    for key, value in _env_values(spec, "FLASHINFER_CUDA_ARCH_LIST"):
+        tokens = value.split(" ")
+        if ";" in value or not value or any(not FLASHINFER_ARCH_RE.match(tok) for tok in tokens):
+            fixed = " ".join(t for t in re.split(r"[;,\s]+", value) if t)
+            yield (
+                key,
+                f"{value!r}: FlashInfer splits this list on single spaces (flashinfer/compilation_context.py); "
+                "';', commas or doubled spaces crash its build with 'too many/not enough values to unpack'",
+                f'write "{fixed}"',
+            )
+
+
+@upstream_rule("UP005", "error", "no family (f) arch in TORCH_CUDA_ARCH_LIST")
+def family_arch_in_torch_list(spec: Spec) -> Iterator[tuple[str, str, str]]:
+    values = list(_env_values(spec, "TORCH_CUDA_ARCH_LIST"))
+    values += [
+        (f"targets.{t.name}.gpu.torch_cuda_arch_list", t.gpu.torch_cuda_arch_list)
+        for t in spec.targets.values()
+        if t.gpu is not None
+    ]
+    for key, value in values:
+        bad = [a for a in value.replace("+PTX", "").split(";") if a.endswith("f")]
+        if bad:
+            yield (
+                key,
+                f"{', '.join(bad)} in {value!r}: torch 2.13's cpp_extension raises 'Unknown CUDA arch' for family "
+                "targets (its list ends at 12.1a), failing every extension that takes its archs from the list",
+                "use 12.0 (vLLM widens its kernels to 12.0f itself) or the exact 12.1a",
+            )
+
+
+@upstream_rule("UP006", "error", "switches upstream compares with one exact string are set to it")
+def exact_switch_values(spec: Spec) -> Iterator[tuple[str, str, str]]:
+    return unique(_exact_switch_values(spec))
+
+
+def _exact_switch_values(spec: Spec) -> Iterator[tuple[str, str, str]]:
+    facts = spec_facts(spec)
+    for t, src in _wheel_sources(spec):
+        f = facts.get(src.name)
+        if f is None:
+            continue
+        for var, value in sorted(_own_env(t, src).items()):
+            read = f.env_read(var)
+            if read is None or not read.compared or value in read.compared:
+                continue
+            if var.endswith("_FORCE_BUILD") or set(read.compared) <= BOOLEAN_WORDS:
+                wanted = " or ".join(repr(c) for c in read.compared)
+                yield (
+                    source_env_key(spec, t.name, src, var),
+                    f"{src.name} compares {var} with {wanted} ({read.at[0]}): {value!r} does nothing",
+                    f"set {var}: {read.compared[0]!r} exactly",
+                )

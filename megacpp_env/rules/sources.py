@@ -1,0 +1,163 @@
+"""Rules on what sources build against and with: CUTLASS judged by its own version.h (never by git
+ancestry), build-time fetches pointed at pinned sources, and declared run-time couplings."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+
+from packaging.version import Version
+
+from megacpp_env.facts.model import SourceFacts
+from megacpp_env.rules import upstream_rule
+from megacpp_env.rules.env import unique
+from megacpp_env.rules.readers import spec_facts
+from megacpp_env.spec.model import Source, Spec, Target
+
+CUTLASS_FLOOR = "4.4.2"
+SHA_RE = re.compile(r"^[0-9a-f]{40}$")
+
+
+def _is_gb10_class(t: Target) -> bool:
+    return t.gpu is not None and any(re.fullmatch(r"sm_12[0-9][af]?", a) for a in t.gpu.archs)
+
+
+def fetches_of(src: Source) -> Mapping[str, str]:
+    """The source's declared build-time fetches (env var -> pinned source), when the spec has them."""
+    found = getattr(src, "fetches", None)
+    return found if isinstance(found, Mapping) else {}
+
+
+def _cutlass_versions(spec: Spec, src: Source, facts: Mapping[str, SourceFacts]) -> Iterator[tuple[str, str, str]]:
+    """(version, where, via) of each CUTLASS ``src`` builds against: bundled (a submodule) or fetched."""
+    own = facts.get(src.name)
+    if own is not None:
+        for c in own.components:
+            if c.name == "cutlass":
+                yield c.version, f"facts/{src.name}.toml: {c.at}", src.name
+    for env, name in sorted(fetches_of(src).items()):
+        fetched = facts.get(name)
+        for c in fetched.components if fetched is not None else ():
+            if c.name == "cutlass":
+                yield c.version, f"facts/{name}.toml: {c.at}", f"{src.name} ({env} -> {name})"
+
+
+@upstream_rule("UP007", "error", "CUTLASS 4.4.2 or later by its version.h on sm_12x targets")
+def cutlass_content(spec: Spec) -> Iterator[tuple[str, str, str]]:
+    return unique(_cutlass_content(spec))
+
+
+def _cutlass_content(spec: Spec) -> Iterator[tuple[str, str, str]]:
+    facts = spec_facts(spec).facts
+    for t in spec.targets.values():
+        if not _is_gb10_class(t):
+            continue
+        for src in t.sources:
+            for version, where, via in _cutlass_versions(spec, src, facts):
+                if Version(version) < Version(CUTLASS_FLOOR):
+                    yield (
+                        f"sources.{src.name}.commit",
+                        f"{via} builds against CUTLASS {version} ({where}); before {CUTLASS_FLOOR} SM120/SM121 "
+                        "shared-memory carve-outs miscompile",
+                        f"pin a CUTLASS whose include/cutlass/version.h says {CUTLASS_FLOOR} or later (judge the "
+                        "content: a fixed commit need not descend from the v4.4.2 tag)",
+                    )
+
+
+@upstream_rule("UP008", "error", "build-time fetches point at pinned sources")
+def pinned_fetches(spec: Spec) -> Iterator[tuple[str, str, str]]:
+    return unique(_pinned_fetches(spec))
+
+
+def _pinned_fetches(spec: Spec) -> Iterator[tuple[str, str, str]]:
+    facts = spec_facts(spec).facts
+    for t in spec.targets.values():
+        for src in t.sources:
+            f = facts.get(src.name)
+            if f is None or src.install != "wheel":
+                continue
+            declared = fetches_of(src)
+            env = t.build_env_for(src)
+            for fetch in f.fetches:
+                if not fetch.env:
+                    continue  # no variable can redirect it: the no-network build is what catches it
+                if fetch.env not in declared and fetch.env not in env:
+                    yield (
+                        f"sources.{src.name}",
+                        f"{src.name} downloads {fetch.name} ({fetch.repo} @ {fetch.ref}) at build time "
+                        f"({fetch.at}) unless {fetch.env} points at a local tree",
+                        f"declare a pinned source for it and `fetches: {{{fetch.env}: <that source>}}`",
+                    )
+                elif fetch.env in declared:
+                    yield from _fetch_pin(spec, src, fetch, declared[fetch.env])
+
+
+def _fetch_pin(spec: Spec, src: Source, fetch: object, name: str) -> Iterator[tuple[str, str, str]]:
+    pinned = spec.sources.get(name)
+    ref = str(getattr(fetch, "ref", ""))
+    if pinned is None:
+        return
+    same = pinned.commit == ref if SHA_RE.match(ref) else pinned.ref == ref
+    if not same:
+        yield (
+            f"sources.{name}.commit",
+            f"{src.name}'s build pins {getattr(fetch, 'name', name)} at {ref} ({getattr(fetch, 'at', '')}); "
+            f"source {name} is {pinned.ref or pinned.commit[:12]}",
+            f"pin {name} to what {src.name} asks for at its own pin, or record why not in its `provisional`",
+        )
+
+
+@upstream_rule("UP009", "error", "declared run-time couplings are built into the same target")
+def couplings(spec: Spec) -> Iterator[tuple[str, str, str]]:
+    for t in spec.targets.values():
+        names = {s.name for s in t.sources}
+        for src in t.sources:
+            for needed, reason in src.needs.items():
+                if needed not in names:
+                    yield (
+                        f"targets.{t.name}.sources",
+                        f"{src.name} needs {needed} at run time ({reason}), but {t.name} does not build it: "
+                        "every import check passes and the first fused call fails",
+                        f"add {needed} to targets.{t.name}.sources (before {src.name})",
+                    )
+                elif [s.name for s in t.sources].index(needed) > [s.name for s in t.sources].index(src.name):
+                    yield (
+                        f"targets.{t.name}.sources",
+                        f"{src.name} needs {needed}, which {t.name} builds after it",
+                        f"list {needed} before {src.name}",
+                    )
+
+
+@upstream_rule("AR001", "error", "artifact sets pin what their source pins")
+def artifact_pins(spec: Spec) -> Iterator[tuple[str, str, str]]:
+    facts = spec_facts(spec).facts
+    for art in spec.artifacts.values():
+        if not art.source:
+            continue
+        if art.source not in spec.sources:
+            yield (f"artifacts.{art.name}.source", f"unknown source {art.source!r}", "name a source under `sources:`")
+            continue
+        f = facts.get(art.source)
+        if f is None:
+            continue  # FA001 reports the missing facts
+        pinned = {a.dir: a for a in f.artifacts}
+        for directory, sha in sorted(art.dirs.items()):
+            found = pinned.get(directory)
+            if found is None:
+                yield (
+                    f"artifacts.{art.name}.dirs.{directory}",
+                    f"{art.source} at {f.commit[:12]} pins no artifact directory {directory}",
+                    f"take the directories from facts/{art.source}.toml [[artifacts]]",
+                )
+            elif found.checksums_sha256 != sha:
+                yield (
+                    f"artifacts.{art.name}.dirs.{directory}",
+                    f"{art.source} pins checksums.txt sha256 {found.checksums_sha256} ({found.at}), not {sha}",
+                    f"use {found.checksums_sha256}",
+                )
+        for directory in sorted(set(pinned) - set(art.dirs)):
+            yield (
+                f"artifacts.{art.name}.dirs",
+                f"{art.source} at {f.commit[:12]} also pins {directory} ({pinned[directory].at}); the set lacks it",
+                f"add {directory}: {pinned[directory].checksums_sha256}",
+            )
