@@ -73,7 +73,9 @@ def test_targets_and_show_json():
     assert names == ["gb10", "cloud", "smoke"]
     view = json.loads(run_cli("show", "gb10", "--json").stdout)
     assert view["toolchain"]["cuda"] == "13.2" and view["aligned_with"] == ["cloud"]
-    assert [s["name"] for s in view["sources"]] == ["causal_conv1d", "mamba_ssm", "flashinfer", "vllm", "megatron_lm"]
+    assert [s["name"] for s in view["sources"]] == [
+        "causal_conv1d", "mamba_ssm", "flashinfer", "flashinfer_jit_cache", "vllm", "megatron_lm",
+    ]
 
 
 def test_unknown_target_is_a_user_error():

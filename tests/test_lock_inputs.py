@@ -37,10 +37,19 @@ def test_inputs_of_the_real_spec():
     assert smoke.needed_indexes() == ()
     gb10 = lock_inputs(spec, spec.targets["gb10"], "linux/arm64")
     assert [i.name for i in gb10.needed_indexes()] == ["pytorch-nightly-cu132"]
-    assert gb10.prerelease_packages() == ("pytorch-triton", "torch", "torchvision")
-    reqs = lock_requirements(spec.targets["gb10"])
+    # the nightly's packages, and the one PyPI package the target allows pre-releases of (resolutions)
+    assert gb10.prerelease_packages() == ("opentelemetry-semantic-conventions", "pytorch-triton", "torch", "torchvision")
+    reqs = lock_requirements(spec, spec.targets["gb10"])
     assert len(reqs) == len(set(reqs)) and set(TOOL_REQUIREMENTS) <= set(reqs)
     assert list(reqs) == sorted(reqs, key=lambda r: (canonicalize_name(Requirement(r).name), r))
+    # the sources' own requirements come from their facts; what vLLM's build strips is not there; what the
+    # target builds from source is never resolved from an index
+    assert {"tilelang==0.1.8", "tilelang==0.1.12", "triton>=3.5.0", "apache-tvm-ffi<=0.1.9"} <= set(reqs)
+    assert "torch==2.13.0" not in reqs and "torchaudio==2.11.0" not in reqs
+    names = {canonicalize_name(Requirement(r).name) for r in reqs}
+    assert not names & {"flashinfer-python", "mamba-ssm", "causal-conv1d", "vllm", "megatron-core"}
+    assert "triton; sys_platform == \"never\"" in gb10.overrides and "overrides" in gb10.to_dict()
+    assert "overrides" not in smoke.to_dict()  # no resolutions: the hash of the committed smoke locks stays
 
 
 def test_hash_is_stable_and_sensitive():

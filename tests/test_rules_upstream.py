@@ -1,0 +1,301 @@
+"""The rules that read upstream facts, overlays and the dependency graph (megacpp_env/rules), each
+called alone on the shipped spec (copied with its facts and overlays) and on mutations of it."""
+
+from __future__ import annotations
+
+import copy
+import re
+import shutil
+
+import pytest
+
+from megacpp_env.rules.deps import module_owners, requirement_conflicts, resolutions_apply
+from megacpp_env.rules.env import (
+    exact_switch_values,
+    family_arch_in_torch_list,
+    flashinfer_arch_list,
+    hard_coded_archs,
+    ignored_arch_list,
+    unread_env,
+)
+from megacpp_env.rules.facts import facts_current, facts_provisional
+from megacpp_env.rules.sources import artifact_pins, couplings, cutlass_content, pinned_fetches
+from tests.fixtures.spec import REPO_ROOT, load_data
+
+ARCH_OVERLAY_SETUP = 'import os\nARCHS = os.getenv("MEGACPP_CUDA_ARCHS", "")\nTHREADS = os.getenv("MEGACPP_NVCC_THREADS", "4")\n'
+
+
+@pytest.fixture
+def root(tmp_path):
+    for name in ("facts", "overlays"):
+        shutil.copytree(REPO_ROOT / name, tmp_path / name)
+    return tmp_path
+
+
+def load(data, root):
+    return load_data(data, root / "stack.yaml")
+
+
+def keys(found):
+    return [k for k, _m, _r in found]
+
+
+def messages(found):
+    return [m for _k, m, _r in found]
+
+
+def arch_overlay(root, data, source="causal_conv1d", name="causal-arch"):
+    """An overlay whose setup.py reads MEGACPP_CUDA_ARCHS (only its files are scanned by the rules)."""
+    files = root / "overlays" / name / "files"
+    files.mkdir(parents=True)
+    (files / "setup.py").write_text(ARCH_OVERLAY_SETUP)
+    data["sources"][source]["overlay"] = name
+
+
+# ---- UP001: variables upstream does not read --------------------------------------------------------
+
+
+def test_the_for_vllm_pretend_version_is_flagged_and_the_generic_one_is_not(stack_data, root):
+    assert list(unread_env(load(stack_data, root))) == []
+    data = copy.deepcopy(stack_data)
+    data["sources"]["vllm"]["build_env"]["SETUPTOOLS_SCM_PRETEND_VERSION_FOR_VLLM"] = "0.28.1"
+    found = list(unread_env(load(data, root)))
+    assert keys(found) == ["sources.vllm.build_env.SETUPTOOLS_SCM_PRETEND_VERSION_FOR_VLLM"]
+    assert "vllm does not read SETUPTOOLS_SCM_PRETEND_VERSION_FOR_VLLM" in found[0][1]
+    assert "SETUPTOOLS_SCM_PRETEND_VERSION" in found[0][2]  # the remedy names the variable that is read
+
+
+@pytest.mark.parametrize(
+    ("source", "var", "flagged"),
+    [
+        ("causal_conv1d", "NVCC_THREADS", True),  # --threads 4 is hard-coded (setup.py:127)
+        ("causal_conv1d", "MAX_JOBS", False),  # torch's cpp_extension reads it
+        ("causal_conv1d", "CAUSAL_CONV1D_SKIP_CUDA_BUILD", False),
+        ("flashinfer", "FLASHINFER_ENABLE_AOT", True),  # zero references at v0.6.17
+        ("flashinfer", "BUILD_NCCL_EP", False),
+        ("flashinfer_jit_cache", "FLASHINFER_NVCC_THREADS", False),  # read through a local variable
+        ("vllm", "VLLM_CUTLASS_SRC_DIR", False),  # CMake: $ENV{...}
+        ("mamba_ssm", "PIP_NO_INDEX", False),  # read by pip, whatever the source
+    ],
+)
+def test_unread_variables(stack_data, root, source, var, flagged):
+    data = copy.deepcopy(stack_data)
+    data["sources"][source].setdefault("build_env", {})[var] = "1"
+    assert bool(list(unread_env(load(data, root)))) is flagged
+
+
+def test_an_overlay_adds_readers(stack_data, root):
+    data = copy.deepcopy(stack_data)
+    data["sources"]["causal_conv1d"]["build_env"]["MEGACPP_CUDA_ARCHS"] = "90a 100a"
+    assert keys(unread_env(load(data, root))) == ["sources.causal_conv1d.build_env.MEGACPP_CUDA_ARCHS"]
+    arch_overlay(root, data)
+    assert list(unread_env(load(data, root))) == []
+
+
+def test_a_target_variable_no_source_reads(stack_data, root):
+    data = copy.deepcopy(stack_data)
+    data["targets"]["gb10"]["env"]["build"]["MEGACPP_NOBODY"] = "1"
+    assert keys(unread_env(load(data, root))) == ["targets.gb10.env.build.MEGACPP_NOBODY"]
+
+
+# ---- UP002 / UP003: arch lists --------------------------------------------------------------------
+
+
+def test_torch_arch_list_on_a_hard_coded_setup_py(stack_data, root):
+    data = copy.deepcopy(stack_data)
+    data["targets"]["gb10"]["env"]["sources"]["causal_conv1d"] = {"TORCH_CUDA_ARCH_LIST": "12.0"}
+    found = list(ignored_arch_list(load(data, root)))
+    assert keys(found) == ["targets.gb10.env.sources.causal_conv1d.TORCH_CUDA_ARCH_LIST"]
+    assert "12 targets, setup.py:178" in found[0][1] and "MEGACPP_CUDA_ARCHS" in found[0][2]
+    arch_overlay(root, data)
+    assert list(ignored_arch_list(load(data, root))) == []
+
+
+def test_hard_coded_archs_warn_until_an_arch_overlay(stack_data, root):
+    found = list(hard_coded_archs(load(stack_data, root)))
+    assert sorted((k, m.split()[0]) for k, m, _ in found) == [
+        ("targets.cloud.sources", "causal_conv1d"), ("targets.cloud.sources", "mamba_ssm"),
+        ("targets.gb10.sources", "causal_conv1d"), ("targets.gb10.sources", "mamba_ssm"),
+    ]  # fmt: skip
+    assert any("nvcc --threads 4 (setup.py:126)" in m for m in messages(found))
+    data = copy.deepcopy(stack_data)
+    arch_overlay(root, data)
+    arch_overlay(root, data, "mamba_ssm", "mamba-arch")
+    assert list(hard_coded_archs(load(data, root))) == []
+
+
+@pytest.mark.parametrize(
+    ("value", "fixed"),
+    [("9.0a;10.0a", "9.0a 10.0a"), ("9.0a  10.0a", "9.0a 10.0a"), ("9.0a,10.0a", "9.0a 10.0a"), ("12.1a ", "12.1a")],
+)
+def test_flashinfer_arch_list_is_space_separated(stack_data, root, value, fixed):
+    assert list(flashinfer_arch_list(load(stack_data, root))) == []
+    data = copy.deepcopy(stack_data)
+    data["targets"]["cloud"]["env"]["sources"]["flashinfer_jit_cache"]["FLASHINFER_CUDA_ARCH_LIST"] = value
+    found = list(flashinfer_arch_list(load(data, root)))
+    assert keys(found) == ["targets.cloud.env.sources.flashinfer_jit_cache.FLASHINFER_CUDA_ARCH_LIST"]
+    assert found[0][2] == f'write "{fixed}"'
+
+
+def test_family_arch_in_torch_arch_list(stack_data, root):
+    data = copy.deepcopy(stack_data)
+    data["targets"]["cloud"]["env"]["build"]["TORCH_CUDA_ARCH_LIST"] = "9.0;10.0;12.0f"
+    found = list(family_arch_in_torch_list(load(data, root)))
+    assert keys(found) == ["targets.cloud.env.build.TORCH_CUDA_ARCH_LIST"] and "12.0f" in found[0][1]
+
+
+@pytest.mark.parametrize(("value", "flagged"), [("true", True), ("1", True), ("TRUE", False)])
+def test_force_build_is_exactly_true(stack_data, root, value, flagged):
+    data = copy.deepcopy(stack_data)
+    data["sources"]["mamba_ssm"]["build_env"]["MAMBA_FORCE_BUILD"] = value
+    found = list(exact_switch_values(load(data, root)))
+    assert bool(found) is flagged
+    if flagged:
+        assert found[0][1] == f"mamba_ssm compares MAMBA_FORCE_BUILD with 'TRUE' (setup.py:41): {value!r} does nothing"
+
+
+def test_a_non_boolean_comparison_is_not_a_switch(stack_data, root):
+    data = copy.deepcopy(stack_data)
+    data["sources"]["causal_conv1d"]["build_env"]["NVIDIA_PRODUCT_NAME"] = "DGX"  # compared with "PyTorch"
+    assert list(exact_switch_values(load(data, root))) == []
+
+
+# ---- facts files -------------------------------------------------------------------------------------
+
+
+def test_stale_missing_unreadable_and_mismatched_facts(stack_data, root):
+    assert list(facts_current(load(stack_data, root))) == []
+    data = copy.deepcopy(stack_data)
+    data["sources"]["mamba_ssm"]["commit"] = "a14b1dff0454a3bc27d9eb31355dc01e4b2490ed"
+    (root / "facts" / "megatron_lm.toml").unlink()
+    (root / "facts" / "causal_conv1d.toml").write_text("schema_version = [\n")
+    data["sources"]["flashinfer"]["subdir"] = "flashinfer-cubin"
+    found = {k: m for k, m, _ in facts_current(load(data, root))}
+    assert found["sources.mamba_ssm.commit"] == (
+        "stale: facts/mamba_ssm.toml was read at a14b1dff0454a3bc27d9eb31355dc01e4b2490ec, "
+        "the pin is a14b1dff0454a3bc27d9eb31355dc01e4b2490ed"
+    )
+    assert found["sources.megatron_lm.commit"].startswith("missing: no facts/megatron_lm.toml")
+    assert found["sources.causal_conv1d.commit"].startswith("unreadable: ") and "not valid TOML" in found["sources.causal_conv1d.commit"]
+    assert "describes the project in '.', the spec builds 'flashinfer-cubin'" in found["sources.flashinfer.commit"]
+
+
+def test_provisional_facts_are_a_warning_naming_their_origin(stack_data, root):
+    found = list(facts_provisional(load(stack_data, root)))
+    assert keys(found) == ["sources.vllm"]
+    assert "read from the sdist vllm-0.29.0.tar.gz (sha256 c03feb07943e...), not from the pin" in found[0][1]
+
+
+# ---- CUTLASS, fetches, couplings, artifacts ----------------------------------------------------------
+
+
+def test_cutlass_is_judged_by_its_version_h(stack_data, root):
+    assert list(cutlass_content(load(stack_data, root))) == []  # b46b16d: 4.5.0 by version.h, not a v4.4.2 descendant
+    path = root / "facts" / "flashinfer.toml"
+    text = path.read_text()
+    assert 'name = "cutlass"\nversion = "4.5.0"' in text
+    path.write_text(text.replace('name = "cutlass"\nversion = "4.5.0"', 'name = "cutlass"\nversion = "4.4.0"'))
+    found = list(cutlass_content(load(stack_data, root)))
+    assert keys(found) == ["sources.flashinfer.commit"]
+    assert "CUTLASS 4.4.0 (facts/flashinfer.toml: 3rdparty/cutlass/include/cutlass/version.h)" in found[0][1]
+    cloud_only = copy.deepcopy(stack_data)
+    cloud_only["targets"].pop("gb10")
+    cloud_only["aligned"] = []
+    assert list(cutlass_content(load(cloud_only, root))) == []  # the floor is an sm_12x rule
+
+
+def test_every_redirectable_vllm_fetch_must_be_pinned(stack_data, root):
+    found = list(pinned_fetches(load(stack_data, root)))
+    names = sorted(re.match(r"vllm downloads (\S+)", m).group(1) for m in messages(found))
+    assert names == ["cutlass", "deepgemm", "flashkda", "flashmla", "fmha_sm100", "qutlass", "tml_fa4",
+                     "triton_kernels", "vllm-flash-attn"]  # fmt: skip  (arm_compute, oneDNN: CPU only, no variable)
+    data = copy.deepcopy(stack_data)
+    for var in ("VLLM_CUTLASS_SRC_DIR", "DEEPGEMM_SRC_DIR", "FLASH_KDA_SRC_DIR", "FLASH_MLA_SRC_DIR", "FMHA_SM100_SRC_DIR",
+                "QUTLASS_SRC_DIR", "TML_FA4_SRC_DIR", "TRITON_KERNELS_SRC_DIR", "VLLM_FLASH_ATTN_SRC_DIR"):  # fmt: skip
+        data["sources"]["vllm"]["build_env"][var] = f"/opt/src/{var.lower()}"
+    assert list(pinned_fetches(load(data, root))) == []
+
+
+def test_a_declared_coupling_must_be_built_first(stack_data, root):
+    assert list(couplings(load(stack_data, root))) == []
+    data = copy.deepcopy(stack_data)
+    for t in ("gb10", "cloud"):
+        srcs = data["targets"][t]["sources"]
+        srcs.remove("causal_conv1d")
+        srcs.insert(srcs.index("mamba_ssm") + 1, "causal_conv1d")
+    assert messages(couplings(load(data, root))) == [
+        "mamba_ssm needs causal_conv1d, which gb10 builds after it",
+        "mamba_ssm needs causal_conv1d, which cloud builds after it",
+    ]
+
+
+def test_artifact_set_matches_the_source_pins(stack_data, root):
+    assert list(artifact_pins(load(stack_data, root))) == []
+    data = copy.deepcopy(stack_data)
+    dirs = data["artifacts"]["flashinfer_cubins"]["dirs"]
+    first = next(iter(dirs))
+    dirs[first] = "0" * 64
+    found = list(artifact_pins(load(data, root)))
+    assert keys(found) == [f"artifacts.flashinfer_cubins.dirs.{first}"] and "flashinfer/artifacts.py:138" in found[0][1]
+
+
+# ---- the dependency graph ------------------------------------------------------------------------------
+
+
+def test_conflicting_pins_name_both_requirers_and_an_override_resolves_them(stack_data, root):
+    assert list(requirement_conflicts(load(stack_data, root))) == []
+    data = copy.deepcopy(stack_data)
+    overrides = data["targets"]["gb10"]["resolutions"]["overrides"]
+    data["targets"]["gb10"]["resolutions"]["overrides"] = [o for o in overrides if "tilelang" not in o["requirement"]]
+    found = messages(requirement_conflicts(load(data, root)))
+    assert len(found) == 1
+    assert found[0].startswith("tilelang: mamba_ssm requires tilelang==0.1.8 (facts/mamba_ssm.toml: pyproject.toml "
+                               "[project].dependencies) but vllm requires tilelang==0.1.12 (facts/vllm.toml")  # fmt: skip
+    assert found[0].endswith("[linux/arm64]")
+
+
+def test_a_requirement_on_a_source_built_distribution_is_checked_against_its_facts(stack_data, root):
+    data = copy.deepcopy(stack_data)
+    overrides = data["targets"]["cloud"]["resolutions"]["overrides"]
+    data["targets"]["cloud"]["resolutions"]["overrides"] = [o for o in overrides if "flashinfer" not in o["requirement"]]
+    found = messages(requirement_conflicts(load(data, root)))
+    assert found == [
+        "flashinfer-python: vllm requires flashinfer-python==0.6.18 (facts/vllm.toml: PKG-INFO Requires-Dist (sdist "
+        "metadata; setup.py:1504 install_requires is computed)) but source flashinfer builds flashinfer-python 0.6.17 "
+        "(facts/flashinfer.toml distribution.version) [linux/amd64]"
+    ]
+
+
+def test_conflicts_respect_markers_per_platform(stack_data, root):
+    data = copy.deepcopy(stack_data)
+    data["targets"]["gb10"]["requirements"].append('quack-kernels==0.3.0; platform_machine == "x86_64"')
+    assert list(requirement_conflicts(load(data, root))) == []  # gb10 is aarch64: the requirement never applies
+    data["targets"]["cloud"]["requirements"] = [*data["targets"]["gb10"]["requirements"]]
+    found = messages(requirement_conflicts(load(data, root)))
+    assert [m.rsplit("[", 1)[1] for m in found] == ["linux/amd64]", "linux/amd64]"]
+    assert sum("mamba_ssm requires quack-kernels>=0.3.4" in m for m in found) == 1
+    assert sum("vllm requires quack-kernels==0.6.4" in m for m in found) == 1
+
+
+def test_triton_and_pytorch_triton_are_never_both_installed(stack_data, root):
+    assert list(module_owners(load(stack_data, root))) == []
+    data = copy.deepcopy(stack_data)
+    data["targets"]["cloud"]["resolutions"]["overrides"].pop(0)  # the triton override
+    found = list(module_owners(load(data, root)))
+    assert keys(found) == ["targets.cloud.resolutions.overrides"]
+    assert "pytorch-triton and triton both install site-packages/triton/" in found[0][1]
+    assert "megatron_lm (stack)" in found[0][1] and "mamba_ssm" in found[0][1]
+    no_alias = copy.deepcopy(stack_data)
+    no_alias["targets"]["cloud"]["resolutions"]["provides"] = []
+    assert keys(module_owners(load(no_alias, root))) == ["targets.cloud.resolutions.provides"]
+
+
+def test_resolutions_must_apply(stack_data, root):
+    assert list(resolutions_apply(load(stack_data, root))) == []
+    data = copy.deepcopy(stack_data)
+    data["targets"]["gb10"]["resolutions"]["overrides"].append(
+        {"requirement": "torch>=2.13.0.dev0,<2.14", "reason": "vLLM pins the release"}
+    )
+    found = list(resolutions_apply(load(data, root)))
+    assert keys(found) == ["targets.gb10.resolutions.overrides[5]"]
+    assert "uv resolves an overridden requirement without its index" in found[0][1]
