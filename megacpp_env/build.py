@@ -150,6 +150,7 @@ def _spec_paths(spec: Spec, target: Target, platform: str) -> list[Path]:
     root = spec.root
     paths = [
         layout.dockerfile_path(root, target.name),
+        layout.resolutions_path(root, target.name),
         layout.lock_path(root, target.name, platform),
         layout.requirements_export_path(root, target.name, platform),
     ]

@@ -37,19 +37,35 @@ SCHEMA_VERSION = 1
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class Accepted:
+    """An override: the installed version of its package must satisfy ``requirement``; a requirement
+    it overrules is accepted only from ``requirers`` (any requirer when empty)."""
+
+    requirement: str
+    reason: str
+    requirers: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"requirement": self.requirement, "reason": self.reason, "requirers": list(self.requirers)}
+
+    def covers(self, requirer: str) -> bool:
+        return not self.requirers or canonicalize_name(requirer) in {canonicalize_name(r) for r in self.requirers}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Resolutions:
     """What a target declares it accepts beyond pip check: overrides (requirement -> reason) and
     provides (provider -> provided package, reason)."""
 
     target: str = ""
-    overrides: tuple[tuple[str, str], ...] = ()
+    overrides: tuple[Accepted, ...] = ()
     provides: tuple[tuple[str, str, str], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "schema_version": SCHEMA_VERSION,
             "target": self.target,
-            "overrides": [{"requirement": r, "reason": why} for r, why in self.overrides],
+            "overrides": [o.to_dict() for o in self.overrides],
             "provides": [{"provider": p, "provides": q, "reason": why} for p, q, why in self.provides],
         }
 
@@ -60,13 +76,15 @@ class Resolutions:
             t.fail(f"unsupported schema_version (this tool reads {SCHEMA_VERSION})", "schema_version")
         overrides = []
         for o in t.tables("overrides"):
-            o.only(("requirement", "reason"))
+            o.only(("requirement", "reason", "requirers"))
             text = o.text("requirement", nonempty=True)
             try:
                 Requirement(text)
             except InvalidRequirement as exc:
                 o.fail(f"invalid requirement: {exc}", "requirement")
-            overrides.append((text, o.text("reason", nonempty=True)))
+            overrides.append(
+                Accepted(requirement=text, reason=o.text("reason", nonempty=True), requirers=o.texts("requirers"))
+            )
         provides = []
         for p in t.tables("provides"):
             p.only(("provider", "provides", "reason"))
@@ -146,9 +164,7 @@ def _version_ok(req: Requirement, version: str) -> bool:
 
 def check(env: dict[str, Installed], res: Resolutions) -> Report:
     provides: dict[str, str] = {canonicalize_name(q): canonicalize_name(p) for p, q, _ in res.provides}
-    overrides: dict[str, Requirement] = {
-        canonicalize_name(Requirement(r).name): Requirement(r) for r, _ in res.overrides
-    }
+    overrides: dict[str, Accepted] = {canonicalize_name(Requirement(o.requirement).name): o for o in res.overrides}
     findings: list[Finding] = []
     for dist in sorted(env.values(), key=lambda d: d.name):
         for text in dist.requires:
@@ -169,7 +185,7 @@ def check(env: dict[str, Installed], res: Resolutions) -> Report:
 
 
 def _one(
-    dist: Installed, text: str, env: dict[str, Installed], provides: dict[str, str], overrides: dict[str, Requirement]
+    dist: Installed, text: str, env: dict[str, Installed], provides: dict[str, str], overrides: dict[str, Accepted]
 ) -> Finding | None:
     try:
         req = Requirement(text)
@@ -184,28 +200,31 @@ def _one(
     problem = "missing" if have is None else "conflict"
     detail = "not installed" if have is None else f"{have.version} is installed"
     base = Finding(requirer=f"{dist.name} {dist.version}", requirement=text, problem=problem, detail=detail)
-    return _accept(base, req, name, have, env, provides, overrides)
+    return _accept(base, dist.name, req, name, have, env, provides, overrides.get(name))
 
 
 def _accept(
     f: Finding,
+    requirer: str,
     req: Requirement,
     name: str,
     have: Installed | None,
     env: dict[str, Installed],
     provides: dict[str, str],
-    overrides: dict[str, Requirement],
+    override: Accepted | None,
 ) -> Finding:
+    """``f`` marked accepted when a declared provides alias or override covers it, else ``f``."""
     provider = env.get(provides.get(name, ""))
     if have is None and provider is not None and _version_ok(req, provider.version):
         return _accepted(f, f"provides: {provider.name} {provider.version} provides {name}")
-    override = overrides.get(name)
-    if override is not None:
-        removed = override.marker is not None and not override.marker.evaluate({"extra": ""})
-        if removed and have is None:
-            return _accepted(f, f"override {override}: removed")
-        if have is not None and not removed and _version_ok(override, have.version):
-            return _accepted(f, f"override {override}")
+    if override is None or not override.covers(requirer):
+        return f
+    over = Requirement(override.requirement)
+    removed = over.marker is not None and not over.marker.evaluate({"extra": ""})
+    if removed and have is None:
+        return _accepted(f, f"override {over}: removed ({override.reason})")
+    if have is not None and not removed and _version_ok(over, have.version):
+        return _accepted(f, f"override {over} ({override.reason})")
     return f
 
 

@@ -66,6 +66,11 @@ def requirements_export_path(root: Path, target: str, platform: str) -> Path:
     return locks_dir(root) / f"{target}.{platform_slug(platform)}.requirements.txt"
 
 
+def resolutions_path(root: Path, target: str) -> Path:
+    """``images/<target>/resolutions.json``: the resolutions the post-install dependency check accepts."""
+    return images_dir(root) / target / "resolutions.json"
+
+
 def images_dir(root: Path) -> Path:
     return root / "images"
 

@@ -177,6 +177,7 @@ def view(spec: Spec, target: Target, templates: Path) -> dict[str, Any]:
         "mem_per_job_gib": max(1, target.build.mem_per_job_gib),
         "sources": [_source_view(target, s) for s in target.sources],
         "runtime_patches": list(target.runtime_patches),
+        "resolutions_file": layout.resolutions_path(spec.root, target.name).relative_to(spec.root).as_posix(),
         "runtime_env": sorted(target.runtime_env.items()),
         "labels": _labels(target, inputs),
     }
@@ -196,7 +197,29 @@ def render_target(spec: Spec, name: str, *, templates: Path | None = None) -> tu
     except TemplateValueError as exc:
         raise TemplateValueError(f"target {name}: {exc}") from exc
     relpath = layout.dockerfile_path(spec.root, name).relative_to(spec.root).as_posix()
-    return (RenderedFile(relpath=relpath, content=text.encode("utf-8")),)
+    return (RenderedFile(relpath=relpath, content=text.encode("utf-8")), resolutions_file(spec, target))
+
+
+def resolutions_file(spec: Spec, target: Target) -> RenderedFile:
+    """``images/<target>/resolutions.json`` for ``python -m megacpp_env.depcheck --resolutions``."""
+    from megacpp_env.depcheck import Accepted, Resolutions
+
+    res = Resolutions(
+        target=target.name,
+        overrides=tuple(
+            Accepted(requirement=o.requirement, reason=o.reason, requirers=o.requirers)
+            for o in target.resolutions.overrides
+        ),
+        provides=tuple((p.provider, p.provides, p.reason) for p in target.resolutions.provides),
+    )
+    relpath = layout.resolutions_path(spec.root, target.name).relative_to(spec.root).as_posix()
+    return RenderedFile(relpath=relpath, content=canonical_json_bytes(res.to_dict()))
+
+
+def canonical_json_bytes(doc: dict[str, Any]) -> bytes:
+    import json
+
+    return (json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
 
 
 def render_all(spec: Spec, names: Iterable[str] = ()) -> tuple[RenderedFile, ...]:

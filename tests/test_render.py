@@ -37,8 +37,9 @@ def golden_spec():
 
 
 def _text(spec, target: str) -> str:
-    (rendered,) = render.render_target(spec, target)
-    return rendered.content.decode()
+    dockerfile, resolutions = render.render_target(spec, target)
+    assert resolutions.relpath == f"images/{target}/resolutions.json"
+    return dockerfile.content.decode()
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -244,7 +245,8 @@ def test_wheel_steps_clean_the_checkout_and_check_dependencies(spec, target):
         assert steps[wheel + 1] == "rm -rf ./build ./*.egg-info"
         assert install > wheel + 1
         # a source whose dependencies the lock lacks fails here, naming the package
-        assert steps[install + 1] == "/opt/venv/bin/pip check"
+        # pip check, plus exactly the resolutions the target declares (images/<target>/resolutions.json)
+        assert steps[install + 1] == "/opt/venv/bin/python -m megacpp_env.depcheck --resolutions /opt/megacpp-env/resolutions.json"
 
 
 def test_layer_order_toolchain_then_lock_then_sources(spec):
