@@ -151,6 +151,8 @@ FAILING = {
     "reproduce": ["reproduce", "/nonexistent/g.json", "--venv", "/nonexistent/v", "--checkouts", "/nonexistent/c"],
     "run": ["run", "--golden", "/nonexistent/g.json"],
     "bisect-check": ["bisect-check", "/nonexistent/g.json"],
+    "facts": ["facts", "show", "nope", "--spec", str(STACK_YAML)],
+    "mirror-artifacts": ["mirror-artifacts", "nope", "--to", "/nonexistent/mirror", "--spec", str(STACK_YAML)],
 }
 
 

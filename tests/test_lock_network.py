@@ -19,6 +19,7 @@ def test_smoke_locks_from_pypi_for_both_platforms(tmp_path, capsys, monkeypatch)
     for var in ("UV_DEFAULT_INDEX", "UV_INDEX", "UV_INDEX_URL", "UV_EXTRA_INDEX_URL"):
         monkeypatch.delenv(var, raising=False)
     shutil.copy(ROOT / "stack.yaml", tmp_path / "stack.yaml")
+    shutil.copytree(ROOT / "facts", tmp_path / "facts")  # the sources' own requirements
     rc = main(["lock", "smoke", "--spec", str(tmp_path / "stack.yaml")])
     out = capsys.readouterr().out
     assert rc == 0, out
