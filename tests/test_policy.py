@@ -168,9 +168,9 @@ def test_vllm_cutlass_rule(clean, tmp_path):
 
 def test_the_rule_decorator_returns_the_function(stack_data, tmp_path):
     """Each rule stays importable under its own name and can be called alone on a spec."""
-    from megacpp_env import policy
-
     import sys
+
+    from megacpp_env import policy
 
     for r in RULES:  # the spec-only rules live in policy, those reading facts in megacpp_env.rules.*
         assert r.check.__module__ in (policy.__name__,) or r.check.__module__.startswith("megacpp_env.rules."), r.id
