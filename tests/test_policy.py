@@ -78,6 +78,7 @@ TRIPS = {
     "DP001": lambda d: gb10(d)["requirements"].append("quack-kernels==0.3.0"),
     "DP002": lambda d: gb10(d)["resolutions"]["overrides"].pop(0),
     "DP003": lambda d: d["sources"]["vllm"]["drop_requirements"].__setitem__("no-such-package", "stripped"),
+    "DP004": lambda d: d["sources"]["vllm"]["drop_requirements"].pop("torchcodec"),
     "AR001": lambda d: d["artifacts"]["flashinfer_cubins"]["dirs"].popitem(),
 }
 

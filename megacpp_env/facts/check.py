@@ -40,9 +40,14 @@ def extract_hint(src: Source) -> str:
 
 
 def check_facts(spec: Spec) -> list[FactsFinding]:
+    """Every source a target builds needs facts; a source only fetched by another one's build (a
+    ``fetches`` tree such as vLLM's CUTLASS) may go without, but facts it has must be at its pin."""
     facts = spec_facts(spec)
+    built = {s.name for t in spec.targets.values() for s in t.sources}
     out: list[FactsFinding] = []
     for src in spec.sources.values():
+        if src.name not in built and facts.get(src.name) is None and src.name not in facts.errors:
+            continue
         out += list(_one(src, facts))
     for name in facts.orphans:
         out.append(

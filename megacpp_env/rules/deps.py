@@ -95,3 +95,30 @@ def resolutions_apply(spec: Spec) -> Iterator[tuple[str, str, str]]:
                     "drop the requirement at its requirer instead (sources.NAME.drop_requirements), or change the "
                     "target's own requirement",
                 )
+
+
+USE_EXISTING_TORCH = "use_existing_torch.py"
+
+
+@upstream_rule("DP004", "error", "requirements a pre_build step strips are declared dropped")
+def stripped_by_pre_build(spec: Spec) -> Iterator[tuple[str, str, str]]:
+    """vLLM's ``use_existing_torch.py`` deletes every requirement line that contains "torch" (its
+    default mode) before the build: the built wheel lacks them, so the lock must not resolve them."""
+    from megacpp_env.rules.readers import spec_facts
+
+    facts = spec_facts(spec)
+    for src in spec.sources.values():
+        f = facts.get(src.name)
+        if f is None or not any(USE_EXISTING_TORCH in cmd for cmd in src.pre_build):
+            continue
+        lines = (*f.distribution.runtime_requires, *f.distribution.build_requires)
+        stripped = sorted({canonicalize_name(Requirement(r).name) for r in lines if "torch" in r.lower()})
+        declared = {canonicalize_name(n) for n in src.drop_requirements}
+        missing = [n for n in stripped if n not in declared]
+        if missing:
+            yield (
+                f"sources.{src.name}.drop_requirements",
+                f"{USE_EXISTING_TORCH} (pre_build) strips {', '.join(missing)} from {src.name}'s requirements "
+                f"(every line naming torch, facts/{src.name}.toml), but the lock would still resolve them",
+                f"declare them under sources.{src.name}.drop_requirements with the reason",
+            )
