@@ -73,7 +73,7 @@ TRIPS = {
     "UP005": lambda d: gb10(d)["gpu"].__setitem__("torch_cuda_arch_list", "9.0;10.0;12.0f"),
     "UP006": lambda d: d["sources"]["causal_conv1d"]["build_env"].__setitem__("CAUSAL_CONV1D_FORCE_BUILD", "true"),
     "UP007": None,  # needs a CUTLASS below 4.4.2 in the facts; see tests/test_rules_upstream.py
-    "UP008": None,  # vLLM's fetches are not pointed at pinned sources yet; see tests/test_rules_upstream.py
+    "UP008": lambda d: d["sources"]["vllm"]["fetches"].pop("FLASH_MLA_SRC_DIR"),
     "UP009": lambda d: [t["sources"].remove("causal_conv1d") for t in (gb10(d), d["targets"]["cloud"])],
     "DP001": lambda d: gb10(d)["requirements"].append("quack-kernels==0.3.0"),
     "DP002": lambda d: gb10(d)["resolutions"]["overrides"].pop(0),
@@ -111,9 +111,9 @@ def test_digest_rule(clean, tmp_path):
 
 def test_shipped_spec_has_no_errors_once_overlays_exist(clean, tmp_path):
     findings = run_rules(load_data(clean, tmp_path / "stack.yaml"))
-    errors = [f for f in findings if f.severity == "error"]
-    assert {f.rule for f in errors} <= {"UP008"}  # vLLM's nine fetches: pinned sources come with `fetches`
-    assert {f.rule for f in findings if f.severity == "warning"} == {"TC005", "GB012", "FA002", "UP003"}
+    assert [f for f in findings if f.severity == "error"] == []
+    # no CUTLASS warning any more (GB012): vLLM's CUTLASS is a pinned source (VLLM_CUTLASS_SRC_DIR)
+    assert {f.rule for f in findings if f.severity == "warning"} == {"TC005", "FA002", "UP003"}
 
 
 def test_gb10_dead_path_requirement(clean, tmp_path):
@@ -156,11 +156,14 @@ def test_aligned_targets_build_the_same_sources(clean, tmp_path):
 
 
 def test_vllm_cutlass_rule(clean, tmp_path):
-    assert [f.key for f in fired(clean, "GB012", tmp_path)] == ["sources.vllm.build_env"]
-    pinned = copy.deepcopy(clean)
+    assert fired(clean, "GB012", tmp_path) == []  # fetches: VLLM_CUTLASS_SRC_DIR -> vllm_cutlass
+    unpinned = copy.deepcopy(clean)
+    unpinned["sources"]["vllm"]["fetches"].pop("VLLM_CUTLASS_SRC_DIR")
+    assert [f.key for f in fired(unpinned, "GB012", tmp_path)] == ["sources.vllm.build_env"]
+    pinned = copy.deepcopy(unpinned)
     pinned["sources"]["vllm"]["build_env"]["VLLM_CUTLASS_SRC_DIR"] = "/opt/src/cutlass"
     assert fired(pinned, "GB012", tmp_path) == []
-    cloud_only = copy.deepcopy(clean)
+    cloud_only = copy.deepcopy(unpinned)
     cloud_only["targets"]["gb10"]["sources"] = ["causal_conv1d", "mamba_ssm", "flashinfer", "flashinfer_jit_cache",
                                                 "megatron_lm"]
     cloud_only["targets"]["cloud"]["sources"] = cloud_only["targets"]["gb10"]["sources"]

@@ -182,8 +182,15 @@ def test_stale_missing_unreadable_and_mismatched_facts(stack_data, root):
 
 def test_provisional_facts_are_a_warning_naming_their_origin(stack_data, root):
     found = list(facts_provisional(load(stack_data, root)))
-    assert keys(found) == ["sources.vllm"]
-    assert "read from the sdist vllm-0.29.0.tar.gz (sha256 c03feb07943e...), not from the pin" in found[0][1]
+    fetched = ["vllm_cutlass", "vllm_deepgemm", "vllm_flash_attn", "vllm_flashkda", "vllm_flashmla", "vllm_fmha_sm100",
+               "vllm_qutlass", "vllm_tml_fa4"]  # fmt: skip
+    assert sorted(keys(found)) == sorted(
+        ["sources.vllm", "sources.vllm_cutlass", "sources.vllm.unpinned_fetches.TRITON_KERNELS_SRC_DIR"]
+        + [f"sources.{n}.provisional" for n in fetched]
+    )
+    by_key = dict((k, m) for k, m, _ in found)
+    assert "read from the sdist vllm-0.29.0.tar.gz (sha256 c03feb07943e...), not from the pin" in by_key["sources.vllm"]
+    assert "lacks one blob" in by_key["sources.vllm_cutlass"]  # its facts, unverified and why
 
 
 # ---- CUTLASS, fetches, couplings, artifacts ----------------------------------------------------------
@@ -204,16 +211,42 @@ def test_cutlass_is_judged_by_its_version_h(stack_data, root):
     assert list(cutlass_content(load(cloud_only, root))) == []  # the floor is an sm_12x rule
 
 
+def test_a_fetched_cutlass_is_judged_too(stack_data, root):
+    path = root / "facts" / "vllm_cutlass.toml"  # v4.4.2: its python package says 4.2.0.0, version.h 4.4.2
+    text = path.read_text()
+    assert 'name = "nvidia-cutlass"\nversion = "4.2.0.0"' in text and 'name = "cutlass"\nversion = "4.4.2"' in text
+    path.write_text(text.replace('name = "cutlass"\nversion = "4.4.2"', 'name = "cutlass"\nversion = "4.4.1"'))
+    found = list(cutlass_content(load(stack_data, root)))
+    assert keys(found) == ["sources.vllm.commit"]
+    assert found[0][1].startswith("vllm (VLLM_CUTLASS_SRC_DIR -> vllm_cutlass) builds against CUTLASS 4.4.1 "
+                                  "(facts/vllm_cutlass.toml: include/cutlass/version.h)")  # fmt: skip
+
+
 def test_every_redirectable_vllm_fetch_must_be_pinned(stack_data, root):
-    found = list(pinned_fetches(load(stack_data, root)))
+    assert list(pinned_fetches(load(stack_data, root))) == []
+    data = copy.deepcopy(stack_data)
+    data["sources"]["vllm"].pop("fetches")
+    data["sources"]["vllm"].pop("unpinned_fetches")
+    found = list(pinned_fetches(load(data, root)))
     names = sorted(re.match(r"vllm downloads (\S+)", m).group(1) for m in messages(found))
     assert names == ["cutlass", "deepgemm", "flashkda", "flashmla", "fmha_sm100", "qutlass", "tml_fa4",
                      "triton_kernels", "vllm-flash-attn"]  # fmt: skip  (arm_compute, oneDNN: CPU only, no variable)
-    data = copy.deepcopy(stack_data)
+    assert "vllm downloads flashmla (https://github.com/vllm-project/FlashMLA @ 0397728d511c4e3d94ea3a01d8dda8654525a611)" \
+           " at build time (cmake/external_projects/flashmla.cmake:19) unless FLASH_MLA_SRC_DIR" in "\n".join(messages(found))  # fmt: skip
     for var in ("VLLM_CUTLASS_SRC_DIR", "DEEPGEMM_SRC_DIR", "FLASH_KDA_SRC_DIR", "FLASH_MLA_SRC_DIR", "FMHA_SM100_SRC_DIR",
                 "QUTLASS_SRC_DIR", "TML_FA4_SRC_DIR", "TRITON_KERNELS_SRC_DIR", "VLLM_FLASH_ATTN_SRC_DIR"):  # fmt: skip
         data["sources"]["vllm"]["build_env"][var] = f"/opt/src/{var.lower()}"
     assert list(pinned_fetches(load(data, root))) == []
+
+
+def test_a_fetched_source_must_be_pinned_where_the_build_pins_it(stack_data, root):
+    data = copy.deepcopy(stack_data)
+    data["sources"]["vllm_flashmla"]["commit"] = "a8f794d1251cbfd88a5011445dd5582289c727e4"  # vLLM 0.28.0's pin
+    data["sources"]["vllm_cutlass"]["ref"] = "v4.4.1"
+    found = list(pinned_fetches(load(data, root)))
+    assert keys(found) == ["sources.vllm_cutlass.commit", "sources.vllm_flashmla.commit"]
+    assert found[1][1] == ("vllm's build pins flashmla at 0397728d511c4e3d94ea3a01d8dda8654525a611 "
+                           "(cmake/external_projects/flashmla.cmake:19); source vllm_flashmla is a8f794d1251c")  # fmt: skip
 
 
 def test_a_declared_coupling_must_be_built_first(stack_data, root):

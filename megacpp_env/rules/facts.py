@@ -22,6 +22,12 @@ def facts_provisional(spec: Spec) -> Iterator[tuple[str, str, str]]:
         if f.state in ("provisional", "orphan"):
             yield (f"sources.{f.source}" if f.state != "orphan" else "sources", f.message, f.remedy)
     for src in spec.sources.values():
+        for env, reason in src.unpinned_fetches.items():
+            yield (
+                f"sources.{src.name}.unpinned_fetches.{env}",
+                f"{src.name}'s build still downloads what {env} would point at: {reason}; a sealed build fails there",
+                f"declare a pinned source and `fetches: {{{env}: <that source>}}`",
+            )
         if src.provisional:
             yield (
                 f"sources.{src.name}.provisional",

@@ -53,7 +53,7 @@ TOOLCHAIN_KEYS = (
 )  # fmt: skip
 SOURCE_KEYS = (
     "repo", "commit", "ref", "submodules", "install", "overlay", "pre_build", "build_env", "extra_requirements",
-    "drop_requirements", "needs", "subdir", "provisional", "sanity",
+    "drop_requirements", "needs", "subdir", "provisional", "sanity", "fetches", "unpinned_fetches",
 )  # fmt: skip
 TARGET_KEYS = (
     "description", "platforms", "base_image", "toolchain", "gpu", "features", "serving", "requirements",
@@ -99,6 +99,7 @@ def load_spec_text(text: str, path: Path | str = "stack.yaml") -> Spec:
     toolchains = _named(r, doc.get("toolchains", {}), "toolchains", F.SLUG_RE, _toolchain)
     sources = _named(r, doc.get("sources", {}), "sources", F.NAME_RE, _source)
     _check_needs(r, sources)
+    _check_fetches(r, sources)
     _check_index_packages(r, indexes)
     artifacts = _named(r, doc.get("artifacts", {}), "artifacts", F.NAME_RE, _artifact_set)
 
@@ -239,7 +240,32 @@ def _source(r: F.Reader, value: Any, key: str, name: str) -> Source:
         subdir=r.pattern(d["subdir"], k("subdir"), SUBDIR_RE, "a relative directory") if "subdir" in d else "",
         provisional=_opt(r, d, key, "provisional", r.string),
         sanity=_sanity(r, d.get("sanity", {}), k("sanity")),
+        fetches=_fetches(r, d.get("fetches", {}), k("fetches")),
+        unpinned_fetches=_reasons(r, d.get("unpinned_fetches", {}), k("unpinned_fetches"), F.ENV_NAME_RE, "a variable"),
     )
+
+
+def _fetches(r: F.Reader, value: Any, key: str) -> dict[str, str]:
+    out = r.env_map(value, key)
+    for env, name in out.items():
+        r.pattern(name, join_key(key, env), F.NAME_RE, "the name of another source under `sources:`")
+    return out
+
+
+def _check_fetches(r: F.Reader, sources: dict[str, Source]) -> None:
+    """Each fetch names another source, which itself fetches nothing (one level, no cycles)."""
+    for src in sources.values():
+        for env, name in src.fetches.items():
+            key = join_key(join_key(join_key("sources", src.name), "fetches"), env)
+            if name not in sources or name == src.name:
+                known = ", ".join(n for n in sources if n != src.name) or "none"
+                raise r.fail(key, f"unknown source {name!r}", f"declare it under `sources:` (known: {known})")
+            if sources[name].fetches:
+                raise r.fail(key, f"source {name!r} has fetches of its own", "a fetched source must fetch nothing")
+        for env in src.unpinned_fetches:
+            if env in src.fetches:
+                key = join_key(join_key(join_key("sources", src.name), "unpinned_fetches"), env)
+                raise r.fail(key, f"{env} is also under fetches", "a fetch is pinned or not: keep one")
 
 
 def _reasons(r: F.Reader, value: Any, key: str, name_re: re.Pattern[str], what: str) -> dict[str, str]:

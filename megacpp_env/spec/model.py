@@ -124,6 +124,11 @@ class Source:
     subdir: str = ""
     provisional: str = ""
     sanity: SanityCheck = field(default_factory=SanityCheck)
+    # Build-time fetches made hermetic: env var the build reads -> name of another pinned source whose
+    # checkout it points at (e.g. VLLM_CUTLASS_SRC_DIR: cutlass instead of CMake's FetchContent).
+    fetches: Mapping[str, str] = field(default_factory=dict)
+    # Build-time fetches the spec cannot pin yet: env var -> why (reported; the sealed build fails on them).
+    unpinned_fetches: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def dist_dir_name(self) -> str:
