@@ -188,7 +188,7 @@ def test_provisional_facts_are_a_warning_naming_their_origin(stack_data, root):
         ["sources.vllm", "sources.vllm_cutlass", "sources.vllm.unpinned_fetches.TRITON_KERNELS_SRC_DIR"]
         + [f"sources.{n}.provisional" for n in fetched]
     )
-    by_key = dict((k, m) for k, m, _ in found)
+    by_key = {k: m for k, m, _ in found}
     assert "read from the sdist vllm-0.29.0.tar.gz (sha256 c03feb07943e...), not from the pin" in by_key["sources.vllm"]
     assert "lacks one blob" in by_key["sources.vllm_cutlass"]  # its facts, unverified and why
 
