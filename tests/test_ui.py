@@ -77,8 +77,8 @@ def _cli(*args, env=None, cwd=REPO_ROOT):
 def test_quiet_and_verbose(tmp_path):
     (tmp_path / "stack.yaml").write_text((REPO_ROOT / "stack.yaml").read_text())
     first = _cli("render", cwd=tmp_path)
-    assert first.returncode == 0 and first.stdout.count("wrote: ") == 3
-    assert _cli("render", cwd=tmp_path).stdout.count("unchanged: ") == 3
+    assert first.returncode == 0 and first.stdout.count("wrote: ") == 6  # a Dockerfile and a resolutions.json per target
+    assert _cli("render", cwd=tmp_path).stdout.count("unchanged: ") == 6
     assert _cli("-q", "render", cwd=tmp_path).stdout == ""
     assert _cli("render", "--quiet", cwd=tmp_path).stdout == ""  # after the verb too
     verbose = _cli("-v", "gate", "--base", "HEAD")
