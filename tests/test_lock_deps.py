@@ -4,7 +4,7 @@ resolved from anywhere else (an override bypasses the index) refuses the lock.""
 
 from __future__ import annotations
 
-from megacpp_env import uv
+from megacpp_env import layout, uv
 from megacpp_env.cli import main
 from megacpp_env.facts.model import Distribution, ReadFrom, SourceFacts
 from megacpp_env.facts.store import write_facts
@@ -59,7 +59,7 @@ def test_a_declared_override_resolves_it_and_reaches_uv(uv_offline_env, tmp_path
     assert compiles and all(argv[argv.index("--overrides") + 1] == "overrides.txt" for argv in compiles)
     from megacpp_env.lock.pylock import read_pylock
 
-    lock = read_pylock(spec.parent / "locks" / "pylock.gpu.linux-arm64.toml")
+    lock = read_pylock(layout.lock_path(spec.parent, "gpu", "linux/arm64"))
     assert lock.by_name()["numpy"].version == "2.4.6" and "demo" not in lock.by_name()
 
 

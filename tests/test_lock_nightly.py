@@ -10,6 +10,7 @@ import shutil
 
 import pytest
 
+from megacpp_env import layout
 from megacpp_env.cli import main
 from megacpp_env.lock.pylock import read_pylock
 from tests.fixtures.nightly import DAY, TRITON
@@ -40,8 +41,8 @@ def test_lock_gb10_and_cloud_against_a_nightly_layout_index(test_copy, nightly_i
     out = capsys.readouterr().out
     assert rc == 0, out
     assert "aligned gb10+cloud: consistent" in out
-    for name, arch in (("gb10.linux-arm64", "aarch64"), ("cloud.linux-amd64", "x86_64")):
-        lock = read_pylock(test_copy / "locks" / f"pylock.{name}.toml")
+    for target, platform, arch in (("gb10", "linux/arm64", "aarch64"), ("cloud", "linux/amd64", "x86_64")):
+        lock = read_pylock(layout.lock_path(test_copy, target, platform))
         pkgs = lock.by_name()
         torch, triton = pkgs["torch"], pkgs["pytorch-triton"]
         assert torch.version == f"2.13.0.dev{DAY}+cu132"  # the newest nightly day, with its local label
@@ -59,11 +60,12 @@ def test_lock_gb10_and_cloud_against_a_nightly_layout_index(test_copy, nightly_i
 
 
 def test_the_shipped_repository_reports_gb10_and_cloud_unlocked(capsys):
-    assert not (REPO_ROOT / "locks" / "pylock.gb10.linux-arm64.toml").exists()
+    name = layout.lock_path(REPO_ROOT, "gb10", "linux/arm64").name
+    assert not (REPO_ROOT / "locks" / name).exists()
     assert main(["lock", "--check", "gb10", "cloud", "--spec", str(REPO_ROOT / "stack.yaml")]) == 1
     out = capsys.readouterr().out
     assert out.startswith(
         f"unlocked: gb10 linux/arm64: index pytorch-nightly-cu132 ({NIGHTLY_URL}) unreachable here; lock it where it "
-        "is reachable and commit locks/pylock.gb10.linux-arm64.toml\n"
+        f"is reachable and commit locks/{name}\n"
     )
     assert main(["lock", "--check", "--allow-unlocked", "--spec", str(REPO_ROOT / "stack.yaml")]) == 0

@@ -6,7 +6,7 @@
 # See also: https://github.com/scop/bash-completion/blob/main/doc/configuration.md
 
 _shtab_megacpp_env_overlay_subparsers=(new apply verify status restore)
-_shtab_megacpp_env_subparsers=(check facts targets show render lock gate mirror mirror-artifacts checkout verify-checkout overlay build pin-base verify-image snapshot diff doctor completion)
+_shtab_megacpp_env_subparsers=(check facts targets show render lock gate mirror mirror-artifacts checkout verify-checkout overlay build pin-base verify-image snapshot diff doctor completion reproduce run bisect-check)
 
 _shtab_megacpp_env_check_option_strings=(-h --help --spec -v --verbose -q --quiet --json --rule --list-rules --strict)
 _shtab_megacpp_env_facts_option_strings=(-h --help --spec -v --verbose -q --quiet --from --wheel --requirements --build-requirements --unverified --json)
@@ -28,10 +28,13 @@ _shtab_megacpp_env_overlay_option_strings=(-h --help --spec -v --verbose -q --qu
 _shtab_megacpp_env_build_option_strings=(-h --help --spec -v --verbose -q --quiet --platform --base-image --tag --registry --push --skip-base-check --builder --cache-from --cache-to --network --ca-bundle --mirror --no-cache --dry-run --json)
 _shtab_megacpp_env_pin_base_option_strings=(-h --help --spec -v --verbose -q --quiet --platform --check --json)
 _shtab_megacpp_env_verify_image_option_strings=(-h --help --spec -v --verbose -q --quiet --platform --json)
-_shtab_megacpp_env_snapshot_option_strings=(-h --help --spec -v --verbose -q --quiet -o --output --json --golden --check-golden --golden-dir --ignore --paths --python --torch --no-cache)
+_shtab_megacpp_env_snapshot_option_strings=(-h --help --spec -v --verbose -q --quiet -o --output --json --golden --check-golden --golden-dir --ignore --paths --python --torch --no-cache --export-lock)
 _shtab_megacpp_env_diff_option_strings=(-h --help --spec -v --verbose -q --quiet --format --json --ignore)
 _shtab_megacpp_env_doctor_option_strings=(-h --help --spec -v --verbose -q --quiet --json --snapshot --python --torch --paths)
 _shtab_megacpp_env_completion_option_strings=(-h --help --spec -v --verbose -q --quiet)
+_shtab_megacpp_env_reproduce_option_strings=(-h --help --spec -v --verbose -q --quiet --venv --checkouts --mirror --python --golden-dir --json)
+_shtab_megacpp_env_run_option_strings=(-h --help --spec -v --verbose -q --quiet --golden --golden-dir --allow-drift --record --python --paths --ignore --json)
+_shtab_megacpp_env_bisect_check_option_strings=(-h --help --spec -v --verbose -q --quiet --package --worktree --golden-dir --python --json)
 _shtab_megacpp_env_option_strings=(-h --help --version --spec -v --verbose -q --quiet)
 
 
@@ -41,7 +44,7 @@ _shtab_megacpp_env_gate___format_choices=(text markdown json)
 _shtab_megacpp_env_overlay_pos_0_choices=(new apply verify status restore)
 _shtab_megacpp_env_diff___format_choices=(text markdown json)
 _shtab_megacpp_env_completion_pos_0_choices=(bash zsh)
-_shtab_megacpp_env_pos_0_choices=(check facts targets show render lock gate mirror mirror-artifacts checkout verify-checkout overlay build pin-base verify-image snapshot diff doctor completion)
+_shtab_megacpp_env_pos_0_choices=(check facts targets show render lock gate mirror mirror-artifacts checkout verify-checkout overlay build pin-base verify-image snapshot diff doctor completion reproduce run bisect-check)
 
 _shtab_megacpp_env_check__h_nargs=0
 _shtab_megacpp_env_check___help_nargs=0
@@ -212,6 +215,30 @@ _shtab_megacpp_env_completion__v_nargs=0
 _shtab_megacpp_env_completion___verbose_nargs=0
 _shtab_megacpp_env_completion__q_nargs=0
 _shtab_megacpp_env_completion___quiet_nargs=0
+_shtab_megacpp_env_reproduce__h_nargs=0
+_shtab_megacpp_env_reproduce___help_nargs=0
+_shtab_megacpp_env_reproduce__v_nargs=0
+_shtab_megacpp_env_reproduce___verbose_nargs=0
+_shtab_megacpp_env_reproduce__q_nargs=0
+_shtab_megacpp_env_reproduce___quiet_nargs=0
+_shtab_megacpp_env_reproduce___json_nargs=0
+_shtab_megacpp_env_run_pos_0_nargs=...
+_shtab_megacpp_env_run__h_nargs=0
+_shtab_megacpp_env_run___help_nargs=0
+_shtab_megacpp_env_run__v_nargs=0
+_shtab_megacpp_env_run___verbose_nargs=0
+_shtab_megacpp_env_run__q_nargs=0
+_shtab_megacpp_env_run___quiet_nargs=0
+_shtab_megacpp_env_run___allow_drift_nargs=0
+_shtab_megacpp_env_run___paths_nargs=+
+_shtab_megacpp_env_run___json_nargs=0
+_shtab_megacpp_env_bisect_check__h_nargs=0
+_shtab_megacpp_env_bisect_check___help_nargs=0
+_shtab_megacpp_env_bisect_check__v_nargs=0
+_shtab_megacpp_env_bisect_check___verbose_nargs=0
+_shtab_megacpp_env_bisect_check__q_nargs=0
+_shtab_megacpp_env_bisect_check___quiet_nargs=0
+_shtab_megacpp_env_bisect_check___json_nargs=0
 _shtab_megacpp_env_pos_0_nargs=A...
 _shtab_megacpp_env__h_nargs=0
 _shtab_megacpp_env___help_nargs=0
