@@ -1,16 +1,26 @@
-"""Plan and run ``docker build`` for one target and platform. Never prints; reports via callbacks.
+"""Plan and run the image build of one target and platform. Never prints; reports via callbacks.
 
-* ``plan_build`` turns the spec and the options into an exact command line (``--dry-run`` prints it).
-* ``preflight`` refuses stale inputs: the rendered Dockerfile (``render --check``) and the lock
-  (``lock --check``) of that target and platform.
-* ``execute`` streams the BuildKit log, reports a failed step with the last lines of its log (and the
-  package, when pip's hash check failed), then reads the snapshot baked into the image and adds its
-  digest as a label in a metadata-only step (the digest exists only after the last RUN).
+A build is three steps, so that nothing outside the lock and the pinned sources enters an image:
+  1. ``mirror-sources`` on this host: every pinned source of the target into the source mirror
+     ``.megacpp/source-mirror`` inside the build context (idempotent; offline once complete);
+  2. ``docker build --target deps``, with network: toolchain and the locked dependencies, tagged
+     ``megacpp/<target>-deps:<hash>``;
+  3. ``docker build --network none --build-arg DEPS_IMAGE=<that tag>``: one ``source-<name>`` stage per
+     source (each bind-mounts only its own part of the mirror) and the final image. The build sees
+     only ``lo``: a source step that tries to fetch fails. (Docker 20.10's built-in Dockerfile frontend
+     has no ``RUN --network=none``; the whole second build runs without network instead.)
+
+* ``plan_build`` turns the spec and the options into exact command lines (``--dry-run`` prints them).
+* ``preflight`` refuses stale inputs: the rendered Dockerfile and source plans (``render --check``)
+  and the lock (``lock --check``) of that target and platform.
+* ``execute`` runs the three steps, streams the BuildKit logs, reports a failed step with the last
+  lines of its log (and the package, when pip's hash check failed), then reads the snapshot baked
+  into the image and adds its digest as a label in a metadata-only step.
 
 The default tag is ``megacpp/<target>:<content hash>`` (under ``--registry HOST[:PORT]/`` when given;
-``--push`` then pushes it, see ``publish``); the hash covers the rendered Dockerfile, the
-lock files of the platform, stack.yaml (source pins), the overlays the image copies, the tool's own
-source, the platform and any base-image override: the same inputs give the same tag.
+``--push`` then pushes it, see ``publish``); the hash covers the rendered Dockerfile and source
+plans, the lock files of the platform, stack.yaml (source pins), the overlays the image copies, the
+tool's own source, the platform and any base-image override: the same inputs give the same tag.
 
 The build context is the spec's repository when that repository is megacpp-env's own source.
 Otherwise (a project that only has stack.yaml, images/, locks/, overlays/; megacpp-env installed
@@ -21,36 +31,31 @@ running tool's source (``toolsrc``), so the content hash, and the tag, are the s
 from __future__ import annotations
 
 import contextlib
-import http.server
 import json
+import os
+import shlex
 import shutil
-import socket
-import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from megacpp_env import docker, layout, publish, render, toolsrc
+from megacpp_env import docker, layout, publish, render, sourceplans, toolsrc
+from megacpp_env.buildlog import BuildFailedError, hash_mismatch_package  # noqa: F401 (re-exported)
+from megacpp_env.buildlog import failure as _failure
 from megacpp_env.errors import RefusedError, StaleError, ToolError, ToolNotFoundError
 from megacpp_env.fsutil import canonical_hash, owned_tempdir, sha256_bytes
 from megacpp_env.layout import platform_arch
+from megacpp_env.pipmirror import free_port, mirror_links, serve_mirror
 from megacpp_env.spec.model import Spec, Target
+from megacpp_env.srcbuild.mirror import MirrorRequest, insteadof_config, mirror_sources, parse_rewrite
 
-LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 SPEC_IN_CONTEXT = "stack.yaml"  # the name the Dockerfile COPYs the spec by
 SNAPSHOT_LABEL = f"{layout.LABEL_PREFIX}.snapshot-digest"
-
-
-class BuildFailedError(ToolError):
-    """``docker build`` failed; the message names the step and shows the end of its log."""
-
-    def __init__(self, message: str, *, step: str = "", package: str = "", tail: tuple[str, ...] = ()) -> None:
-        super().__init__(message)
-        self.step = step
-        self.package = package
-        self.tail = tail
+DEPS_STAGE = "deps"
+DEPS_ARG = "DEPS_IMAGE"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -68,22 +73,57 @@ class BuildOptions:
     ca_bundle: str = ""
     mirror: str = ""
     no_cache: bool = False
+    source_from: tuple[str, ...] = ()  # URL=PATH: mirror the source pinned at URL from PATH
+    source_mirror: str = ""  # an existing source mirror to fill the build's mirror from
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class BuildPlan:
+    """The three steps of a build: the source mirror, the networked deps build, the sealed build."""
+
     target: str
     platform: str
     tag: str
     content_hash: str
     root: Path
+    deps_tag: str
+    deps_request: docker.BuildRequest
+    deps_argv: tuple[str, ...]
     request: docker.BuildRequest
     argv: tuple[str, ...]
+    mirror_requests: tuple[MirrorRequest, ...] = ()
+    source_rewrites: tuple[tuple[str, str], ...] = ()
     mirror: str = ""
     mirror_port: int = 0
     cache_ref: str = ""  # classic --push: the build's own image (with its inline cache) is pushed here too
     notes: tuple[str, ...] = ()
     staged: tuple[tuple[str, Path], ...] = ()  # the context's files when it is staged (not the spec root)
+
+    @property
+    def source_mirror(self) -> Path:
+        return layout.source_mirror_dir(self.root)
+
+    def mirror_argv(self) -> list[str]:
+        """``mirror-sources`` as a command line (what step 1 does, for ``--dry-run``)."""
+        argv = ["megacpp-env", "mirror-sources", self.target, "--to", layout.SOURCE_MIRROR]
+        for key, url in self.source_rewrites:
+            base = key.removeprefix("url.").removesuffix(".insteadOf")
+            path = urllib.parse.unquote(urllib.parse.urlsplit(base).path) if base.startswith("file://") else base
+            argv += ["--from", f"{url}={path}"]
+        return argv
+
+    def script(self) -> list[str]:
+        """The three steps as shell lines with comments (what ``build --dry-run`` prints)."""
+        return [
+            f"# cd {shlex.quote(str(self.root))}",
+            "# 1. every pinned source into the source mirror inside the build context (this host, network)",
+            shlex.join(self.mirror_argv()),
+            "# 2. toolchain and locked dependencies (network)",
+            shlex.join(self.deps_argv),
+            "# 3. one stage per source and the image, from step 2's image, with no network",
+            shlex.join(self.argv),
+            *(f"# {note}" for note in self.notes),
+        ]
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -93,6 +133,10 @@ class BuildPlan:
             "content_hash": self.content_hash,
             "cwd": "(a staged temporary directory)" if self.staged else str(self.root),
             "context": "staged" if self.staged else "spec root",
+            "source_mirror": layout.SOURCE_MIRROR,
+            "mirror_argv": self.mirror_argv(),
+            "deps_tag": self.deps_tag,
+            "deps_argv": list(self.deps_argv),
             "argv": list(self.argv),
             "buildx": self.request.needs_buildx,
             "cache_ref": self.cache_ref,
@@ -154,6 +198,7 @@ def _spec_paths(spec: Spec, target: Target, platform: str) -> list[Path]:
         layout.lock_path(root, target.name, platform),
         layout.requirements_export_path(root, target.name, platform),
     ]
+    paths += [sourceplans.plan_path(root, target.name, s.name) for s in target.sources]
     paths += [layout.overlay_dir(root, s.overlay) for s in target.sources if s.overlay]
     if target.runtime_patches:
         paths.append(layout.overlay_dir(root, "runtime"))
@@ -213,20 +258,6 @@ def build_labels(spec: Spec, target: Target, platform: str, digest: str, base: s
     )
 
 
-def default_network(target: Target) -> str:
-    """``host`` when a source is served on loopback (the smoke repo), else Docker's default."""
-    for src in target.sources:
-        if any(f"://{h}" in src.repo for h in LOOPBACK_HOSTS):
-            return "host"
-    return ""
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _check_paths(opts: BuildOptions) -> None:
     if opts.ca_bundle and not Path(opts.ca_bundle).is_file():
         raise RefusedError(f"--ca-bundle {opts.ca_bundle}: no such file")
@@ -244,67 +275,138 @@ def docker_for(*, dry_run: bool) -> str:
         return "docker"
 
 
+def deps_digest(spec: Spec, target: Target, platform: str, base_image: str = "") -> str:
+    """What the networked first build depends on: the Dockerfile, the lock files, platform and base."""
+    root = spec.root
+    paths = [
+        layout.dockerfile_path(root, target.name),
+        layout.lock_path(root, target.name, platform),
+        layout.requirements_export_path(root, target.name, platform),
+    ]
+    files = [
+        {"path": f.relative_to(root).as_posix(), "sha256": sha256_bytes(f.read_bytes()) if f.is_file() else "missing"}
+        for path in paths
+        for f in _files(path)
+    ]
+    return canonical_hash({"platform": platform, "base_image": base_image, "files": files})
+
+
+def _source_rewrites(spec: Spec, target: Target, opts: BuildOptions) -> tuple[tuple[str, str], ...]:
+    pairs = dict(parse_rewrite(text) for text in opts.source_from)
+    if opts.source_mirror:
+        for src in target.sources:
+            cfg = insteadof_config(Path(opts.source_mirror), src.name)
+            pairs.update((k, v) for k, v in cfg.items() if k.startswith("url."))
+    return tuple(sorted(pairs.items()))
+
+
 def plan_build(spec: Spec, opts: BuildOptions, *, docker_bin: str = "docker") -> BuildPlan:
     _check_paths(opts)
     target = spec.target(opts.target)
     platform = resolve_platform(target, opts.platform)
-    arch = platform_arch(platform)
     digest = content_hash(spec, target, platform, opts.base_image)
     staged = () if uses_spec_root(spec) else tuple(context_files(spec, target, platform).items())
     tag = opts.tag or publish.image_tag(opts.registry, target.name, digest)
     if opts.push:
         publish.check_push_target(tag, opts.registry, bool(opts.tag))
-    base = opts.base_image or str(target.base_image(platform))
-    build_args: list[tuple[str, str]] = []
-    if opts.base_image:
-        build_args.append((f"BASE_IMAGE_{arch.upper()}", opts.base_image))
-    network, notes, port = opts.network or default_network(target), [], 0
+    # A remote builder (buildx) pulls the deps image in step 3, so it is pushed beside the image; a local
+    # daemon needs only a local tag.
+    remote = opts.push and bool(opts.builder or opts.cache_to)
+    deps_hash = deps_digest(spec, target, platform, opts.base_image)
+    deps_tag = publish.image_tag(opts.registry if remote else "", f"{target.name}-deps", deps_hash)
+    notes: list[str] = []
+    port = free_port() if opts.mirror else 0
     if opts.mirror:
-        port, network = free_port(), opts.network or "host"
-        build_args.append(("PIP_MIRROR_URL", f"http://127.0.0.1:{port}/"))
-        notes.append(f"serves {opts.mirror} on 127.0.0.1:{port} for the build (pip --no-index --find-links)")
-    secrets = (("ca_bundle", str(Path(opts.ca_bundle).resolve())),) if opts.ca_bundle else ()
-    request = docker.BuildRequest(
-        dockerfile=layout.dockerfile_path(spec.root, target.name).relative_to(spec.root).as_posix(),
-        context=".",
-        tag=tag,
-        platform=platform,
-        build_args=tuple(build_args),
-        labels=build_labels(spec, target, platform, digest, base),
-        secrets=secrets,
-        network=network,
-        cache_from=opts.cache_from,
-        cache_to=opts.cache_to,
-        builder=opts.builder,
-        push=opts.push,
-        no_cache=opts.no_cache,
-    )
+        notes.append(f"serves {opts.mirror} on 127.0.0.1:{port} for the deps build (pip --no-index --find-links)")
+    deps = _deps_request(spec, target, platform, opts, deps_tag, port)
+    final = _final_request(spec, target, platform, opts, digest, tag, deps_tag)
+    cache = publish.cache_ref(tag, platform) if opts.push and not final.needs_buildx else ""
     if staged:
         notes.append(
             f"{spec.root} is not megacpp-env's source: the build context is staged in a temporary directory "
-            f"from the spec's files and the megacpp-env source of {toolsrc.origin()}"
+            f"from the spec's files, its source mirror and the megacpp-env source of {toolsrc.origin()}"
         )
-    if request.needs_buildx:
-        notes.append("--builder/--cache-to need `docker buildx build` (the classic `docker build` lacks them)")
-    cache = publish.cache_ref(tag, platform) if opts.push and not request.needs_buildx else ""
-    if cache:
-        notes.append(f"then: {docker_bin} tag {tag} {cache} (the build's image, with its inline cache)")
-        notes.append(f"then: {docker_bin} push {cache}; {docker_bin} push {tag} (after the snapshot label)")
-    argv = tuple(docker.build_argv(request, docker=docker_bin))
+    notes += _notes(final, opts, docker_bin, cache)
     return BuildPlan(
         target=target.name,
         platform=platform,
         tag=tag,
         content_hash=digest,
         root=spec.root,
-        request=request,
-        argv=argv,
+        deps_tag=deps_tag,
+        deps_request=deps,
+        deps_argv=tuple(docker.build_argv(deps, docker=docker_bin)),
+        request=final,
+        argv=tuple(docker.build_argv(final, docker=docker_bin)),
+        mirror_requests=tuple(sourceplans.mirror_requests(spec, target)),
+        source_rewrites=_source_rewrites(spec, target, opts),
         mirror=opts.mirror,
         mirror_port=port,
         cache_ref=cache,
         notes=tuple(notes),
         staged=staged,
     )
+
+
+def _dockerfile(spec: Spec, target: Target) -> str:
+    return layout.dockerfile_path(spec.root, target.name).relative_to(spec.root).as_posix()
+
+
+def _deps_request(
+    spec: Spec, target: Target, platform: str, opts: BuildOptions, deps_tag: str, port: int
+) -> docker.BuildRequest:
+    """Step 2: toolchain and locked dependencies, with network (the CA bundle as a secret)."""
+    build_args: list[tuple[str, str]] = []
+    if opts.base_image:
+        build_args.append((f"BASE_IMAGE_{platform_arch(platform).upper()}", opts.base_image))
+    if port:
+        build_args.append(("PIP_MIRROR_URL", f"http://127.0.0.1:{port}/"))
+    return docker.BuildRequest(
+        dockerfile=_dockerfile(spec, target),
+        context=".",
+        tag=deps_tag,
+        platform=platform,
+        stage=DEPS_STAGE,
+        build_args=tuple(build_args),
+        secrets=(("ca_bundle", str(Path(opts.ca_bundle).resolve())),) if opts.ca_bundle else (),
+        network=opts.network or ("host" if port else ""),
+        cache_from=opts.cache_from,
+        cache_to=opts.cache_to,
+        builder=opts.builder,
+        push=opts.push and bool(opts.builder or opts.cache_to),  # a remote builder must pull it in step 3
+        no_cache=opts.no_cache,
+    )
+
+
+def _final_request(
+    spec: Spec, target: Target, platform: str, opts: BuildOptions, digest: str, tag: str, deps_tag: str
+) -> docker.BuildRequest:
+    """Step 3: the source stages and the image, from the deps image, with no network at all."""
+    base = opts.base_image or str(target.base_image(platform))
+    return docker.BuildRequest(
+        dockerfile=_dockerfile(spec, target),
+        context=".",
+        tag=tag,
+        platform=platform,
+        build_args=((DEPS_ARG, deps_tag),),
+        labels=build_labels(spec, target, platform, digest, base),
+        network="none",
+        cache_from=opts.cache_from,
+        cache_to=opts.cache_to,
+        builder=opts.builder,
+        push=opts.push,
+        no_cache=opts.no_cache,
+    )
+
+
+def _notes(request: docker.BuildRequest, opts: BuildOptions, docker_bin: str, cache: str) -> list[str]:
+    notes = []
+    if request.needs_buildx:
+        notes.append("--builder/--cache-to need `docker buildx build` (the classic `docker build` lacks them)")
+    if cache:
+        notes.append(f"then: {docker_bin} tag {request.tag} {cache} (the build's image, with its inline cache)")
+        notes.append(f"then: {docker_bin} push {cache}; {docker_bin} push {request.tag} (after the snapshot label)")
+    return notes
 
 
 # ---- preflight -----------------------------------------------------------------------------------
@@ -346,86 +448,20 @@ def refuse_if_stale(spec: Spec, target: str, platform: str) -> None:
 # ---- execution -----------------------------------------------------------------------------------
 
 
-def mirror_links(directory: str) -> str:
-    """The flat find-links directory of a `megacpp-env mirror` tree (``DIR/files``), else DIR itself."""
-    try:
-        from megacpp_env.lock.mirror import links_dir
-    except ImportError:
-        return directory
-    files = links_dir(Path(directory))
-    return str(files) if files.is_dir() else directory
-
-
-@contextlib.contextmanager
-def serve_mirror(directory: str, port: int) -> Iterator[None]:
-    """Serve a local mirror directory read-only on 127.0.0.1:port for the duration of a build."""
-    if not Path(directory).is_dir():
-        raise RefusedError(f"--mirror {directory}: not a directory")
-
-    class Quiet(http.server.SimpleHTTPRequestHandler):
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, directory=directory, **kwargs)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            return
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Quiet)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
-def _failure(log: docker.BuildLog, rc: int) -> BuildFailedError:
-    step = log.failed_step()
-    tail = tuple(log.failed_tail())
-    package = hash_mismatch_package(tail)
-    lines = [f"docker build failed (exit {rc})" + (f" at step {_short(step)}" if step else "")]
-    if log.error:
-        lines.append(f"error: {_short(_executor_error(log.error))}")
-    if package:
-        lines.append(f"pip hash mismatch: {package} (the lock no longer matches the artifact; re-lock or mirror)")
-    shown = tail[-docker.LOG_TAIL :] if log.tails.get(log.failed or -1) else tail[-8:]
-    lines += ["last lines of its log:", *(f"  | {t}" for t in shown)]
-    return BuildFailedError("\n".join(lines), step=step, package=package, tail=tail)
-
-
-def _short(text: str, limit: int = 160) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _executor_error(error: str) -> str:
-    """BuildKit repeats the whole RUN line in ``executor failed running [...]: exit code: N``; keep the end."""
-    head, sep, tail = error.rpartition("]: ")
-    return tail if sep and head.startswith("executor failed running [") else error
-
-
-def hash_mismatch_package(lines: tuple[str, ...] | list[str]) -> str:
-    """The ``name==version`` pip names above ``Expected sha256`` in a hash-mismatch report."""
-    import re
-
-    last = ""
-    for line in lines:
-        if m := re.match(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*==[^\s]+) from ", line):
-            last = m[1]
-        elif "Expected sha256" in line and last:
-            return last
-    return ""
-
-
 def execute(plan: BuildPlan, *, on_line: Callable[[str], None] | None = None) -> BuildResult:
+    """Step 1 (source mirror), step 2 (deps, networked), step 3 (sources and image, no network); both
+    docker builds run in the same context (the spec root, or one staged copy with the mirror in it)."""
     start = time.monotonic()
-    with owned_tempdir("megacpp-build-") as tmp:
-        iid = Path(tmp) / "iid"
-        request = _with_iidfile(plan.request, str(iid))
-        argv = docker.build_argv(request, docker=docker.binary())
+    mirror_sources(plan.source_mirror, plan.mirror_requests, rewrites=dict(plan.source_rewrites), progress=on_line)
+    with owned_tempdir("megacpp-build-") as tmp, build_context(plan) as context:
         serving = serve_mirror(mirror_links(plan.mirror), plan.mirror_port) if plan.mirror else contextlib.nullcontext()
-        with serving, build_context(plan) as context:
-            rc, log = _stream_in(context, argv, on_line)
+        with serving:
+            rc, deps_log = _stream_in(context, docker.build_argv(plan.deps_request, docker=docker.binary()), on_line)
+        if rc != 0:
+            raise _failure(deps_log, rc)
+        iid = Path(tmp) / "iid"
+        argv = docker.build_argv(_with_iidfile(plan.request, str(iid)), docker=docker.binary())
+        rc, log = _stream_in(context, argv, on_line)
         if rc != 0:
             raise _failure(log, rc)
         image_id = build_id = iid.read_text().strip() if iid.is_file() else ""
@@ -444,8 +480,8 @@ def execute(plan: BuildPlan, *, on_line: Callable[[str], None] | None = None) ->
         build_image_id=build_id,
         snapshot_digest=digest,
         seconds=seconds,
-        executed=tuple(log.executed()),
-        cached=len(log.cached & set(log.instruction_steps)),
+        executed=(*deps_log.executed(), *log.executed()),
+        cached=sum(len(lg.cached & set(lg.instruction_steps)) for lg in (deps_log, log)),
         label_seconds=label_s,
         pushed=pushed,
     )
@@ -458,7 +494,18 @@ def build_context(plan: BuildPlan) -> Iterator[Path]:
         yield plan.root
         return
     with owned_tempdir("megacpp-context-") as tmp:
-        yield stage_context(plan.staged, tmp)
+        context = stage_context(plan.staged, tmp)
+        if plan.source_mirror.is_dir():  # the source stages bind-mount it from the context
+            shutil.copytree(plan.source_mirror, context / layout.SOURCE_MIRROR, copy_function=_link_or_copy)
+        yield context
+
+
+def _link_or_copy(source: str, dest: str) -> None:
+    """Hard-link a mirror file into the staged context (git objects never change in place), else copy it."""
+    try:
+        os.link(source, dest)
+    except OSError:
+        shutil.copy2(source, dest)
 
 
 def stage_context(files: Iterable[tuple[str, Path]], dest: Path) -> Path:

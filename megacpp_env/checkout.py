@@ -12,10 +12,10 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from megacpp_env import git, layout
 from megacpp_env.errors import RefusedError
@@ -25,6 +25,21 @@ from megacpp_env.worktree.status import CheckoutState, checkout_state
 
 if TYPE_CHECKING:
     from megacpp_env.spec.model import Source, Spec
+
+
+class PinnedSource(Protocol):
+    """What a checkout needs to know of a source: a spec ``Source`` or a source build plan."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def repo(self) -> str: ...
+    @property
+    def commit(self) -> str: ...
+    @property
+    def ref(self) -> str: ...
+    @property
+    def submodules(self) -> bool: ...
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -52,7 +67,7 @@ class Verification:
 # ---- inspecting ---------------------------------------------------------------------------------
 
 
-def inspect_checkout(path: Path | str, source: Source | None = None) -> CheckoutState:
+def inspect_checkout(path: Path | str, source: PinnedSource | None = None) -> CheckoutState:
     """The state of the checkout at ``path``, compared with ``source``'s pin (else its provenance record's)."""
     if source is None:
         return checkout_state(path)
@@ -125,7 +140,9 @@ def unverifiable_message(state: CheckoutState) -> str:
     )
 
 
-def verify_checkout(path: Path | str, source: Source | None = None, *, overlay_dir: Path | None = None) -> Verification:
+def verify_checkout(
+    path: Path | str, source: PinnedSource | None = None, *, overlay_dir: Path | None = None
+) -> Verification:
     """Is ``path`` exactly ``source``'s pin (plus, where ``overlay_dir`` is given, exactly that
     overlay's files)? See ``problems_of``."""
     state = inspect_checkout(path, source)
@@ -136,15 +153,20 @@ def verify_checkout(path: Path | str, source: Source | None = None, *, overlay_d
 # ---- making -------------------------------------------------------------------------------------
 
 
-def checkout_source(source: Source, dest: Path | str) -> CheckoutResult:
+def checkout_source(
+    source: PinnedSource, dest: Path | str, *, git_config: Mapping[str, str] | None = None
+) -> CheckoutResult:
     """A real git checkout of ``source`` at its pinned commit in ``dest``. Idempotent: an existing
-    checkout exactly at the pin is left alone; one at another commit or with changes is refused."""
+    checkout exactly at the pin is left alone; one at another commit or with changes is refused.
+
+    ``git_config``: ``-c`` settings for every fetch, e.g. a source mirror's ``url.<dir>.insteadOf``
+    rewrites, so the recorded origin stays the pinned URL while the objects come from the mirror."""
     dest = Path(dest)
     if dest.exists() and not (dest.is_dir() and not any(dest.iterdir())):
-        return _reuse_existing(source, dest)
+        return _reuse_existing(source, dest, git_config or {})
     work = _make_work_dir(dest)
     try:
-        shallow = _fetch_into(source, work)
+        shallow = _fetch_into(source, work, git_config or {})
         work.chmod(0o755 & ~_umask())  # mkdtemp made it 0700; a checkout is an ordinary directory
         if dest.exists():
             dest.rmdir()
@@ -171,17 +193,17 @@ def _umask() -> int:
     return mask
 
 
-def _fetch_into(source: Source, work: Path) -> bool:
+def _fetch_into(source: PinnedSource, work: Path, config: Mapping[str, str]) -> bool:
     git.init(work)
     git.set_remote(work, "origin", source.repo)
-    shallow = git.fetch_commit(work, source.repo, source.commit)
+    shallow = git.fetch_commit(work, source.repo, source.commit, config=config)
     git.checkout_detached(work, source.commit)
     if source.submodules:
-        git.submodule_update(work, allow_file_protocol=git.is_local_url(source.repo))
+        git.submodule_update(work, allow_file_protocol=git.is_local_url(source.repo), config=config)
     return shallow
 
 
-def _write_record(source: Source, dest: Path, *, shallow: bool) -> None:
+def _write_record(source: PinnedSource, dest: Path, *, shallow: bool) -> None:
     old = read_provenance(dest)
     prov = Provenance(
         source=source.name,
@@ -195,7 +217,7 @@ def _write_record(source: Source, dest: Path, *, shallow: bool) -> None:
     write_provenance(dest, prov)
 
 
-def _reuse_existing(source: Source, dest: Path) -> CheckoutResult:
+def _reuse_existing(source: PinnedSource, dest: Path, config: Mapping[str, str]) -> CheckoutResult:
     state = inspect_checkout(dest, source)
     if not state.has_git:
         raise RefusedError(
@@ -215,7 +237,7 @@ def _reuse_existing(source: Source, dest: Path) -> CheckoutResult:
     if moved:
         raise RefusedError(f"{dest}: submodule {moved[0].path} is at {moved[0].actual}, not {moved[0].expected}")
     if source.submodules and any(s.actual is None for s in state.submodules):
-        git.submodule_update(dest, allow_file_protocol=git.is_local_url(source.repo))
+        git.submodule_update(dest, allow_file_protocol=git.is_local_url(source.repo), config=config)
     _write_record(source, dest, shallow=False)
     return CheckoutResult(action="unchanged", state=inspect_checkout(dest, source))
 

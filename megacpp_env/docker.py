@@ -57,6 +57,7 @@ class BuildRequest:
     push: bool = False
     no_cache: bool = False
     iidfile: str = ""
+    stage: str = ""  # --target: build up to this stage only
 
     @property
     def needs_buildx(self) -> bool:
@@ -67,6 +68,8 @@ def build_argv(req: BuildRequest, *, docker: str = "docker") -> list[str]:
     """The exact command line for ``req`` (``docker build`` or, when needed, ``docker buildx build``)."""
     argv = [docker, "buildx", "build"] if req.needs_buildx else [docker, "build"]
     argv += ["--progress=plain", "--platform", req.platform, "-f", req.dockerfile, "-t", req.tag]
+    if req.stage:
+        argv += ["--target", req.stage]
     if req.builder:
         argv += ["--builder", req.builder]
     if req.network:

@@ -11,6 +11,8 @@ import re
 from pathlib import Path
 
 PLATFORMS = ("linux/amd64", "linux/arm64")
+# One directory name: an overlay (overlays/<name>), a toolchain, an index, the project.
+SLUG_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # use with fullmatch
 PLATFORM_ARCH = {"linux/amd64": "x86_64", "linux/arm64": "aarch64"}
 
 
@@ -30,6 +32,13 @@ IMAGE_VENV = "/opt/venv"  # the training venv (Python from the toolchain); the t
 IMAGE_SRC = "/opt/src"  # pinned source checkouts: /opt/src/<source name with - for _>
 IMAGE_SNAPSHOT = "/opt/megacpp-env/snapshot.json"  # the snapshot taken at the end of the build
 IMAGE_SPEC = f"{IMAGE_HOME}/stack.yaml"
+IMAGE_SRCBUILD = f"{IMAGE_HOME}/srcbuild"  # the tool's source-build closure (PYTHONPATH of source stages)
+IMAGE_PLANS = f"{IMAGE_HOME}/sources"  # rendered source build plans: <name>.json
+IMAGE_WHEELS = f"{IMAGE_HOME}/wheels"  # built wheels: <name>/*.whl
+IMAGE_SOURCE_MIRROR = "/mnt/megacpp-source-mirror"  # where a source stage mounts its part of the mirror
+
+# In the repository (the build context).
+SOURCE_MIRROR = ".megacpp/source-mirror"
 
 # Labels (besides org.opencontainers.image.*).
 LABEL_PREFIX = "io.megacpp.env"
@@ -77,6 +86,16 @@ def images_dir(root: Path) -> Path:
 
 def dockerfile_path(root: Path, target: str) -> Path:
     return images_dir(root) / target / "Dockerfile"
+
+
+def source_plans_dir(root: Path, target: str) -> Path:
+    """``images/<target>/sources/``: one rendered source build plan per source (``<name>.json``)."""
+    return images_dir(root) / target / "sources"
+
+
+def source_mirror_dir(root: Path) -> Path:
+    """The source mirror ``build`` fills and bind-mounts into source stages (inside the build context)."""
+    return root / SOURCE_MIRROR
 
 
 def templates_dir() -> Path:

@@ -263,11 +263,9 @@ def _write_overlay(overlay_dir: Path, root: Path, m: Manifest) -> None:
 
 def check_name(name: str) -> str:
     """An overlay name is one directory name (the rule of the spec's ``sources.*.overlay``)."""
-    from megacpp_env.spec.fields import SLUG_RE
-
-    if not SLUG_RE.fullmatch(name):
+    if not layout.SLUG_RE.fullmatch(name):
         raise RefusedError(
-            f"overlay name {name!r} is not valid: expected one directory name matching {SLUG_RE.pattern} "
+            f"overlay name {name!r} is not valid: expected one directory name matching {layout.SLUG_RE.pattern} "
             "(the rule of the spec's sources.*.overlay)"
         )
     return name

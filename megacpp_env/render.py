@@ -13,11 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from megacpp_env import layout
+from megacpp_env import layout, sourceplans
 from megacpp_env.errors import MegacppEnvError
 from megacpp_env.fsutil import atomic_write_bytes, canonical_hash, sha256_bytes
 from megacpp_env.layout import platform_arch
 from megacpp_env.spec.model import Source, Spec, Target
+from megacpp_env.srcbuild import closure
 from megacpp_env.templating import TemplateValueError, render_template
 
 TEMPLATE = "Dockerfile.j2"
@@ -86,39 +87,27 @@ def _split_on_arch(path: Path, root: Path) -> dict[str, str]:
     return {"prefix": prefix, "suffix": suffix, "name_prefix": prefix.rpartition("/")[2]}
 
 
-def _sanity_args(src: Source) -> list[str]:
-    args: list[str] = []
-    for name in src.sanity.imports:
-        args += ["--import", name]
-    for stmt in src.sanity.statements:
-        args += ["--statement", stmt]
-    for model in src.sanity.vllm_models:
-        args += ["--vllm-model", model]
-    return args
-
-
-def _source_view(target: Target, src: Source) -> dict[str, Any]:
-    dest = layout.image_checkout_dir(src.name)
+def _source_view(root: Path, target: Target, src: Source) -> dict[str, Any]:
     return {
         "name": src.name,
         "commit": src.commit,
         "ref": src.ref,
-        "dest": dest,
-        "build_dir": f"{dest}/{src.subdir}" if src.subdir else dest,
+        "dest": layout.image_checkout_dir(src.name),
         "dist": src.dist_dir_name,
         "overlay": src.overlay,
         "install": src.install,
-        "pre_build": list(src.pre_build),
-        "build_env": sorted({**src.build_env, **target.source_env.get(src.name, {})}.items()),
-        "sanity_args": _sanity_args(src),
+        "plan": sourceplans.plan_path(root, target.name, src.name).relative_to(root).as_posix(),
+        "mirror": f"{layout.SOURCE_MIRROR}/sources/{src.name}",
+        "image_mirror": f"{layout.IMAGE_SOURCE_MIRROR}/sources/{src.name}",
     }
 
 
-def _build_env(target: Target) -> list[tuple[str, str]]:
-    env = dict(target.build_env)
-    if target.gpu is not None:
-        env.setdefault("TORCH_CUDA_ARCH_LIST", target.gpu.torch_cuda_arch_list)
-    return sorted(env.items())
+def _closure_view() -> list[dict[str, Any]]:
+    """The source-build closure grouped by directory: one ``COPY`` per directory, files listed."""
+    groups: dict[str, list[str]] = {}
+    for rel in closure.closure():
+        groups.setdefault(rel.rpartition("/")[0], []).append(rel)
+    return [{"dir": d, "files": files} for d, files in sorted(groups.items())]
 
 
 def _labels(target: Target, inputs: str) -> list[tuple[str, str]]:
@@ -171,11 +160,13 @@ def view(spec: Spec, target: Target, templates: Path) -> dict[str, Any]:
         "lock_export": _split_on_arch(layout.requirements_export_path(root, target.name, sentinel), root),
         "lock_pylock": _split_on_arch(layout.lock_path(root, target.name, sentinel), root),
         "extra_index_urls": [i.url for i in _explicit_indexes(spec, target)],
-        "build_env": _build_env(target),
-        "max_jobs": target.build.max_jobs,
-        "nvcc_threads": target.build.nvcc_threads,
-        "mem_per_job_gib": max(1, target.build.mem_per_job_gib),
-        "sources": [_source_view(target, s) for s in target.sources],
+        "sources": [_source_view(root, target, s) for s in target.sources],
+        "srcbuild": layout.IMAGE_SRCBUILD,
+        "srcbuild_closure": _closure_view(),
+        "plans_dir": layout.IMAGE_PLANS,
+        "wheels_dir": layout.IMAGE_WHEELS,
+        "image_mirror": layout.IMAGE_SOURCE_MIRROR,
+        "src_dir": layout.IMAGE_SRC,
         "runtime_patches": list(target.runtime_patches),
         "resolutions_file": layout.resolutions_path(spec.root, target.name).relative_to(spec.root).as_posix(),
         "runtime_env": sorted(target.runtime_env.items()),
@@ -184,7 +175,8 @@ def view(spec: Spec, target: Target, templates: Path) -> dict[str, Any]:
 
 
 def render_target(spec: Spec, name: str, *, templates: Path | None = None) -> tuple[RenderedFile, ...]:
-    """Every file ``images/<name>/`` holds, rendered in memory."""
+    """Every file ``images/<name>/`` holds, rendered in memory: the Dockerfile, then one source build
+    plan per source (``sources/<source>.json``, what that source's stage reads)."""
     target = spec.target(name)
     tpl = templates or layout.templates_dir()
     if not (tpl / TEMPLATE).is_file():
@@ -197,7 +189,31 @@ def render_target(spec: Spec, name: str, *, templates: Path | None = None) -> tu
     except TemplateValueError as exc:
         raise TemplateValueError(f"target {name}: {exc}") from exc
     relpath = layout.dockerfile_path(spec.root, name).relative_to(spec.root).as_posix()
-    return (RenderedFile(relpath=relpath, content=text.encode("utf-8")), resolutions_file(spec, target))
+    return (
+        RenderedFile(relpath=relpath, content=text.encode("utf-8")),
+        resolutions_file(spec, target),
+        *_plan_files(spec, target),
+    )
+
+
+def _plan_files(spec: Spec, target: Target) -> list[RenderedFile]:
+    out = []
+    for plan in sourceplans.target_plans(spec, target):
+        path = sourceplans.plan_path(spec.root, target.name, plan.name).relative_to(spec.root).as_posix()
+        out.append(RenderedFile(relpath=path, content=plan.dumps().encode("utf-8")))
+    return out
+
+
+def _orphans(root: Path, files: list[RenderedFile]) -> list[str]:
+    """Plan files of the rendered targets that rendering no longer makes (a source left the target)."""
+    made = {f.relpath for f in files}
+    out = []
+    for f in files:
+        if Path(f.relpath).name != "Dockerfile":
+            continue
+        plans = (root / f.relpath).parent / "sources"
+        out += [p.relative_to(root).as_posix() for p in sorted(plans.glob("*.json"))]
+    return [rel for rel in out if rel not in made]
 
 
 def resolutions_file(spec: Spec, target: Target) -> RenderedFile:
@@ -228,13 +244,20 @@ def render_all(spec: Spec, names: Iterable[str] = ()) -> tuple[RenderedFile, ...
 
 
 def write(root: Path, files: Iterable[RenderedFile]) -> list[str]:
-    """Write rendered files atomically; returns the relpaths that changed."""
-    return [f.relpath for f in files if atomic_write_bytes(f.path(root), f.content)]
+    """Write rendered files atomically and delete orphaned plan files; returns the relpaths that changed."""
+    files = list(files)
+    changed = [f.relpath for f in files if atomic_write_bytes(f.path(root), f.content)]
+    for rel in _orphans(root, files):
+        (root / rel).unlink()
+        changed.append(rel)
+    return changed
 
 
 def staleness(root: Path, files: Iterable[RenderedFile]) -> list[Staleness]:
-    """Rendered files whose committed copy differs, each with a unified diff (committed -> rendered)."""
-    out = []
+    """Rendered files whose committed copy differs, each with a unified diff (committed -> rendered);
+    orphaned plan files too (their diff deletes them)."""
+    files = list(files)
+    out = [_removal(root, rel) for rel in _orphans(root, files)]
     for f in files:
         path = f.path(root)
         old = path.read_bytes() if path.is_file() else b""
@@ -247,7 +270,13 @@ def staleness(root: Path, files: Iterable[RenderedFile]) -> list[Staleness]:
             tofile=f"b/{f.relpath}",
         )
         out.append(Staleness(relpath=f.relpath, diff="".join(diff)))
-    return out
+    return sorted(out, key=lambda st: st.relpath)
+
+
+def _removal(root: Path, rel: str) -> Staleness:
+    old = (root / rel).read_text(encoding="utf-8", errors="replace").splitlines(keepends=True)
+    diff = difflib.unified_diff(old, [], fromfile=f"a/{rel}", tofile="/dev/null")
+    return Staleness(relpath=rel, diff="".join(diff))
 
 
 def check(spec: Spec, names: Iterable[str] = ()) -> list[Staleness]:

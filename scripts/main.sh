@@ -3,8 +3,9 @@
 #   1. install megacpp-env and start dockerd;
 #   2. check the spec, verify the rendered Dockerfiles and the locks (offline gates, as CI runs them);
 #   3. build the smoke image for real (Debian forky base made with debootstrap, deps from the committed
-#      lock with hashes, the project's C extension fetched by SHA, its overlay applied and verified,
-#      runtime patch installed, snapshot baked) and verify it against its baked snapshot;
+#      lock with hashes, the project's C extension mirrored by SHA and built in its own stage with no
+#      network, its overlay applied and verified, runtime patch installed, snapshot baked) and verify it
+#      against its baked snapshot;
 #   4. print the exact BuildKit command lines for gb10 and cloud (their CUDA base images and the
 #      PyTorch nightly index are not reachable from this machine, so they are not built here).
 #   env: MEGACPP_PLATFORM=linux/arm64 builds the arm64 smoke image instead (under qemu; ~5x slower).

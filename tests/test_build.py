@@ -30,16 +30,24 @@ def _args(target, **kw):
         "spec": str(REPO_ROOT / "stack.yaml"), "target": target, "platform": "", "base_image": "", "tag": "",
         "push": False, "builder": "", "cache_from": [], "cache_to": [], "network": "", "ca_bundle": "",
         "mirror": "", "dry_run": True, "no_cache": False, "json": False, "registry": "", "skip_base_check": False,
+        "source_from": [], "source_mirror": "",
     }
     base.update(kw)
     return argparse.Namespace(**base)
 
 
 def _dry_run(capsys, target, **kw):
+    """The final (no-network) build's argv and the notes; the steps before it are checked here."""
+    argv, _steps, notes = _dry_run_steps(capsys, target, **kw)
+    return argv, notes
+
+
+def _dry_run_steps(capsys, target, **kw):
     assert build_cmd.run(_args(target, **kw)) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0] == f"# cd {REPO_ROOT}"
-    return shlex.split(out[1]), out[2:]
+    assert out[1].startswith("# 1. ") and out[3].startswith("# 2. ") and out[5].startswith("# 3. ")
+    return shlex.split(out[6]), {"mirror": shlex.split(out[2]), "deps": shlex.split(out[4])}, out[7:]
 
 
 def _labels(argv):
@@ -51,13 +59,18 @@ def _labels(argv):
     ("cloud", "linux/amd64", "nvidia/cuda:13.2.0-cudnn-devel-ubuntu24.04"),
 ])
 def test_dry_run_prints_the_full_buildkit_command(capsys, spec, target, platform, base):
-    argv, notes = _dry_run(capsys, target)
+    argv, steps, notes = _dry_run_steps(capsys, target)
     digest = build.content_hash(spec, spec.target(target), platform)
+    deps_tag = f"megacpp/{target}-deps:{build.deps_digest(spec, spec.target(target), platform)[:16]}"
+    assert steps["mirror"] == ["megacpp-env", "mirror-sources", target, "--to", ".megacpp/source-mirror"]
+    assert steps["deps"][1:] == ["build", "--progress=plain", "--platform", platform, "-f",
+                                 f"images/{target}/Dockerfile", "-t", deps_tag, "--target", "deps", "."]
+    # the deps build gets Docker's default network (it downloads the locked wheels); the sources none at all
     assert Path(argv[0]).name == "docker"
-    assert argv[1:10] == ["build", "--progress=plain", "--platform", platform, "-f", f"images/{target}/Dockerfile",
-                          "-t", f"megacpp/{target}:{digest[:16]}", "--label"]
+    assert argv[1:12] == ["build", "--progress=plain", "--platform", platform, "-f", f"images/{target}/Dockerfile",
+                          "-t", f"megacpp/{target}:{digest[:16]}", "--network", "none", "--build-arg"]
+    assert argv[12] == f"DEPS_IMAGE={deps_tag}"
     assert argv[-1] == "."
-    assert "--network" not in argv  # the CUDA targets fetch from the internet: Docker's default network
     assert _labels(argv) == {
         "org.opencontainers.image.version": digest[:16],
         "org.opencontainers.image.base.name": base,
@@ -80,10 +93,15 @@ def test_dry_run_secrets_cache_and_buildx(capsys, tmp_path):
     assert argv[1:3] == ["buildx", "build"]
     assert argv[argv.index("-t") + 1].startswith("reg.example:5000/megacpp/cloud:")
     joined = shlex.join(argv)
-    assert f"--secret id=ca_bundle,src={ca}" in joined
-    assert "--builder remote-bk" in joined
+    deps = shlex.join(build.plan_build(load_spec(REPO_ROOT / "stack.yaml"), build.BuildOptions(
+        target="cloud", ca_bundle=str(ca), builder="remote-bk", push=True, cache_to=("type=registry,ref=c",),
+        registry="reg.example:5000", base_image="nvidia/cuda:13.2.1-cudnn-devel-ubuntu24.04")).deps_argv)
+    assert f"--secret id=ca_bundle,src={ca}" in deps and "ca_bundle" not in joined  # no network, no CA needed
+    assert "--builder remote-bk" in joined and "--builder remote-bk" in deps
     assert "--cache-from type=registry,ref=cache/cloud --cache-to type=registry,ref=cache/cloud,mode=max --push ." in joined
-    assert "--build-arg BASE_IMAGE_AMD64=nvidia/cuda:13.2.1-cudnn-devel-ubuntu24.04" in joined
+    assert "--build-arg BASE_IMAGE_AMD64=nvidia/cuda:13.2.1-cudnn-devel-ubuntu24.04" in deps
+    assert deps.endswith(" --push .")  # a remote builder pulls the deps image in the second build
+    assert " -t reg.example:5000/megacpp/cloud-deps:" in deps
     assert "--load" not in argv and "not a real certificate" not in joined
     assert notes[0] == "# --builder/--cache-to need `docker buildx build` (the classic `docker build` lacks them)"
     assert not any("docker push" in n for n in notes)  # buildx pushes itself; no cache image of its own
@@ -96,6 +114,7 @@ def test_classic_build_push_and_load(spec):
     digest = build.content_hash(spec, spec.target("gb10"), "linux/arm64")
     assert plan.tag == f"127.0.0.1:5000/megacpp/gb10:{digest[:16]}"
     assert plan.cache_ref == "127.0.0.1:5000/megacpp/gb10:cache-arm64"
+    assert plan.deps_tag.startswith("megacpp/gb10-deps:")  # the local daemon builds step 3: no push needed
     assert "--build-arg BUILDKIT_INLINE_CACHE=1" in shlex.join(plan.argv)  # the pushed image can serve as a cache
     assert "BUILDKIT_INLINE_CACHE" not in shlex.join(build.plan_build(spec, build.BuildOptions(target="gb10")).argv)
     assert plan.notes == (
@@ -119,14 +138,35 @@ def test_push_needs_a_registry(spec):
     assert explicit.cache_ref == "me/smoke:cache-amd64"  # an explicit --tag says where to push
 
 
-def test_smoke_uses_host_network_for_its_loopback_source_and_mirror_is_served(spec, tmp_path):
+def test_sources_never_get_a_network_and_the_pip_mirror_is_served_to_the_deps_build(spec, tmp_path):
     plan = build.plan_build(spec, build.BuildOptions(target="smoke", platform="linux/arm64"))
-    assert plan.argv[plan.argv.index("--network"):plan.argv.index("--network") + 2] == ("--network", "host")
+    assert "--network" not in plan.deps_argv  # its loopback source is mirrored on the host, not fetched in the build
+    assert plan.argv[plan.argv.index("--network"):plan.argv.index("--network") + 2] == ("--network", "none")
     assert plan.argv[plan.argv.index("--platform") + 1] == "linux/arm64"
     assert _labels(plan.argv)["org.opencontainers.image.base.name"] == "megacpp-base/debian-forky:arm64"
-    plan = build.plan_build(spec, build.BuildOptions(target="gb10", mirror=str(tmp_path)))
-    assert f"PIP_MIRROR_URL=http://127.0.0.1:{plan.mirror_port}/" in plan.argv
-    assert "host" in plan.argv
+    assert _labels(plan.deps_argv) == {}
+    plan = build.plan_build(spec, build.BuildOptions(target="gb10", mirror=str(tmp_path), network="bridge"))
+    assert f"PIP_MIRROR_URL=http://127.0.0.1:{plan.mirror_port}/" in plan.deps_argv
+    assert "PIP_MIRROR_URL" not in shlex.join(plan.argv)
+    assert plan.deps_argv[plan.deps_argv.index("--network"):][:2] == ("--network", "bridge")
+    assert plan.argv[plan.argv.index("--network"):][:2] == ("--network", "none")
+
+
+def test_source_rewrites_from_flags_and_from_another_mirror(spec, smoke_mirror, tmp_path):
+    bundle = tmp_path / "x.bundle"
+    bundle.write_text("")
+    plan = build.plan_build(spec, build.BuildOptions(target="smoke", source_from=(f"https://h.example/x.git={bundle}",),
+                                                     source_mirror=str(smoke_mirror)))
+    mirrored = smoke_mirror / "sources" / "megacpp_smoke_ext" / "git"
+    (repo,) = mirrored.iterdir()
+    assert dict(plan.source_rewrites) == {
+        f"url.{bundle}.insteadOf": "https://h.example/x.git",
+        f"url.{repo.resolve().as_uri()}.insteadOf": "git://127.0.0.1:9418/megacpp-smoke-ext.git",
+    }
+    assert plan.mirror_argv()[5:] == ["--from", f"https://h.example/x.git={bundle}",
+                                      "--from", f"git://127.0.0.1:9418/megacpp-smoke-ext.git={repo.resolve()}"]
+    with pytest.raises(RefusedError, match="no mirror of source megacpp_smoke_ext in"):
+        build.plan_build(spec, build.BuildOptions(target="smoke", source_mirror=str(tmp_path)))
 
 
 def test_platform_not_in_target_is_refused(spec):
@@ -146,7 +186,11 @@ def test_tag_is_content_addressed(repo_copy):
     h2 = build.content_hash(spec, smoke, "linux/amd64")
     assert h2 != h
     (repo_copy / "locks" / "smoke.linux-amd64.requirements.txt").write_text("# touched\n")
-    assert build.content_hash(spec, smoke, "linux/amd64") != h2
+    h3 = build.content_hash(spec, smoke, "linux/amd64")
+    assert h3 != h2
+    plan_file = repo_copy / "images" / "smoke" / "sources" / "megacpp_smoke_ext.json"
+    plan_file.write_text(plan_file.read_text().replace('"pre_build": []', '"pre_build": ["true"]'))
+    assert build.content_hash(spec, smoke, "linux/amd64") != h3
 
 
 def test_preflight_refuses_stale_render_and_lock(repo_copy):
@@ -243,7 +287,7 @@ def test_every_target_and_platform_gets_its_own_base_platform_and_lock(spec):
             assert f"ARG BASE_IMAGE_{arch.upper()}={target.base_image(platform)}\n" in text
             assert f"FROM ${{BASE_IMAGE_{arch.upper()}}} AS base-{arch}\n" in text
             over = build.plan_build(spec, build.BuildOptions(target=name, platform=platform, base_image="b/x:1"))
-            assert f"BASE_IMAGE_{arch.upper()}=b/x:1" in over.argv
+            assert f"BASE_IMAGE_{arch.upper()}=b/x:1" in over.deps_argv and "BASE_IMAGE_" not in str(over.argv)
         if target.gpu:
             assert f'TORCH_CUDA_ARCH_LIST="{target.gpu.torch_cuda_arch_list}"' in text
 
@@ -276,11 +320,10 @@ def test_cli_registry_flag_env_default_and_pin_base_parsing(capsys, monkeypatch)
     assert json.loads(capsys.readouterr().out)["tag"].startswith("127.0.0.1:5001/megacpp/smoke:")
     assert main(["pin-base", "smoke", "--check", "--platform", "linux/arm64"]) == 1  # unpinned: no registry asked
     out = capsys.readouterr().out
-    line = 1 + next(i for i, text in enumerate((REPO_ROOT / "stack.yaml").read_text().splitlines())
-                    if "linux/arm64: megacpp-base/debian-forky:arm64" in text)  # fmt: skip
+    line = load_spec(REPO_ROOT / "stack.yaml").line_of("targets.smoke.base_image.linux/arm64")
     assert out.startswith("unpinned: ") and out.endswith(
-        f"stack.yaml:{line}: targets.smoke.base_image.linux/arm64: megacpp-base/debian-forky:arm64 has no @sha256 digest "
-        "(remedy: `megacpp-env pin-base smoke`)\n")
+        f"stack.yaml:{line}: targets.smoke.base_image.linux/arm64: megacpp-base/debian-forky:arm64 has no @sha256 "
+        "digest (remedy: `megacpp-env pin-base smoke`)\n")
     assert main(["pin-base", "smoke", "--platform", "linux/s390x"]) == 1
     assert "is not built for linux/s390x" in capsys.readouterr().err
     assert main(["pin-base"]) == 2

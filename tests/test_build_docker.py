@@ -7,15 +7,17 @@ arm64 + scripts/binfmt-up.sh for the arm64 test). The smoke source server is sta
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import time
 
 import pytest
 
-from megacpp_env import build, docker, layout
+from megacpp_env import build, docker, layout, render
 from megacpp_env.commands import verify_image as verify_cmd
 from megacpp_env.spec import load_spec
 from tests.fixtures.docker import REPO_ROOT, build_smoke, skip_or_fail
+from tests.fixtures.srcbuild import LIB_FILES, TWO_FILES, make_bare_repo, two_source_spec
 
 pytestmark = pytest.mark.docker
 
@@ -57,7 +59,7 @@ def test_overlay_is_present_and_verified(smoke_image):
 
 def test_ca_bundle_was_a_secret_not_a_layer(smoke_image):
     tag = smoke_image.plan.tag
-    assert any(a.startswith("id=ca_bundle,src=") for a in smoke_image.plan.argv) or not build_ca()
+    assert any(a.startswith("id=ca_bundle,src=") for a in smoke_image.plan.deps_argv) or not build_ca()
     proc = docker.run_in_image(tag, ["bash", "-c", "ls /run/secrets 2>/dev/null; ls /etc/apt/apt.conf.d; env"])
     assert "ca_bundle" not in proc.stdout and "99megacpp-ca" not in proc.stdout
     history = docker.run([docker.binary(), "history", "--no-trunc", "--format", "{{.CreatedBy}}", tag]).stdout
@@ -108,8 +110,104 @@ def test_runtime_patch_switches_on_and_off(smoke_image):
 def test_rebuild_with_unchanged_inputs_is_fully_cached(smoke_image):
     again = build_smoke("linux/amd64")
     assert again.plan.tag == smoke_image.plan.tag
-    assert again.executed == ()
+    assert again.executed == ()  # both docker builds, and the source mirror left byte for byte as it was
     assert again.snapshot_digest == smoke_image.snapshot_digest
+
+
+def test_the_source_came_from_the_mirror_into_a_build_with_no_network(smoke_image):
+    """The smoke source is served on the host's loopback only; the source stage had no network at all."""
+    tag, dest = smoke_image.plan.tag, layout.image_checkout_dir("megacpp_smoke_ext")
+    assert smoke_image.plan.argv[smoke_image.plan.argv.index("--network") + 1] == "none"
+    script = f"git -C {dest} remote get-url origin; git -C {dest} rev-parse HEAD; find /opt/megacpp-env/wheels -type f"
+    lines = docker.run_in_image(tag, ["bash", "-c", script]).stdout.splitlines()
+    pin = load_spec(REPO_ROOT / "stack.yaml").sources["megacpp_smoke_ext"]
+    assert lines[:2] == [pin.repo, pin.commit]  # the pinned URL is recorded; the objects came from the mirror
+    assert lines[2:] == []  # the wheels were mounted into the collect step, never copied into a layer
+
+
+def _stages(result: build.BuildResult) -> set[str]:
+    return {re.match(r"\[([\w.-]+)", s)[1] for s in result.executed}
+
+
+FETCH = "ls /sys/class/net; git ls-remote git://127.0.0.1:9418/megacpp-smoke-ext.git"
+
+
+def _nonce() -> str:
+    """A fresh value for an edit, so BuildKit's cache from an earlier run cannot answer for this one."""
+    import uuid
+
+    return uuid.uuid4().hex
+
+
+def test_a_fetch_in_a_source_step_fails_and_succeeds_with_a_network(docker_daemon, smoke_source_server, repo_copy):
+    """The same step, in the same Dockerfile: with the tool's build it sees only `lo` and cannot reach the
+    smoke repository on the host's loopback; built by hand with the host's network it fetches fine."""
+    text = (repo_copy / "stack.yaml").read_text()
+    fetch = f"echo run {_nonce()}; {FETCH}"  # the step must run in both builds below, not come from a cache
+    text = text.replace("    overlay: smoke-ext\n", f"    overlay: smoke-ext\n    pre_build: [{json.dumps(fetch)}]\n", 1)
+    (repo_copy / "stack.yaml").write_text(text)
+    spec = load_spec(repo_copy / "stack.yaml")
+    render.write(repo_copy, render.render_all(spec))
+    plan = build.plan_build(spec, build.BuildOptions(target="smoke", tag="megacpp-test/smoke:fetch", ca_bundle=build_ca()))
+    with pytest.raises(build.BuildFailedError) as exc:
+        build.execute(plan)
+    assert exc.value.step.startswith("[source-megacpp_smoke_ext 7/7] RUN --mount=type=bind,source=.megacpp/source-mirror")
+    log = "\n".join(exc.value.tail)
+    assert "megacpp_smoke_ext: pre_build[0] failed" in log
+    assert "unable to connect to 127.0.0.1" in log and "Connection refused" in log
+    assert "  | lo\n" in str(exc.value) + "\n" and "eth0" not in log  # the step's only network interface
+    from dataclasses import replace
+
+    networked = replace(plan.request, network="host", build_args=(), labels=(), tag="megacpp-test/smoke:networked")
+    lines: list[str] = []
+    rc, log2 = docker.stream(docker.build_argv(networked, docker=docker.binary()), cwd=str(repo_copy),
+                             on_line=lines.append)
+    try:
+        assert rc == 0, "\n".join(log2.last_lines)
+        pin = spec.sources["megacpp_smoke_ext"].commit
+        assert any(re.search(rf" {pin}\s+refs/heads/main$", line) for line in lines), "no ls-remote output"
+    finally:
+        docker.remove_image("megacpp-test/smoke:networked")
+
+
+def test_only_the_edited_source_rebuilds(docker_daemon, smoke_source_server, repo_copy, tmp_path):
+    """Two sources: an overlay edit rebuilds that source's stage only; a tool edit outside the source-build
+    closure rebuilds no source stage; nothing changed rebuilds nothing."""
+    two = make_bare_repo(tmp_path / "up" / "megacpp-smoke-two.git", TWO_FILES)
+    lib = make_bare_repo(tmp_path / "up" / "smoke-two-lib.git", LIB_FILES)
+    spec = load_spec(two_source_spec(repo_copy, two, lib))
+    render.write(repo_copy, render.render_all(spec))
+    tag = "megacpp-test/smoke-two:latest"
+
+    def again() -> build.BuildResult:
+        return build.execute(build.plan_build(load_spec(repo_copy / "stack.yaml"),
+                                              build.BuildOptions(target="smoke", tag=tag, ca_bundle=build_ca())))
+
+    try:
+        again()
+        proc = _py(tag, "import megacpp_smoke_two as t, megacpp_smoke_ext as e; print(t.mul(6, 7), e.add(2, 3))")
+        assert proc.stdout.split() == ["42", "5"], proc.stderr
+        assert again().executed == ()
+        _touch_overlay(repo_copy)
+        edited = again()
+        assert "source-megacpp_smoke_ext" in _stages(edited) and "source-megacpp_smoke_two" not in _stages(edited)
+        ui = repo_copy / "megacpp_env" / "ui.py"
+        ui.write_text(ui.read_text() + f"# edit {_nonce()}\n")
+        tool = again()
+        assert tool.executed and not [s for s in _stages(tool) if s.startswith("source-")]
+        assert _stages(tool) == {"image"}
+    finally:
+        docker.remove_image(tag)
+
+
+def _touch_overlay(root):
+    import hashlib
+
+    path = root / "overlays" / "smoke-ext" / "files" / "megacpp_smoke_ext" / "overlay_info.py"
+    manifest = root / "overlays" / "smoke-ext" / "manifest.toml"
+    old = hashlib.sha256(path.read_bytes()).hexdigest()
+    path.write_text(path.read_text() + f"# edited {_nonce()}\n")
+    manifest.write_text(manifest.read_text().replace(old, hashlib.sha256(path.read_bytes()).hexdigest()))
 
 
 def test_lock_hash_mismatch_stops_the_build_naming_step_and_package(docker_daemon, smoke_source_server, repo_copy):

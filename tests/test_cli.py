@@ -140,6 +140,8 @@ FAILING = {
     "gate": ["gate", "--base", "no-such-ref-anywhere", "--spec", MISSING],
     "mirror": ["mirror", "nope", "--to", "/nonexistent/mirror", "--spec", str(STACK_YAML)],
     "checkout": ["checkout", "nope", "--spec", str(STACK_YAML)],
+    "mirror-sources": ["mirror-sources", "nope", "--to", "/nonexistent/src-mirror", "--spec", str(STACK_YAML)],
+    "build-source": ["build-source", "nope", "--spec", str(STACK_YAML)],
     "verify-checkout": ["verify-checkout", "/nonexistent/checkout"],
     "overlay": ["overlay", "status", "bad/name", "--to", "."],
     "build": ["build", "nope", "--spec", str(STACK_YAML)],

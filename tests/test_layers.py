@@ -281,7 +281,11 @@ def test_checker_flags_a_forbidden_load_through_a_chain(sources, contract) -> No
     ) in found
     assert any(v.startswith("megacpp_env.lock.state loads megacpp_env.uv: ") for v in found)
     light = {**sources, "megacpp_env.layout": "import yaml\n"}
-    assert all_forbidden(light, contract[1]) == ["megacpp_env.layout loads yaml: megacpp_env.layout -> yaml"]
+    assert all_forbidden(light, contract[1]) == [
+        "megacpp_env.layout loads yaml: megacpp_env.layout -> yaml",
+        "megacpp_env.srcbuild.__main__ loads yaml: megacpp_env.srcbuild.__main__ -> megacpp_env.srcbuild.build"
+        " -> megacpp_env.checkout -> megacpp_env.layout -> yaml",
+    ]
 
 
 def test_checker_ignores_type_only_imports_for_loading(sources, contract) -> None:

@@ -23,7 +23,7 @@ def _args(**kw) -> argparse.Namespace:
     base = {"spec": str(REPO_ROOT / "stack.yaml"), "target": "smoke", "platform": "", "base_image": "", "tag": "",
             "registry": "", "push": False, "builder": "", "cache_from": [], "cache_to": [], "network": "",
             "ca_bundle": ca_bundle(), "mirror": "", "dry_run": False, "no_cache": False, "json": True,
-            "skip_base_check": False}
+            "skip_base_check": False, "source_from": [], "source_mirror": ""}
     return argparse.Namespace(**{**base, **kw})
 
 
@@ -56,12 +56,21 @@ def _pull_by_digest(tag: str, pushed: dict, doc: dict) -> None:
     """Drop the local tags so the image itself is gone, then pull it back by digest alone."""
     for ref in (tag, pushed["cache_ref"]):
         docker.remove_image(ref)
-    assert not docker.image_exists(doc["image_id"])
+    assert not docker.image_exists(tag)
+    # The same inputs give the same image: a plain `build smoke` earlier in the session (tests/test_build_docker.py)
+    # or by someone else on this daemon may still tag it; only when nothing does can the image itself be gone.
+    if not _other_tags(doc["image_id"]):
+        assert not docker.image_exists(doc["image_id"])
     proc = docker.run(docker.pull_argv(pushed["pull"], docker=docker.binary()))
     assert f"Digest: {pushed['digest']}" in proc.stdout
     assert docker.image_id(pushed["pull"]) == doc["image_id"]
     assert docker.image_labels(pushed["pull"])[build.SNAPSHOT_LABEL] == doc["snapshot_digest"]
     docker.remove_image(pushed["pull"])
+
+
+def _other_tags(image_id: str) -> list[str]:
+    out = docker.run([docker.binary(), "image", "inspect", "--format", "{{json .RepoTags}}", image_id], check=False)
+    return json.loads(out.stdout or "[]") if out.returncode == 0 else []
 
 
 def _cache_records(nonce: str) -> list[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import json
 import os
 import re
 import shutil
@@ -37,19 +38,27 @@ def golden_spec():
 
 
 def _text(spec, target: str) -> str:
-    dockerfile, resolutions = render.render_target(spec, target)
+    dockerfile, resolutions, *_plans = render.render_target(spec, target)
     assert resolutions.relpath == f"images/{target}/resolutions.json"
     return dockerfile.content.decode()
 
 
 @pytest.mark.parametrize("target", TARGETS)
 def test_golden(golden_spec, target):
-    got = _text(golden_spec, target)
-    path = GOLDEN / target / "Dockerfile"
-    if UPDATE:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(got)
-    assert got == path.read_text(), f"golden {path} differs; rerun with MEGACPP_UPDATE_GOLDEN=1 if intended"
+    """The Dockerfile, the resolutions file and every source plan, byte for byte (tests/golden/<target>/...)."""
+    files = render.render_target(golden_spec, target)
+    assert files[0].relpath == f"images/{target}/Dockerfile"
+    assert files[1].relpath == f"images/{target}/resolutions.json"
+    assert [f.relpath for f in files[2:]] == [f"images/{target}/sources/{s.name}.json"
+                                              for s in golden_spec.target(target).sources]
+    expected = {p.relative_to(GOLDEN / target).as_posix() for p in (GOLDEN / target).rglob("*") if p.is_file()}
+    for f in files:
+        path = GOLDEN / f.relpath.removeprefix("images/")
+        if UPDATE:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(f.content)
+        assert f.content == path.read_bytes(), f"golden {path} differs; rerun with MEGACPP_UPDATE_GOLDEN=1 if intended"
+    assert expected <= {f.relpath.removeprefix(f"images/{target}/") for f in files} or UPDATE
 
 
 def test_committed_dockerfiles_are_fresh(spec):
@@ -109,15 +118,36 @@ def test_check_command_exits_1_with_unified_diff(stack_data, capsys, tmp_path):
     args = argparse.Namespace(spec=str(spec_path), targets=["smoke"], check=True, json=False)
     assert render_cmd.run(args) == 1
     out = capsys.readouterr()
-    assert out.out.startswith("--- a/images/smoke/Dockerfile\n+++ b/images/smoke/Dockerfile\n@@ ")
-    assert "-      MEGACPP_SMOKE_EXT_FORCE_BUILD=TRUE \\\n" in out.out
-    assert "+      MEGACPP_SMOKE_EXT_FORCE_BUILD=FALSE \\\n" in out.out
-    assert "stale: images/smoke/Dockerfile" in out.err
+    plan = "images/smoke/sources/megacpp_smoke_ext.json"
+    assert out.out.startswith("--- a/images/smoke/Dockerfile\n+++ b/images/smoke/Dockerfile\n@@ ")  # inputs sha
+    assert f"--- a/{plan}\n+++ b/{plan}\n@@ " in out.out
+    assert '-    "MEGACPP_SMOKE_EXT_FORCE_BUILD": "TRUE"\n' in out.out
+    assert '+    "MEGACPP_SMOKE_EXT_FORCE_BUILD": "FALSE"\n' in out.out
+    assert f"stale: {plan}" in out.err
     args.check = False
     assert render_cmd.run(args) == 0
-    assert "wrote: images/smoke/Dockerfile" in capsys.readouterr().out
+    assert f"wrote: {plan}" in capsys.readouterr().out
     args.check = True
     assert render_cmd.run(args) == 0
+
+
+def test_a_plan_of_a_source_that_left_the_target_is_stale_and_removed(stack_data, capsys, tmp_path):
+    import yaml
+
+    shutil.copytree(REPO_ROOT / "images", tmp_path / "images")
+    shutil.copytree(REPO_ROOT / "overlays", tmp_path / "overlays")
+    stack_data["targets"]["cloud"]["sources"] = [
+        "causal_conv1d", "mamba_ssm", "flashinfer", "flashinfer_jit_cache", "megatron_lm"]  # fmt: skip
+    (tmp_path / "stack.yaml").write_text(yaml.safe_dump(stack_data, sort_keys=False))
+    args = argparse.Namespace(spec=str(tmp_path / "stack.yaml"), targets=["cloud"], check=True, json=True)
+    assert render_cmd.run(args) == 1
+    stale = {s["path"]: s["diff"] for s in json.loads(capsys.readouterr().out)["stale"]}
+    assert stale["images/cloud/sources/vllm.json"].startswith("--- a/images/cloud/sources/vllm.json\n+++ /dev/null\n")
+    args.check = False
+    assert render_cmd.run(args) == 0
+    assert "images/cloud/sources/vllm.json" in json.loads(capsys.readouterr().out)["written"]
+    assert not (tmp_path / "images" / "cloud" / "sources" / "vllm.json").exists()
+    assert (tmp_path / "images" / "gb10" / "sources" / "vllm.json").exists()
 
 
 # ---- per-target / per-arch differences -----------------------------------------------------------
@@ -146,19 +176,28 @@ def test_cuda_only_where_the_target_has_a_gpu(spec):
         text = _text(spec, target)
         assert 'TORCH_CUDA_ARCH_LIST="9.0;10.0;12.0"' in text
         assert 'CUDA_HOME="/usr/local/cuda"' in text
-        assert "CUDAHOSTCXX=g++-15" in text and 'NVCC_THREADS="$nvcc"' in text
+        assert "CUDAHOSTCXX=g++-15" in text and "CMAKE_CUDA_COMPILER_LAUNCHER=ccache" in text
         assert "/usr/local/cuda/bin/nvcc --version | grep -F 'release 13.2,'" in text
         assert "--extra-index-url https://download.pytorch.org/whl/nightly/cu132" in text
     smoke = _text(spec, "smoke")
     assert "CUDA" not in smoke and "NVCC" not in smoke and "--extra-index-url" not in smoke
+    assert not json.loads(render.render_target(spec, "smoke")[2].content)["jobs"]["cuda"]
     assert "-o Acquire::Check-Valid-Until=false update" in smoke
     assert "Check-Valid-Until" not in _text(spec, "gb10")
 
 
-def test_spec_build_settings_replace_derived_jobs(golden_spec):
-    cloud, gb10 = _text(golden_spec, "cloud"), _text(golden_spec, "gb10")
-    assert " && nvcc=4 \\\n" in cloud and " && jobs=16 \\\n" in cloud
-    assert "MemAvailable" in gb10 and "nvcc=$(( slots >= 2 * $(nproc) ? 2 : 1 ))" in gb10
+def _plan(spec, target: str, source: str) -> dict:
+    files = {f.relpath: f for f in render.render_target(spec, target)}
+    return json.loads(files[f"images/{target}/sources/{source}.json"].content)
+
+
+def test_spec_build_settings_reach_the_plans_and_the_jobs_formula_runs_in_the_stage(golden_spec):
+    assert _plan(golden_spec, "cloud", "vllm")["jobs"] == {
+        "cuda": True, "max_jobs": 16, "mem_per_job_gib": 4, "nvcc_threads": 0, "nvcc_threads_override": 4, "reads": [],
+    }  # fmt: skip
+    gb10 = _plan(golden_spec, "gb10", "causal_conv1d")["jobs"]
+    assert (gb10["max_jobs"], gb10["nvcc_threads"], gb10["reads"]) == (0, 4, ["MAX_JOBS"])  # derived where built
+    assert "MemAvailable" not in _text(golden_spec, "gb10")  # the formula is Python (srcbuild.jobs), not shell
 
 
 def test_gcc_is_the_default_compiler(spec):
@@ -199,21 +238,41 @@ def test_every_install_uses_hashes_or_local_wheels(spec, target):
     assert installs >= 2
 
 
+def _stages(text: str) -> dict[str, list[str]]:
+    """Stage name -> its logical instructions."""
+    out: dict[str, list[str]] = {}
+    current = ""
+    for instr in _logical_runs(text):
+        if m := re.match(r"FROM \S+ AS (\S+)$", instr):
+            current = m[1]
+        out.setdefault(current, []).append(instr)
+    return out
+
+
 @pytest.mark.parametrize("target", TARGETS)
-def test_every_source_is_fetched_by_sha_and_verified(spec, target):
+def test_every_source_has_its_own_stage_copying_only_its_own_inputs(spec, target):
     text = _text(spec, target)
+    stages = _stages(text)
+    first = stages[f"source-{spec.target(target).sources[0].name}"]
+    closure_copies = [i for i in first if i.startswith("COPY megacpp_env/") and "/opt/megacpp-env/srcbuild/" in i]
+    assert closure_copies and not any(" megacpp_env/spec" in i or " megacpp_env/lock" in i for i in closure_copies)
     for src in spec.target(target).sources:
         assert re.fullmatch(r"[0-9a-f]{40}", src.commit)
-        dest = layout.image_checkout_dir(src.name)
         assert f"# -- {src.name} @ {src.commit}" in text
-        assert f"megacpp-env checkout {src.name} --dest {dest} \\\n" in text
-        assert f" && megacpp-env verify-checkout {dest} --expect {src.name}\n" in text
-        if src.overlay:
-            assert f"megacpp-env overlay apply {src.overlay} --to {dest}" in text
-            assert f"megacpp-env overlay verify {src.overlay} --to {dest}" in text
-        assert f"-m megacpp_env.sanity --source {src.name}" in text
-        for key in src.build_env:
-            assert f"{key}=" in text
+        stage = stages[f"source-{src.name}"]
+        assert stage[0] == f"FROM ${{DEPS_IMAGE}} AS source-{src.name}"
+        copies = [i for i in stage if i.startswith("COPY ")]
+        assert copies[: len(closure_copies)] == closure_copies  # the same closure layers in every stage
+        own = [f"COPY images/{target}/sources/{src.name}.json /opt/megacpp-env/sources/{src.name}.json"]
+        own += [f"COPY overlays/{src.overlay} /opt/megacpp-env/overlays/{src.overlay}"] if src.overlay else []
+        assert copies[len(closure_copies):] == own
+        (run,) = [" ".join(i.split()) for i in stage if i.startswith("RUN ")]
+        mount = f"--mount=type=bind,source=.megacpp/source-mirror/sources/{src.name},"
+        assert run.startswith(f"RUN {mount}target=/mnt/megacpp-source-mirror/sources/{src.name} ")
+        assert "--mount=type=secret" not in run  # no network, so no CA either
+        assert f"-m megacpp_env.srcbuild build --plan /opt/megacpp-env/sources/{src.name}.json " in run
+        assert f"--workdir {layout.image_checkout_dir(src.name)} " in run and " --install " in run
+        assert _plan(spec, target, src.name)["commit"] == src.commit
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -225,7 +284,7 @@ def test_no_secret_no_remote_add_and_network_steps_mount_the_ca(spec, target):
     assert "BEGIN CERTIFICATE" not in text and "PRIVATE KEY" not in text
     for instr in _logical_runs(text):
         # `pip wheel .` may fetch too (vLLM's CMake FetchContent downloads CUTLASS, flash-attn...)
-        networked = any(k in instr for k in ("apt-get update", "--require-hashes", "megacpp-env checkout", " wheel "))
+        networked = any(k in instr for k in ("apt-get update", "--require-hashes"))
         if networked:
             assert instr.startswith("RUN --mount=type=secret,id=ca_bundle,mode=0444 "), instr[:120]
             assert "SSL_CERT_FILE=/run/secrets/ca_bundle" in instr and "GIT_SSL_CAINFO" in instr
@@ -234,35 +293,43 @@ def test_no_secret_no_remote_add_and_network_steps_mount_the_ca(spec, target):
 
 
 @pytest.mark.parametrize("target", TARGETS)
-def test_wheel_steps_clean_the_checkout_and_check_dependencies(spec, target):
-    wheels = [i for i in _logical_runs(_text(spec, target)) if "/opt/venv/bin/pip wheel " in i]
-    assert len(wheels) == sum(s.install == "wheel" for s in spec.target(target).sources) > 0
-    for instr in wheels:
-        steps = [s.strip() for s in instr.split(" && ")]
-        wheel = next(i for i, s in enumerate(steps) if s.startswith("/opt/venv/bin/pip wheel "))
-        install = next(i for i, s in enumerate(steps) if s.startswith("/opt/venv/bin/pip install --no-deps"))
-        # in-tree build leftovers go in the same layer, and only those two patterns, relative to the checkout
-        assert steps[wheel + 1] == "rm -rf ./build ./*.egg-info"
-        assert install > wheel + 1
-        # a source whose dependencies the lock lacks fails here, naming the package
-        # pip check, plus exactly the resolutions the target declares (images/<target>/resolutions.json)
-        assert steps[install + 1] == "/opt/venv/bin/python -m megacpp_env.depcheck --resolutions /opt/megacpp-env/resolutions.json"
+def test_the_image_collects_every_source_once(spec, target):
+    stages = _stages(_text(spec, target))
+    image = stages["image"]
+    assert image[0] == "FROM ${DEPS_IMAGE} AS image"
+    (collect,) = [" ".join(i.split()) for i in image if "-m megacpp_env.srcbuild collect " in i]
+    sources = spec.target(target).sources
+    for src in sources:
+        assert collect.count(f"--plan /opt/megacpp-env/sources/{src.name}.json ") == 1
+        wheel_mount = f"--mount=type=bind,from=source-{src.name},source=/opt/megacpp-env/wheels/{src.name},"
+        assert (wheel_mount in collect) == (src.install == "wheel")  # mounted, never a layer of the image
+        dest = layout.image_checkout_dir(src.name)
+        assert f"COPY --from=source-{src.name} {dest} {dest}" in image
+    plans = [i.split()[-1] for i in image if i.startswith("COPY images/") and "/sources/" in i]
+    assert plans == [f"/opt/megacpp-env/sources/{s.name}.json" for s in sources]
+    runs = [" ".join(i.split()) for i in image]
+    assert runs.index("COPY megacpp_env /opt/megacpp-env/tool/megacpp_env") < runs.index(collect)  # tool first
+    assert "PYTHONPATH" not in collect  # the installed tool runs it
+    # pip check, plus exactly the resolutions the target declares (images/<target>/resolutions.json)
+    assert "--resolutions /opt/megacpp-env/resolutions.json --json" in collect
 
 
-def test_layer_order_toolchain_then_lock_then_sources(spec):
+def test_layer_order_toolchain_then_lock_then_sources_then_image(spec):
     text = _text(spec, "gb10")
     order = [
         text.index("apt-get"),
         text.index("COPY locks/"),
-        text.index("COPY megacpp_env"),
+        text.index("FROM toolchain AS deps"),
+        *(text.index(f" AS source-{s.name}\n") for s in spec.target("gb10").sources),
+        text.index("FROM ${DEPS_IMAGE} AS image"),
+        text.index("COPY megacpp_env /opt/megacpp-env/tool/megacpp_env"),
+        text.index("megacpp_env.srcbuild collect"),
         text.index("COPY stack.yaml"),
-        *(text.index(f"megacpp-env checkout {s.name} ") for s in spec.target("gb10").sources),
         text.index("megacpp_env.runtime install"),
         text.index("megacpp-env snapshot -o"),
     ]
     assert order == sorted(order)
-    vllm = text.index("megacpp-env checkout vllm ")
-    assert text.index("COPY overlays/vllm ") > vllm  # the overlay COPY comes after the checkout it patches
+    assert text.index("ARG DEPS_IMAGE=deps\n") < text.index("\nFROM ")  # a global ARG, usable in FROM
 
 
 def test_in_image_commands_are_real_verbs(spec):

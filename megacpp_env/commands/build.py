@@ -1,4 +1,6 @@
-"""`megacpp-env build TARGET`: docker build (BuildKit) of a target's rendered Dockerfile."""
+"""`megacpp-env build TARGET`: the image of a target, in three steps (see megacpp_env/build.py): the
+source mirror on this host, the locked dependencies with network, then the per-source stages and
+the image with no network at all."""
 
 from __future__ import annotations
 
@@ -6,7 +8,6 @@ import argparse
 import contextlib
 import os
 import re
-import shlex
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -45,7 +46,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--network",
         default="",
         metavar="MODE",
-        help="network for RUN steps (default: host when a source is served on loopback, else Docker's default)",
+        help="network of the deps build (default: Docker's; host with --mirror); sources never get one",
+    )
+    parser.add_argument(
+        "--source-from", action="append", default=[], metavar="URL=PATH",
+        help="mirror the source pinned at URL from PATH (a git bundle or repository); repeatable",
+    )  # fmt: skip
+    parser.add_argument(
+        "--source-mirror", default="", metavar="DIR", help="fill the build's source mirror from this one (offline)"
     )
     parser.add_argument("--ca-bundle", default="", metavar="PATH", help="CA bundle, mounted as a BuildKit secret")
     parser.add_argument("--mirror", default="", metavar="DIR", help="install locked artifacts from this mirror only")
@@ -73,6 +81,8 @@ def run(args: argparse.Namespace) -> int:
         ca_bundle=args.ca_bundle,
         mirror=args.mirror,
         no_cache=args.no_cache,
+        source_from=tuple(args.source_from),
+        source_mirror=args.source_mirror,
     )
     plan = build.plan_build(spec, opts, docker_bin=build.docker_for(dry_run=args.dry_run))
     if args.dry_run:
@@ -135,10 +145,7 @@ def _dry_run(spec: Spec, plan: BuildPlan, as_json: bool) -> int:
     if as_json:
         print_json({**plan.to_dict(), "would_refuse": problems})
         return 0
-    print(f"# cd {shlex.quote(str(plan.root))}")
-    print(shlex.join(plan.argv))
-    for note in plan.notes:
-        print(f"# {note}")
+    print("\n".join(plan.script()))
     for problem in problems:
         print(f"# a real build would refuse: {problem}")
     return 0

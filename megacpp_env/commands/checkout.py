@@ -1,4 +1,4 @@
-"""`megacpp-env checkout NAME [--dest DIR] [--json]`: a real git checkout of a pinned source.
+"""`megacpp-env checkout NAME [--dest DIR] [--mirror DIR] [--json]`: a real git checkout of a pinned source.
 
 Fetched by SHA (shallow where the server allows), submodules at the commits the superproject pins,
 a provenance record in DEST/.megacpp-checkout.json. Idempotent; a checkout at another commit or
@@ -17,17 +17,23 @@ from megacpp_env.commands._common import add_json, load
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("name", metavar="NAME", help="a source of the spec (sources.NAME; - and _ both accepted)")
     parser.add_argument("--dest", type=Path, default=None, metavar="DIR", help="where to check out")
+    parser.add_argument(
+        "--mirror", type=Path, default=None, metavar="DIR",
+        help="fetch from this source mirror (mirror-sources); the recorded origin stays the pinned URL",
+    )  # fmt: skip
     add_json(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     from megacpp_env.checkout import checkout_source, default_dest, find_source
+    from megacpp_env.srcbuild.mirror import insteadof_config
     from megacpp_env.ui import print_json
 
     spec = load(args)
     source = find_source(spec, args.name)
     dest = args.dest or default_dest(spec.root, source)
-    result = checkout_source(source, dest)
+    config = insteadof_config(args.mirror, source.name) if args.mirror else None
+    result = checkout_source(source, dest, git_config=config)
     if args.json:
         print_json(result.to_dict())
         return 0

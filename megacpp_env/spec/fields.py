@@ -18,6 +18,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from megacpp_env import layout
 from megacpp_env.chars import dangerous_char, describe_char
 from megacpp_env.errors import SpecError
 from megacpp_env.redact import credential_reason, env_credential_reason
@@ -29,7 +30,7 @@ T = TypeVar("T")
 
 COMMIT_RE = re.compile(r"[0-9a-f]{40}")
 NAME_RE = re.compile(r"[a-z][a-z0-9_]*")
-SLUG_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+SLUG_RE = layout.SLUG_RE
 ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 MODULE_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 SM_ARCH_RE = re.compile(r"sm_[0-9]{2,3}[af]?")

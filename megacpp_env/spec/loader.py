@@ -19,6 +19,7 @@ from megacpp_env.spec import fields as F
 from megacpp_env.spec.model import (
     FEATURES,
     INSTALL_MODES,
+    JOBS_ENV,
     SCHEMA_VERSION,
     Alignment,
     ArtifactSet,
@@ -33,6 +34,7 @@ from megacpp_env.spec.model import (
     Serving,
     SnapshotConfig,
     Source,
+    SourceJobs,
     Spec,
     Target,
     Toolchain,
@@ -53,7 +55,7 @@ TOOLCHAIN_KEYS = (
 )  # fmt: skip
 SOURCE_KEYS = (
     "repo", "commit", "ref", "submodules", "install", "overlay", "pre_build", "build_env", "extra_requirements",
-    "drop_requirements", "needs", "subdir", "provisional", "sanity", "fetches", "unpinned_fetches",
+    "drop_requirements", "needs", "subdir", "provisional", "sanity", "fetches", "unpinned_fetches", "jobs",
 )  # fmt: skip
 TARGET_KEYS = (
     "description", "platforms", "base_image", "toolchain", "gpu", "features", "serving", "requirements",
@@ -242,6 +244,7 @@ def _source(r: F.Reader, value: Any, key: str, name: str) -> Source:
         sanity=_sanity(r, d.get("sanity", {}), k("sanity")),
         fetches=_fetches(r, d.get("fetches", {}), k("fetches")),
         unpinned_fetches=_reasons(r, d.get("unpinned_fetches", {}), k("unpinned_fetches"), F.ENV_NAME_RE, "a variable"),
+        jobs=_jobs(r, d.get("jobs", {}), k("jobs")),
     )
 
 
@@ -310,6 +313,19 @@ def _artifact_set(r: F.Reader, value: Any, key: str, name: str) -> ArtifactSet:
         source=r.pattern(d["source"], k("source"), F.NAME_RE, "a source name") if "source" in d else "",
         reachable_here=r.boolean(d.get("reachable_here", True), k("reachable_here")),
     )
+
+
+def _jobs(r: F.Reader, value: Any, key: str) -> SourceJobs:
+    d = r.mapping(value, key, allowed=("nvcc_threads", "reads"))
+    reads = r.str_list(d.get("reads", []), join_key(key, "reads"), lambda v, ik: r.choice(v, ik, JOBS_ENV))
+    threads = r.integer(d.get("nvcc_threads", 0), join_key(key, "nvcc_threads"), maximum=256)
+    if threads and "NVCC_THREADS" in reads:
+        raise r.fail(
+            join_key(key, "nvcc_threads"),
+            "the build reads NVCC_THREADS, so the tool chooses the thread count",
+            "drop nvcc_threads, or drop NVCC_THREADS from reads if the build hard-codes --threads",
+        )
+    return SourceJobs(nvcc_threads=threads, reads=tuple(sorted(reads)))
 
 
 def _sanity(r: F.Reader, value: Any, key: str) -> SanityCheck:

@@ -98,6 +98,25 @@ class SanityCheck:
         return as_dict(self)
 
 
+# Parallelism variables a source's build may read; only those a source declares are exported to it.
+JOBS_ENV = ("MAX_JOBS", "NVCC_THREADS", "CMAKE_BUILD_PARALLEL_LEVEL")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SourceJobs:
+    """How a source's build really parallelises (read from its build files at the pin).
+
+    ``nvcc_threads``: the ``nvcc --threads`` the build passes whatever the environment says (causal-conv1d
+    and mamba hard-code 4); 0 when the build reads ``NVCC_THREADS`` or compiles no CUDA. ``reads``: the
+    parallelism variables the build reads (``MAX_JOBS`` is read by torch's cpp_extension)."""
+
+    nvcc_threads: int = 0
+    reads: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return as_dict(self)
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Source:
     """A pinned source. Its own runtime and build requirements are upstream facts
@@ -129,6 +148,7 @@ class Source:
     fetches: Mapping[str, str] = field(default_factory=dict)
     # Build-time fetches the spec cannot pin yet: env var -> why (reported; the sealed build fails on them).
     unpinned_fetches: Mapping[str, str] = field(default_factory=dict)
+    jobs: SourceJobs = field(default_factory=SourceJobs)
 
     @property
     def dist_dir_name(self) -> str:

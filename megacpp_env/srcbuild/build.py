@@ -1,0 +1,271 @@
+"""``build_source``: one pinned source into a wheel (or a verified checkout for ``install: path``).
+
+Steps, each timed and reported through ``progress``:
+  checkout   a real git checkout at the pin (``checkout.checkout_source``); with a source mirror,
+             every fetch (submodules and build-time fetches too) comes from it through ``-c
+             url.<mirror>.insteadOf=<pinned url>``, so the recorded origin stays the pinned URL
+  verify     HEAD is the pin, no changes but a recorded overlay, submodules at their pinned commits
+  overlay    apply, then verify, the plan's overlay (``overlays/<name>``)
+  fetches    a verified checkout of each declared build-time fetch, its path in the named variable
+  pre_build  the plan's commands (``bash -c``) in the checkout
+  wheel      ``python -m pip wheel --no-deps --no-build-isolation --no-index`` with the plan's build
+             env and the jobs formula's variables; the build's leftovers are removed afterwards
+  install    (optional) the wheel with ``--no-deps --no-index``, or a ``.pth`` for a path source
+  sanity     (after install) ``python -P -m megacpp_env.sanity`` with the target's Python, the
+             tool's source-build closure alone on its ``PYTHONPATH``
+Never prints, never exits.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from megacpp_env import checkout, git, overlay
+from megacpp_env.errors import RefusedError, VerificationError
+from megacpp_env.srcbuild import closure, mirror
+from megacpp_env.srcbuild.jobs import JobsDecision, Resources, decide, read_resources
+from megacpp_env.srcbuild.plan import FetchPlan, SourcePlan
+from megacpp_env.srcbuild.run import python_value, stream
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Step:
+    name: str
+    seconds: float
+    detail: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "seconds": round(self.seconds, 2), "detail": self.detail}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SourceBuildResult:
+    name: str
+    target: str
+    commit: str
+    checkout: str
+    wheel: str  # "" for a path source
+    installed: bool
+    jobs: JobsDecision
+    steps: tuple[Step, ...]
+    fetches: dict[str, str] = field(default_factory=dict)  # env var -> checkout path
+    sanity: tuple[str, ...] = ()
+
+    @property
+    def seconds(self) -> float:
+        return sum(s.seconds for s in self.steps)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "target": self.target,
+            "commit": self.commit,
+            "checkout": self.checkout,
+            "wheel": self.wheel,
+            "installed": self.installed,
+            "jobs": self.jobs.to_dict(),
+            "steps": [s.to_dict() for s in self.steps],
+            "seconds": round(self.seconds, 2),
+            "fetches": dict(sorted(self.fetches.items())),
+            "sanity": list(self.sanity),
+        }
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class BuildInputs:
+    """Where a build reads from and writes to (the plan says what; this says where)."""
+
+    python: Path  # the target venv's interpreter: builds the wheel, installs it, runs sanity
+    workdir: Path  # the checkout (``/opt/src/<dist>`` in images)
+    wheel_dir: Path
+    overlays: Path | None = None  # the directory holding overlays/<name>
+    mirror: Path | None = None  # a source mirror (``mirror-sources``); None: the pinned URLs
+    jobs: int = 0  # --jobs N; 0: the formula
+    install: bool = False
+    sanity: bool = True
+    resources: Resources | None = None  # None: read this machine's
+
+
+class _Clock:
+    def __init__(self, source: str, progress: Progress) -> None:
+        self.source, self.progress, self.steps = source, progress, list[Step]()
+
+    @contextmanager
+    def step(self, name: str, detail: str = "") -> Iterator[None]:
+        self.progress(f"[{self.source}] {name}{': ' + detail if detail else ''}")
+        start = time.monotonic()
+        yield
+        self.steps.append(Step(name=name, seconds=time.monotonic() - start, detail=detail))
+
+
+def build_source(plan: SourcePlan, inputs: BuildInputs, *, progress: Progress | None = None) -> SourceBuildResult:
+    """Build ``plan`` as ``inputs`` say; raises StepFailedError / VerificationError / RefusedError."""
+    say = progress or (lambda _line: None)
+    clock = _Clock(plan.name, say)
+    config = _mirror_config(plan, inputs.mirror)
+    with clock.step("checkout", f"{plan.repo} @ {plan.commit}" + (f" from {inputs.mirror}" if inputs.mirror else "")):
+        checkout.checkout_source(plan, inputs.workdir, git_config=config)
+    with clock.step("verify"):
+        _verify(plan, inputs.workdir)
+    if plan.overlay:
+        with clock.step("overlay", plan.overlay):
+            _overlay(plan, inputs)
+    with clock.step("fetches", ", ".join(f.env for f in plan.fetches) or "none"):
+        fetched = {f.env: str(_fetch(f, inputs.workdir.parent, config)) for f in plan.fetches}
+    decision = decide(plan.jobs, inputs.resources or read_resources(), jobs=inputs.jobs)
+    env = _build_env(plan, decision, fetched)
+    for i, command in enumerate(plan.pre_build):
+        with clock.step(f"pre_build[{i}]", command):
+            stream(["bash", "-c", command], cwd=inputs.workdir, env=env, source=plan.name, step=f"pre_build[{i}]",
+                   on_line=say)  # fmt: skip
+    wheel = ""
+    if plan.install == "wheel":
+        with clock.step("wheel", f"{decision.max_jobs} job(s): {decision.why}"):
+            wheel = str(_wheel(plan, inputs, env, say))
+    sanity: tuple[str, ...] = ()
+    if inputs.install:
+        with clock.step("install"):
+            _install(plan, inputs, wheel)
+        if inputs.sanity:
+            with clock.step("sanity"):
+                sanity = run_sanity([plan], inputs.python, say)
+    return SourceBuildResult(
+        name=plan.name,
+        target=plan.target,
+        commit=plan.commit,
+        checkout=str(inputs.workdir),
+        wheel=wheel,
+        installed=inputs.install,
+        jobs=decision,
+        steps=tuple(clock.steps),
+        fetches=fetched,
+        sanity=sanity,
+    )
+
+
+def _mirror_config(plan: SourcePlan, root: Path | None) -> dict[str, str]:
+    if root is None:
+        return {}
+    missing = mirror.missing_pins(
+        root, plan.name, [(plan.repo, plan.commit), *((f.repo, f.commit) for f in plan.fetches)]
+    )
+    if missing:
+        raise RefusedError(
+            f"source mirror {root} lacks {', '.join(missing)} "
+            f"(run `megacpp-env mirror-sources {plan.target} --to {root}`)"
+        )
+    return mirror.insteadof_config(root, plan.name)
+
+
+def _verify(plan: SourcePlan | FetchPlan, path: Path, overlay_dir: Path | None = None) -> None:
+    """Judged by content: after the overlay, exactly the pin plus exactly the overlay's files."""
+    result = checkout.verify_checkout(path, plan, overlay_dir=overlay_dir)
+    if not result.ok:
+        raise VerificationError(f"{plan.name}: {path} is not as pinned: " + "; ".join(result.problems))
+
+
+def _overlay(plan: SourcePlan, inputs: BuildInputs) -> None:
+    if inputs.overlays is None:
+        raise RefusedError(f"{plan.name}: the plan names overlay {plan.overlay}; pass the overlays directory")
+    directory = inputs.overlays / plan.overlay
+    if not directory.is_dir():
+        raise RefusedError(f"{plan.name}: overlay {plan.overlay} not found at {directory}")
+    overlay.apply_overlay(directory, inputs.workdir)
+    overlay.verify_overlay(directory, inputs.workdir)
+    _verify(plan, inputs.workdir, directory)
+
+
+def _fetch(fetch: FetchPlan, parent: Path, config: Mapping[str, str]) -> Path:
+    dest = parent / fetch.name.replace("_", "-")
+    checkout.checkout_source(fetch, dest, git_config=config)
+    _verify(fetch, dest)
+    return dest.resolve()
+
+
+def _build_env(plan: SourcePlan, decision: JobsDecision, fetched: Mapping[str, str]) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PIP_REQUIRE_VIRTUALENV")}
+    env.update(plan.build_env)
+    env.update(decision.env)
+    env.update(fetched)
+    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+    return env
+
+
+def _wheel(plan: SourcePlan, inputs: BuildInputs, env: dict[str, str], say: Progress) -> Path:
+    before = _untracked(inputs.workdir)
+    with tempfile.TemporaryDirectory(prefix=f"megacpp-{plan.dist}-wheel-") as tmp:
+        argv = [str(inputs.python), "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
+                "--wheel-dir", tmp, str(inputs.workdir / plan.subdir)]  # fmt: skip
+        try:
+            stream(argv, cwd=inputs.workdir / plan.subdir, env=env, source=plan.name, step="wheel", on_line=say)
+        finally:
+            _remove_leftovers(inputs.workdir, before)
+        built = sorted(Path(tmp).glob("*.whl"))
+        if len(built) != 1:
+            raise VerificationError(f"{plan.name}: pip wheel made {len(built)} wheels, expected exactly one")
+        return _keep_wheel(built[0], inputs.wheel_dir)
+
+
+def _keep_wheel(wheel: Path, wheel_dir: Path) -> Path:
+    """Move ``wheel`` into ``wheel_dir``, replacing earlier wheels of the same distribution."""
+    wheel_dir.mkdir(parents=True, exist_ok=True)
+    dist = wheel.name.split("-", 1)[0]
+    for old in wheel_dir.glob(f"{dist}-*.whl"):
+        old.unlink()
+    dest = wheel_dir / wheel.name
+    shutil.move(str(wheel), dest)
+    return dest.resolve()
+
+
+def _untracked(root: Path) -> set[str]:
+    """Untracked paths, ignored ones included, directories collapsed (what a build may leave behind)."""
+    raw = git.run_git(["ls-files", "--others", "--directory", "-z"], root).stdout
+    return {os.fsdecode(p).rstrip("/") for p in raw.split(b"\0") if p}
+
+
+def _remove_leftovers(root: Path, before: set[str]) -> None:
+    for rel in sorted(_untracked(root) - before):
+        path = root / rel
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+
+
+def _install(plan: SourcePlan, inputs: BuildInputs, wheel: str) -> None:
+    if plan.install == "path":
+        purelib = python_value(inputs.python, "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+        pth = Path(purelib) / f"megacpp-src-{plan.dist}.pth"
+        pth.write_text(f"{inputs.workdir.resolve()}\n", encoding="utf-8")
+        return
+    argv = [str(inputs.python), "-m", "pip", "install", "--no-deps", "--no-index", "--force-reinstall", wheel]
+    stream(argv, cwd=inputs.wheel_dir, env=_quiet_pip_env(), source=plan.name, step="install", on_line=lambda _l: None)
+
+
+def _quiet_pip_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+    return env
+
+
+def run_sanity(plans: list[SourcePlan], python: Path, say: Progress) -> tuple[str, ...]:
+    """Each plan's sanity checks with ``python`` (a fresh interpreter per source, ``-P``); the tool's
+    source-build closure alone on PYTHONPATH. Returns the report lines; raises on the first failure."""
+    lines: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="megacpp-sanity-") as tmp:
+        path = closure.copy_closure(Path(tmp) / "tool")
+        env = {**_quiet_pip_env(), "PYTHONPATH": str(path)}
+        for plan in plans:
+            argv = [str(python), "-P", "-m", "megacpp_env.sanity", "--source", plan.name, *plan.sanity.args()]
+            lines += stream(argv, cwd=Path(tmp), env=env, source=plan.name, step="sanity", on_line=say)
+    return tuple(lines)

@@ -1,0 +1,333 @@
+"""The source mirror: every pinned source of a target as local bare git repositories.
+
+Layout (``DIR`` is what ``mirror-sources --to`` names)::
+
+    DIR/index.json                         {"schema_version": 1, "sources": {name: {"path", "repo", "commit"}}}
+    DIR/sources/<name>/index.json          {"schema_version": 1, "source": name, "repos": {url: {"path", "commits"}}}
+    DIR/sources/<name>/git/<key>.git       one bare repository per URL, key = sha256(url)[:16]-<basename>
+
+A source's directory holds its own repository, every submodule's (recursively, each at the commit
+its superproject pins) and those of its declared build-time fetches, each keyed by its URL. It is
+per source so that an image's source stage bind-mounts only its own repositories: mirroring another
+source, or bumping another pin, changes nothing that stage reads.
+
+Each pinned commit is kept by a ref ``refs/megacpp/pins/<sha>`` and ``uploadpack.allowAnySHA1InWant``
+lets a checkout fetch it by SHA. Checkouts and source builds read the mirror through git's
+``url.<mirror repo>.insteadOf=<pinned url>`` given with ``-c`` (``insteadof_config``), never
+written to a config file, so the pinned URL in stack.yaml and the checkout's recorded origin stay
+as they are. A source directory is made in a temporary sibling and swapped into place, and left
+untouched when every pin is already present (its bytes are part of a build's cache key).
+Never prints.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from megacpp_env import git
+from megacpp_env.errors import FormatError, RefusedError, ToolError
+from megacpp_env.fsutil import atomic_write_text
+from megacpp_env.records import read_json
+from megacpp_env.redact import strip_url_credentials
+
+SCHEMA = 1
+INDEX = "index.json"
+PIN_REF = "refs/megacpp/pins/"
+_REPO_PATH = re.compile(r"^git/[A-Za-z0-9._-]+\.git$")
+_MIRROR_CONFIG = {"uploadpack.allowAnySHA1InWant": "true", "gc.auto": "0"}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Pin:
+    """One repository at one commit; ``submodules``: mirror its submodules (recursively) too."""
+
+    url: str
+    commit: str
+    submodules: bool = False
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class MirrorRequest:
+    """One source: its own pin first, then its fetches' pins."""
+
+    source: str
+    pins: tuple[Pin, ...]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class MirroredSource:
+    source: str
+    path: str
+    action: str  # "created" | "updated" | "unchanged"
+    repos: dict[str, list[str]] = field(default_factory=dict)  # url -> pinned commits
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"source": self.source, "path": self.path, "action": self.action, "repos": self.repos}
+
+
+# ---- reading -------------------------------------------------------------------------------------
+
+
+def repo_key(url: str) -> str:
+    """``<sha256(url)[:16]>-<basename>``: unique per URL, readable, safe as a file name."""
+    base = PurePosixPath(url.rstrip("/").rpartition(":")[2]).name.removesuffix(".git") or "repo"
+    return f"{hashlib.sha256(url.encode()).hexdigest()[:16]}-{re.sub(r'[^A-Za-z0-9._-]', '_', base)[:40]}"
+
+
+def source_dir(root: Path, source: str) -> Path:
+    return Path(root) / "sources" / source
+
+
+class MirrorFormatError(FormatError):
+    """A source mirror's index is malformed (make the mirror again)."""
+
+
+def read_source_index(root: Path, source: str) -> dict[str, dict[str, Any]]:
+    """url -> {"path", "commits"} of one source's mirror; a MirrorFormatError names the file and key."""
+    path = source_dir(root, source) / INDEX
+    try:
+        t = read_json(path, MirrorFormatError)
+    except (FileNotFoundError, NotADirectoryError):
+        raise RefusedError(
+            f"no mirror of source {source} in {root} (make it: `megacpp-env mirror-sources TARGET --to {root}`)"
+        ) from None
+    if t.number("schema_version") != SCHEMA:
+        t.fail(f"not a schema {SCHEMA} source mirror index", "schema_version")
+    repos = t.table("repos")
+    out = {}
+    for url in repos.data:
+        entry = repos.table(str(url))
+        rel = entry.text("path", nonempty=True)
+        if not _REPO_PATH.match(rel):
+            entry.fail(f"expected git/<key>.git inside the source's directory, got {rel!r}", "path")
+        out[str(url)] = {"path": rel, "commits": list(entry.texts("commits"))}
+    return out
+
+
+def insteadof_config(root: Path, source: str) -> dict[str, str]:
+    """``-c`` settings that make git fetch every URL of ``source``'s mirror from the mirror."""
+    base = source_dir(root, source).resolve()
+    cfg = {"protocol.file.allow": "always"}
+    for url, entry in sorted(read_source_index(root, source).items()):
+        cfg[f"url.{(base / str(entry['path'])).as_uri()}.insteadOf"] = url
+    return cfg
+
+
+def missing_pins(root: Path, source: str, pins: Iterable[tuple[str, str]]) -> list[str]:
+    """The (url, commit) pins the source's mirror lacks, as readable lines (empty: all present)."""
+    repos = read_source_index(root, source)
+    out = []
+    for url, commit in pins:
+        entry = repos.get(url)
+        repo = source_dir(root, source) / str(entry["path"]) if entry else None
+        if repo is None or not git.has_commit(repo, commit):
+            out.append(f"{strip_url_credentials(url)} @ {commit}")
+    return out
+
+
+# ---- writing -------------------------------------------------------------------------------------
+
+
+def mirror_sources(
+    root: Path,
+    requests: Sequence[MirrorRequest],
+    *,
+    rewrites: Mapping[str, str] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> list[MirroredSource]:
+    """Make or update ``root``'s directory of each requested source; idempotent and atomic per source.
+
+    ``rewrites``: ``-c`` settings applied to the upstream fetches (``url.<local>.insteadOf=<url>``: a
+    bundle, another mirror), so a machine without access to the pinned URLs can still mirror them."""
+    root = Path(root)
+    report = [_mirror_one(root, req, dict(rewrites or {}), progress or (lambda _line: None)) for req in requests]
+    _write_top_index(root, requests)
+    return report
+
+
+def _mirror_one(root: Path, req: MirrorRequest, rewrites: dict[str, str], say: Callable[[str], None]) -> MirroredSource:
+    final = source_dir(root, req.source)
+    if final.is_dir() and _complete(root, req):
+        say(f"{req.source}: every pin present in {final}")
+        return MirroredSource(source=req.source, path=str(final), action="unchanged", repos=_index_commits(final))
+    final.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{req.source}.partial-", dir=final.parent))
+    try:
+        if final.is_dir():
+            shutil.copytree(final, work, dirs_exist_ok=True, copy_function=os.link)  # objects are immutable
+        repos = _fill(work, req.pins, rewrites, say)
+        _write_index(work, req.source, repos)
+        action = "updated" if final.is_dir() else "created"
+        _swap(work, final)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    return MirroredSource(source=req.source, path=str(final), action=action, repos=repos)
+
+
+def _complete(root: Path, req: MirrorRequest) -> bool:
+    try:
+        pins = [(p.url, p.commit) for p in req.pins]
+        if missing_pins(root, req.source, pins):
+            return False
+        return all(not p.submodules or not _missing_submodules(root, req.source, p) for p in req.pins)
+    except (RefusedError, FormatError, ToolError):
+        return False
+
+
+def _missing_submodules(root: Path, source: str, pin: Pin) -> bool:
+    repos = read_source_index(root, source)
+    repo = source_dir(root, source) / str(repos[pin.url]["path"])
+    subs = _submodule_pins(repo, pin)
+    return bool(missing_pins(root, source, [(s.url, s.commit) for s in subs])) or any(
+        _missing_submodules(root, source, s) for s in subs
+    )
+
+
+def _fill(
+    work: Path, pins: Sequence[Pin], rewrites: dict[str, str], say: Callable[[str], None]
+) -> dict[str, list[str]]:
+    """Fetch every pin (and its submodules, recursively) into ``work``; url -> sorted commits."""
+    repos = _index_commits(work)
+    queue = list(pins)
+    while queue:
+        pin = queue.pop(0)
+        repo = work / "git" / f"{repo_key(pin.url)}.git"
+        _fetch_pin(repo, pin, rewrites, say)
+        repos[pin.url] = sorted({*repos.get(pin.url, []), pin.commit})
+        if pin.submodules:
+            queue.extend(_submodule_pins(repo, pin))
+    return dict(sorted(repos.items()))
+
+
+def _fetch_pin(repo: Path, pin: Pin, rewrites: dict[str, str], say: Callable[[str], None]) -> None:
+    if not (repo / "HEAD").is_file():
+        repo.parent.mkdir(parents=True, exist_ok=True)
+        git.run_git(["init", "--quiet", "--bare", "--template=", str(repo)])
+        for key, value in _MIRROR_CONFIG.items():
+            git.run_git(["config", key, value], repo)
+    if not git.has_commit(repo, pin.commit):
+        say(f"fetching {strip_url_credentials(pin.url)} @ {pin.commit}")
+        _fetch(repo, pin, rewrites)
+    git.run_git(["update-ref", f"{PIN_REF}{pin.commit}", pin.commit], repo)
+
+
+def _fetch(repo: Path, pin: Pin, rewrites: dict[str, str]) -> None:
+    """By SHA first (with its history); else every branch and tag (a bundle or a server that refuses
+    fetching by SHA), keeping only what the pin needs referenced."""
+    cfg = {"protocol.file.allow": "always", **rewrites}
+    by_sha = ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", pin.url, pin.commit]
+    if git.run_git(by_sha, repo, check=False, config=cfg).returncode == 0 and git.has_commit(repo, pin.commit):
+        return
+    every = ["+refs/heads/*:refs/megacpp/upstream/heads/*", "+refs/tags/*:refs/megacpp/upstream/tags/*"]
+    git.run_git(["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", pin.url, *every], repo, config=cfg)
+    if not git.has_commit(repo, pin.commit):
+        raise ToolError(
+            f"commit {pin.commit} is not reachable from any branch or tag of {strip_url_credentials(pin.url)}"
+        )
+    for ref in git.git_text(["for-each-ref", "--format=%(refname)", "refs/megacpp/upstream/"], repo).splitlines():
+        git.run_git(["update-ref", "-d", ref], repo)
+
+
+def _submodule_pins(repo: Path, pin: Pin) -> list[Pin]:
+    """Every submodule of ``pin.commit``: its URL (resolved against ``pin.url``) at its gitlinked commit."""
+    links = git.gitlinks(repo, pin.commit)
+    if not links:
+        return []
+    urls = _gitmodules_urls(repo, pin.commit)
+    out = []
+    for path, commit in sorted(links.items()):
+        if path not in urls:
+            raise ToolError(
+                f"{strip_url_credentials(pin.url)} @ {pin.commit}: submodule {path} has no URL in .gitmodules"
+            )
+        out.append(Pin(url=resolve_submodule_url(pin.url, urls[path]), commit=commit, submodules=True))
+    return out
+
+
+def _gitmodules_urls(repo: Path, commit: str) -> dict[str, str]:
+    """path -> url from ``.gitmodules`` at ``commit`` (git config syntax, read by git itself)."""
+    proc = git.run_git(["config", "--blob", f"{commit}:.gitmodules", "--get-regexp", r"^submodule\..*\.(path|url)$"],
+                       repo, check=False)  # fmt: skip
+    names: dict[str, dict[str, str]] = {}
+    for line in proc.stdout.decode("utf-8", "replace").splitlines():
+        key, _, value = line.partition(" ")
+        name, _, attr = key[len("submodule.") :].rpartition(".")
+        names.setdefault(name, {})[attr] = value
+    return {v["path"]: v["url"] for v in names.values() if "path" in v and "url" in v}
+
+
+def resolve_submodule_url(base: str, url: str) -> str:
+    """git's rule for a relative submodule URL (``./x``, ``../x``): relative to the superproject's URL."""
+    if not url.startswith(("./", "../")):
+        return url
+    out = base.rstrip("/")
+    for part in url.split("/"):
+        if part == "..":
+            out = re.sub(r"[/:][^/:]*$", "", out) if re.search(r"[/:][^/:]*$", out) else out
+        elif part not in (".", ""):
+            out = f"{out}/{part}"
+    return out
+
+
+def _index_commits(directory: Path) -> dict[str, list[str]]:
+    path = directory / INDEX
+    if not path.is_file():
+        return {}
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return {url: list(entry.get("commits", [])) for url, entry in data.get("repos", {}).items()}
+
+
+def _write_index(directory: Path, source: str, repos: dict[str, list[str]]) -> None:
+    doc = {
+        "schema_version": SCHEMA,
+        "source": source,
+        "repos": {
+            url: {"path": f"git/{repo_key(url)}.git", "commits": commits} for url, commits in sorted(repos.items())
+        },
+    }
+    atomic_write_text(directory / INDEX, json.dumps(doc, indent=2, sort_keys=True) + "\n")
+
+
+def _write_top_index(root: Path, requests: Sequence[MirrorRequest]) -> None:
+    path = root / INDEX
+    try:
+        old = json.loads(path.read_text(encoding="utf-8")).get("sources", {})
+    except (OSError, ValueError, AttributeError):
+        old = {}
+    for req in requests:
+        old[req.source] = {"path": f"sources/{req.source}", "repo": req.pins[0].url, "commit": req.pins[0].commit}
+    doc = {"schema_version": SCHEMA, "sources": dict(sorted(old.items()))}
+    atomic_write_text(path, json.dumps(doc, indent=2, sort_keys=True) + "\n")
+
+
+def _swap(work: Path, final: Path) -> None:
+    """Put ``work`` at ``final``: a rename, with the old directory moved aside first and then removed."""
+    work.chmod(0o755)
+    if not final.exists():
+        os.replace(work, final)
+        return
+    trash = final.with_name(f".{final.name}.old-{os.getpid()}")
+    os.replace(final, trash)
+    os.replace(work, final)
+    shutil.rmtree(trash, ignore_errors=True)
+
+
+def parse_rewrite(text: str) -> tuple[str, str]:
+    """``URL=LOCAL`` (a bundle, a bare repository or a directory) -> the insteadOf ``-c`` pair."""
+    url, sep, local = text.partition("=")
+    if not sep or not url or not local:
+        raise RefusedError(f"--from {text!r}: expected URL=PATH (a git bundle or repository for that pinned URL)")
+    path = Path(local).expanduser().resolve()
+    if not path.exists():
+        raise RefusedError(f"--from {text!r}: {path} does not exist")
+    return f"url.{path}.insteadOf", url

@@ -1,0 +1,149 @@
+"""The jobs formula, on fake /proc and /sys trees (cgroup v2, v1, nested limits, none)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from megacpp_env.srcbuild.jobs import GIB, Resources, decide, read_resources
+from megacpp_env.srcbuild.plan import JobsPlan
+
+
+def write(root: Path, files: dict[str, str]) -> None:
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+def meminfo(available_gib: float) -> str:
+    kb = int(available_gib * 1024 * 1024)
+    return f"MemTotal:       {kb * 2} kB\nMemFree:        {kb // 2} kB\nMemAvailable:   {kb} kB\n"
+
+
+def fake_v2(tmp_path: Path, *, available_gib: float, levels: dict[str, dict[str, str]], path: str) -> tuple[Path, Path]:
+    proc, sys = tmp_path / "proc", tmp_path / "sys"
+    write(proc, {"meminfo": meminfo(available_gib), "self/cgroup": f"0::{path}\n"})
+    files = {"fs/cgroup/cgroup.controllers": "cpu memory\n"}
+    for rel, content in levels.items():
+        for name, text in content.items():
+            files[f"fs/cgroup/{rel}/{name}".replace("//", "/")] = text
+    write(sys, files)
+    return proc, sys
+
+
+def test_no_cgroup_limit_uses_memavailable_and_affinity(tmp_path: Path) -> None:
+    proc, sys = fake_v2(tmp_path, available_gib=64, levels={"user.slice": {"memory.max": "max\n"}}, path="/user.slice")
+    res = read_resources(proc=proc, sys=sys, affinity=16)
+    assert res == Resources(memory=64 * GIB, memory_from="MemAvailable", cpus=16, cpus_from="cpu affinity")
+
+
+def test_cgroup_v2_limit_minus_working_set_and_cpu_quota(tmp_path: Path) -> None:
+    level = {
+        "memory.max": f"{12 * GIB}\n",
+        "memory.current": f"{5 * GIB}\n",
+        "memory.stat": f"anon {2 * GIB}\nfile {3 * GIB}\ninactive_file {3 * GIB}\nactive_file 0\n",
+        "cpu.max": "350000 100000\n",
+    }
+    proc, sys = fake_v2(tmp_path, available_gib=100, levels={"docker/abc": level}, path="/docker/abc")
+    res = read_resources(proc=proc, sys=sys, affinity=32)
+    # 12 GiB limit, working set 5 - 3 (inactive page cache is reclaimed first) = 2 GiB -> 10 GiB available.
+    assert res.memory == 10 * GIB
+    assert res.memory_from.startswith("cgroup v2 ") and res.memory_from.endswith("docker/abc/memory.max minus its working set")
+    assert (res.cpus, res.cpus_from.split(" ")[:2]) == (4, ["cgroup", "v2"])  # 3.5 CPUs rounded up
+
+
+def test_cgroup_v2_tightest_level_wins(tmp_path: Path) -> None:
+    levels = {
+        "outer": {"memory.max": f"{6 * GIB}\n", "memory.current": "0\n", "cpu.max": "200000 100000\n"},
+        "outer/inner": {"memory.max": f"{20 * GIB}\n", "memory.current": "0\n", "cpu.max": "max 100000\n"},
+    }
+    proc, sys = fake_v2(tmp_path, available_gib=100, levels=levels, path="/outer/inner")
+    res = read_resources(proc=proc, sys=sys, affinity=8)
+    assert (res.memory, res.cpus) == (6 * GIB, 2)
+    assert "/outer/memory.max" in res.memory_from and "/outer/cpu.max" in res.cpus_from
+
+
+def test_cgroup_v2_in_a_container_namespace_reads_the_root(tmp_path: Path) -> None:
+    root = {"memory.max": f"{8 * GIB}\n", "memory.current": f"{1 * GIB}\n", "cpu.max": "100000 100000\n"}
+    proc, sys = fake_v2(tmp_path, available_gib=50, levels={"": root}, path="/")
+    res = read_resources(proc=proc, sys=sys, affinity=4)
+    assert (res.memory, res.cpus) == (7 * GIB, 1)
+
+
+def test_meminfo_below_the_cgroup_limit_wins(tmp_path: Path) -> None:
+    proc, sys = fake_v2(tmp_path, available_gib=3, levels={"a": {"memory.max": f"{32 * GIB}\n"}}, path="/a")
+    res = read_resources(proc=proc, sys=sys, affinity=8)
+    assert (res.memory, res.memory_from) == (3 * GIB, "MemAvailable")
+
+
+def test_cgroup_v1_limit_and_quota(tmp_path: Path) -> None:
+    proc, sys = tmp_path / "proc", tmp_path / "sys"
+    write(proc, {"meminfo": meminfo(40), "self/cgroup": "12:memory:/docker/x\n4:cpu,cpuacct:/docker/x\n1:name=systemd:/\n"})
+    write(sys, {
+        "fs/cgroup/memory/docker/x/memory.limit_in_bytes": f"{16 * GIB}\n",
+        "fs/cgroup/memory/docker/x/memory.usage_in_bytes": f"{4 * GIB}\n",
+        "fs/cgroup/memory/docker/x/memory.stat": f"cache {3 * GIB}\ntotal_inactive_file {2 * GIB}\n",
+        "fs/cgroup/memory/memory.limit_in_bytes": "9223372036854771712\n",
+        "fs/cgroup/cpu,cpuacct/docker/x/cpu.cfs_quota_us": "600000\n",
+        "fs/cgroup/cpu,cpuacct/docker/x/cpu.cfs_period_us": "100000\n",
+        "fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us": "-1\n",
+        "fs/cgroup/cpu,cpuacct/cpu.cfs_period_us": "100000\n",
+    })  # fmt: skip
+    res = read_resources(proc=proc, sys=sys, affinity=64)
+    assert res.memory == 14 * GIB and res.memory_from.startswith("cgroup v1 ")
+    assert res.cpus == 6 and "cpu.cfs_quota_us" in res.cpus_from
+
+
+def test_cgroup_v1_unlimited_is_ignored(tmp_path: Path) -> None:
+    proc, sys = tmp_path / "proc", tmp_path / "sys"
+    write(proc, {"meminfo": meminfo(10), "self/cgroup": "5:memory:/\n"})
+    write(sys, {"fs/cgroup/memory/memory.limit_in_bytes": "9223372036854771712\n"})
+    assert read_resources(proc=proc, sys=sys, affinity=2).memory == 10 * GIB
+
+
+def test_missing_proc_and_sys_still_give_one_job(tmp_path: Path) -> None:
+    res = read_resources(proc=tmp_path / "none", sys=tmp_path / "none", affinity=4)
+    assert res.memory == 0 and res.memory_from == "MemFree"
+    assert decide(JobsPlan(reads=("MAX_JOBS",)), res).max_jobs == 1
+
+
+def res(gib: float, cpus: int) -> Resources:
+    return Resources(memory=int(gib * GIB), memory_from="test", cpus=cpus, cpus_from="test")
+
+
+def test_upstream_hard_coded_nvcc_threads_divide_the_jobs() -> None:
+    """causal-conv1d and mamba pass `nvcc --threads 4`: 64 GiB at 4 GiB per thread -> 4 jobs, not 16."""
+    policy = JobsPlan(reads=("MAX_JOBS",), nvcc_threads=4, cuda=True, mem_per_job_gib=4)
+    d = decide(policy, res(64, 16))
+    assert (d.max_jobs, d.nvcc_threads, d.per_job_gib) == (4, 4, 16)
+    assert d.env == {"MAX_JOBS": "4"}  # the build does not read NVCC_THREADS: not exported
+    assert "hard-coded by the build" in d.why
+
+
+def test_reads_nvcc_threads_gets_two_when_memory_allows() -> None:
+    policy = JobsPlan(reads=("MAX_JOBS", "NVCC_THREADS"), cuda=True, mem_per_job_gib=4)
+    assert decide(policy, res(128, 8)).env == {"MAX_JOBS": "8", "NVCC_THREADS": "2"}
+    assert decide(policy, res(40, 8)).env == {"MAX_JOBS": "8", "NVCC_THREADS": "1"}
+
+
+@pytest.mark.parametrize(
+    ("gib", "cpus", "expected"),
+    [(0.5, 8, 1), (7.9, 8, 1), (8, 8, 2), (31, 8, 7), (1000, 8, 8)],
+)
+def test_jobs_are_clamped_between_one_and_the_cpus(gib: float, cpus: int, expected: int) -> None:
+    assert decide(JobsPlan(reads=("MAX_JOBS",), mem_per_job_gib=4), res(gib, cpus)).max_jobs == expected
+
+
+def test_fixed_numbers_win() -> None:
+    policy = JobsPlan(reads=("CMAKE_BUILD_PARALLEL_LEVEL", "MAX_JOBS", "NVCC_THREADS"), cuda=True, max_jobs=3,
+                      nvcc_threads_override=1)  # fmt: skip
+    d = decide(policy, res(512, 64))
+    assert d.env == {"CMAKE_BUILD_PARALLEL_LEVEL": "3", "MAX_JOBS": "3", "NVCC_THREADS": "1"}
+    assert decide(policy, res(512, 64), jobs=5).max_jobs == 5  # --jobs N
+
+
+def test_nothing_is_exported_to_a_build_that_reads_nothing() -> None:
+    d = decide(JobsPlan(), res(64, 8))
+    assert d.env == {} and d.max_jobs == 8 and d.nvcc_threads == 1

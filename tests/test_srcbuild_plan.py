@@ -1,0 +1,136 @@
+"""Source build plans: made from the spec, round-tripped through their committed JSON, validated on read."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from megacpp_env.errors import SpecError
+from megacpp_env.sourceplans import mirror_request, plan_of, target_for
+from megacpp_env.spec import load_spec
+from megacpp_env.srcbuild.mirror import Pin
+from megacpp_env.srcbuild.plan import SourcePlan, read_plan
+from tests.fixtures.spec import load_data
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def spec():
+    return load_spec(REPO_ROOT / "stack.yaml")
+
+
+def test_plan_merges_target_and_source_env_and_carries_the_jobs_facts(spec) -> None:
+    cloud = spec.target("cloud")
+    plan = plan_of(spec, cloud, spec.source("causal_conv1d"))
+    assert plan.build_env["CAUSAL_CONV1D_FORCE_BUILD"] == "TRUE"
+    assert plan.build_env["TORCH_CUDA_ARCH_LIST"] == cloud.build_env["TORCH_CUDA_ARCH_LIST"]
+    assert (plan.jobs.nvcc_threads, plan.jobs.reads, plan.jobs.cuda) == (4, ("MAX_JOBS",), True)
+    assert plan.commit == "9e4ace0b1d53ede275308abf25f64a1fc04c5fd4" and plan.dist == "causal-conv1d"
+
+
+def test_source_env_wins_over_the_target(stack_data) -> None:
+    stack_data["targets"]["cloud"]["env"]["build"]["MAMBA_FORCE_BUILD"] = "FALSE"
+    spec = load_data(stack_data)
+    assert plan_of(spec, spec.target("cloud"), spec.source("mamba_ssm")).build_env["MAMBA_FORCE_BUILD"] == "TRUE"
+
+
+def test_round_trip_through_the_committed_text(spec, tmp_path: Path) -> None:
+    plan = plan_of(spec, spec.target("smoke"), spec.source("megacpp_smoke_ext"))
+    path = tmp_path / "p.json"
+    path.write_text(plan.dumps())
+    assert read_plan(path) == plan
+    assert plan.dumps() == read_plan(path).dumps()
+    assert json.loads(plan.dumps())["generated_by"] == "megacpp-env render smoke"
+
+
+def test_fetches_name_other_pinned_sources(stack_data) -> None:
+    stack_data["sources"]["vllm"]["fetches"] = {"VLLM_CUTLASS_SRC_DIR": "flashinfer"}
+    spec = load_data(stack_data)
+    vllm = spec.source("vllm")
+    plan = plan_of(spec, spec.target("cloud"), vllm)
+    (fetch,) = plan.fetches
+    assert (fetch.env, fetch.name, fetch.commit, fetch.submodules) == (
+        "VLLM_CUTLASS_SRC_DIR", "flashinfer", spec.source("flashinfer").commit, True,
+    )  # fmt: skip
+    flashinfer = spec.source("flashinfer")
+    assert mirror_request(spec, vllm).pins == (
+        Pin(url=vllm.repo, commit=vllm.commit),
+        Pin(url=flashinfer.repo, commit=flashinfer.commit, submodules=True),
+    )
+
+
+@pytest.mark.parametrize(
+    ("fetches", "message"),
+    [
+        ({"X_DIR": "nope"}, "sources.vllm.fetches.X_DIR: unknown source 'nope'"),
+        ({"X_DIR": "vllm"}, "sources.vllm.fetches.X_DIR: unknown source 'vllm'"),
+        ({"bad-name": "mamba_ssm"}, "sources.vllm.fetches.bad-name: invalid environment variable name 'bad-name'"),
+    ],
+)
+def test_bad_fetches_are_spec_errors(stack_data, fetches, message) -> None:
+    stack_data["sources"]["vllm"]["fetches"] = fetches
+    with pytest.raises(SpecError) as exc:
+        load_data(stack_data)
+    assert message in str(exc.value)
+
+
+def test_a_fetched_source_must_fetch_nothing(stack_data) -> None:
+    stack_data["sources"]["vllm"]["fetches"] = {"A_DIR": "flashinfer"}
+    stack_data["sources"]["flashinfer"]["fetches"] = {"B_DIR": "mamba_ssm"}
+    with pytest.raises(SpecError, match=r"sources\.vllm\.fetches\.A_DIR: source 'flashinfer' has fetches of its own"):
+        load_data(stack_data)
+
+
+def test_nvcc_threads_and_reading_nvcc_threads_conflict(stack_data) -> None:
+    stack_data["sources"]["mamba_ssm"]["jobs"] = {"nvcc_threads": 4, "reads": ["NVCC_THREADS"]}
+    with pytest.raises(SpecError, match=r"sources\.mamba_ssm\.jobs\.nvcc_threads: the build reads NVCC_THREADS"):
+        load_data(stack_data)
+
+
+def test_target_for_needs_target_when_ambiguous(spec) -> None:
+    with pytest.raises(SpecError, match=r"source causal_conv1d is built by 2 targets \(gb10, cloud\); pass --target"):
+        target_for(spec, spec.source("causal_conv1d"))
+    assert target_for(spec, spec.source("megacpp_smoke_ext")).name == "smoke"
+    with pytest.raises(SpecError, match="target smoke does not build source vllm"):
+        target_for(spec, spec.source("vllm"), "smoke")
+
+
+def _doc(spec) -> dict:
+    return json.loads(plan_of(spec, spec.target("smoke"), spec.source("megacpp_smoke_ext")).dumps())
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda d: d.pop("commit"), "p.json: commit: missing (expected a string)"),
+        (lambda d: d.update(commit="main"), "p.json: commit: expected a 40-hex commit SHA, got 'main'"),
+        (lambda d: d.update(extra=1), "p.json: unknown key(s): extra (known: "),
+        (lambda d: d.update(schema_version=2), "p.json: schema_version: unsupported schema_version 2"),
+        (lambda d: d.update(install="egg"), "p.json: install: expected 'wheel' or 'path', got 'egg'"),
+        (lambda d: d["jobs"].update(reads=["MAKEFLAGS"]),
+         "p.json: jobs.reads[0]: expected one of CMAKE_BUILD_PARALLEL_LEVEL, MAX_JOBS, NVCC_THREADS, got 'MAKEFLAGS'"),
+        (lambda d: d["build_env"].update({"A": "x\ny"}), "p.json: build_env.A: control character"),
+        (lambda d: d["fetches"].append({"env": "X"}), "p.json: fetches[0].name: missing (expected a string)"),
+    ],
+)
+def test_reader_names_file_and_key(spec, tmp_path: Path, mutate, message) -> None:
+    doc = _doc(spec)
+    mutate(doc)
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(SpecError) as exc:
+        read_plan(path)
+    assert str(exc.value).startswith(f"{path.parent}/{message}")
+    assert "remedy: re-render it" in str(exc.value)
+
+
+def test_unreadable_plan_files(tmp_path: Path) -> None:
+    with pytest.raises(SpecError, match="no such plan file"):
+        read_plan(tmp_path / "missing.json")
+    (tmp_path / "bad.json").write_text("{")
+    with pytest.raises(SpecError, match=r"bad.json: not valid JSON: .* \(remedy: re-render it"):
+        read_plan(tmp_path / "bad.json")
+    assert SourcePlan.from_dict(_doc(load_spec(REPO_ROOT / "stack.yaml"))).name == "megacpp_smoke_ext"
