@@ -16,13 +16,16 @@ from megacpp_env.rules.env import (
     flashinfer_arch_list,
     hard_coded_archs,
     ignored_arch_list,
+    overlay_archs_cover_target,
     unread_env,
 )
 from megacpp_env.rules.facts import facts_current, facts_provisional
 from megacpp_env.rules.sources import artifact_pins, couplings, cutlass_content, pinned_fetches
 from tests.fixtures.spec import REPO_ROOT, load_data
 
-ARCH_OVERLAY_SETUP = 'import os\nARCHS = os.getenv("MEGACPP_CUDA_ARCHS", "")\nTHREADS = os.getenv("MEGACPP_NVCC_THREADS", "4")\n'
+ARCH_OVERLAY_SETUP = (
+    'import os\nARCHS = os.getenv("MEGACPP_CUDA_ARCHS", "")\nTHREADS = os.getenv("MEGACPP_NVCC_THREADS", "4")\n'
+)
 
 
 @pytest.fixture
@@ -42,6 +45,21 @@ def keys(found):
 
 def messages(found):
     return [m for _k, m, _r in found]
+
+
+def upstream_only(data):
+    """The spec as if causal_conv1d and mamba_ssm had no arch overlay: what upstream's setup.py does."""
+    data = copy.deepcopy(data)
+    for name in ("causal_conv1d", "mamba_ssm"):
+        data["sources"][name].pop("overlay", None)
+        data["sources"][name]["jobs"] = {"nvcc_threads": 4, "reads": ["MAX_JOBS"]}
+        for target in data["targets"].values():
+            env = target.get("env", {}).get("sources", {})
+            if name in env:
+                env[name] = {k: v for k, v in env[name].items() if k != "MEGACPP_CUDA_ARCHS"}
+                if not env[name]:
+                    del env[name]
+    return data
 
 
 def arch_overlay(root, data, source="causal_conv1d", name="causal-arch"):
@@ -79,13 +97,13 @@ def test_the_for_vllm_pretend_version_is_flagged_and_the_generic_one_is_not(stac
     ],
 )
 def test_unread_variables(stack_data, root, source, var, flagged):
-    data = copy.deepcopy(stack_data)
+    data = upstream_only(stack_data)
     data["sources"][source].setdefault("build_env", {})[var] = "1"
     assert bool(list(unread_env(load(data, root)))) is flagged
 
 
 def test_an_overlay_adds_readers(stack_data, root):
-    data = copy.deepcopy(stack_data)
+    data = upstream_only(stack_data)
     data["sources"]["causal_conv1d"]["build_env"]["MEGACPP_CUDA_ARCHS"] = "90a 100a"
     assert keys(unread_env(load(data, root))) == ["sources.causal_conv1d.build_env.MEGACPP_CUDA_ARCHS"]
     arch_overlay(root, data)
@@ -102,7 +120,7 @@ def test_a_target_variable_no_source_reads(stack_data, root):
 
 
 def test_torch_arch_list_on_a_hard_coded_setup_py(stack_data, root):
-    data = copy.deepcopy(stack_data)
+    data = upstream_only(stack_data)
     data["targets"]["gb10"]["env"]["sources"]["causal_conv1d"] = {"TORCH_CUDA_ARCH_LIST": "12.0"}
     found = list(ignored_arch_list(load(data, root)))
     assert keys(found) == ["targets.gb10.env.sources.causal_conv1d.TORCH_CUDA_ARCH_LIST"]
@@ -112,6 +130,7 @@ def test_torch_arch_list_on_a_hard_coded_setup_py(stack_data, root):
 
 
 def test_hard_coded_archs_warn_until_an_arch_overlay(stack_data, root):
+    stack_data = upstream_only(stack_data)
     found = list(hard_coded_archs(load(stack_data, root)))
     assert sorted((k, m.split()[0]) for k, m, _ in found) == [
         ("targets.cloud.sources", "causal_conv1d"), ("targets.cloud.sources", "mamba_ssm"),
@@ -121,7 +140,40 @@ def test_hard_coded_archs_warn_until_an_arch_overlay(stack_data, root):
     data = copy.deepcopy(stack_data)
     arch_overlay(root, data)
     arch_overlay(root, data, "mamba_ssm", "mamba-arch")
+    # an overlay alone changes nothing: the target must set the variable it reads
+    assert sorted(k for k in keys(hard_coded_archs(load(data, root)))) == ["targets.cloud.sources"] * 2 + [
+        "targets.gb10.sources"] * 2  # fmt: skip
+    for target, archs in (("cloud", "90a 100a"), ("gb10", "121a")):
+        for name in ("causal_conv1d", "mamba_ssm"):
+            data["targets"][target]["env"]["sources"][name] = {"MEGACPP_CUDA_ARCHS": archs}
     assert list(hard_coded_archs(load(data, root))) == []
+
+
+def test_the_shipped_arch_overlays_are_read_and_cover_each_target(stack_data, root):
+    spec = load(stack_data, root)
+    assert list(hard_coded_archs(spec)) == [] and list(overlay_archs_cover_target(spec)) == []
+    assert list(unread_env(spec)) == []  # MEGACPP_CUDA_ARCHS and NVCC_THREADS are read by the overlays
+    for target in ("cloud", "gb10"):
+        for name in ("causal_conv1d", "mamba_ssm"):
+            assert "MEGACPP_CUDA_ARCHS" in spec.target(target).build_env_for(spec.source(name))
+
+
+@pytest.mark.parametrize(
+    ("target", "value", "problem"),
+    [
+        ("cloud", "90a", "runs on sm_100a"),  # B200 left out
+        ("gb10", "120", "runs on sm_121a"),  # bare sm_120 SASS does not load on 12.1a's features
+        ("gb10", "12.1a", "expected space-separated SMs"),  # TORCH_CUDA_ARCH_LIST spelling
+        ("cloud", "90a;100a", "expected space-separated SMs"),
+        ("gb10", "", "expected space-separated SMs"),
+    ],
+)
+def test_an_arch_list_that_misses_the_target_or_is_malformed(stack_data, root, target, value, problem):
+    data = copy.deepcopy(stack_data)
+    data["targets"][target]["env"]["sources"]["causal_conv1d"] = {"MEGACPP_CUDA_ARCHS": value}
+    found = list(overlay_archs_cover_target(load(data, root)))
+    assert keys(found) == [f"targets.{target}.env.sources.causal_conv1d.MEGACPP_CUDA_ARCHS"]
+    assert problem in found[0][1]
 
 
 @pytest.mark.parametrize(
@@ -176,7 +228,10 @@ def test_stale_missing_unreadable_and_mismatched_facts(stack_data, root):
         "the pin is a14b1dff0454a3bc27d9eb31355dc01e4b2490ed"
     )
     assert found["sources.megatron_lm.commit"].startswith("missing: no facts/megatron_lm.toml")
-    assert found["sources.causal_conv1d.commit"].startswith("unreadable: ") and "not valid TOML" in found["sources.causal_conv1d.commit"]
+    assert (
+        found["sources.causal_conv1d.commit"].startswith("unreadable: ")
+        and "not valid TOML" in found["sources.causal_conv1d.commit"]
+    )
     assert "describes the project in '.', the spec builds 'flashinfer-cubin'" in found["sources.flashinfer.commit"]
 
 
@@ -229,8 +284,17 @@ def test_every_redirectable_vllm_fetch_must_be_pinned(stack_data, root):
     data["sources"]["vllm"].pop("unpinned_fetches")
     found = list(pinned_fetches(load(data, root)))
     names = sorted(re.match(r"vllm downloads (\S+)", m).group(1) for m in messages(found))
-    assert names == ["cutlass", "deepgemm", "flashkda", "flashmla", "fmha_sm100", "qutlass", "tml_fa4",
-                     "triton_kernels", "vllm-flash-attn"]  # fmt: skip  (arm_compute, oneDNN: CPU only, no variable)
+    assert names == [
+        "cutlass",
+        "deepgemm",
+        "flashkda",
+        "flashmla",
+        "fmha_sm100",
+        "qutlass",
+        "tml_fa4",
+        "triton_kernels",
+        "vllm-flash-attn",
+    ]  # fmt: skip  (arm_compute, oneDNN: CPU only, no variable)
     assert "vllm downloads flashmla (https://github.com/vllm-project/FlashMLA @ 0397728d511c4e3d94ea3a01d8dda8654525a611)" \
            " at build time (cmake/external_projects/flashmla.cmake:19) unless FLASH_MLA_SRC_DIR" in "\n".join(messages(found))  # fmt: skip
     for var in ("VLLM_CUTLASS_SRC_DIR", "DEEPGEMM_SRC_DIR", "FLASH_KDA_SRC_DIR", "FLASH_MLA_SRC_DIR", "FMHA_SM100_SRC_DIR",
@@ -290,7 +354,9 @@ def test_conflicting_pins_name_both_requirers_and_an_override_resolves_them(stac
 def test_a_requirement_on_a_source_built_distribution_is_checked_against_its_facts(stack_data, root):
     data = copy.deepcopy(stack_data)
     overrides = data["targets"]["cloud"]["resolutions"]["overrides"]
-    data["targets"]["cloud"]["resolutions"]["overrides"] = [o for o in overrides if "flashinfer" not in o["requirement"]]
+    data["targets"]["cloud"]["resolutions"]["overrides"] = [
+        o for o in overrides if "flashinfer" not in o["requirement"]
+    ]
     found = messages(requirement_conflicts(load(data, root)))
     assert found == [
         "flashinfer-python: vllm requires flashinfer-python==0.6.18 (facts/vllm.toml: PKG-INFO Requires-Dist (sdist "

@@ -27,7 +27,9 @@ def test_plan_merges_target_and_source_env_and_carries_the_jobs_facts(spec) -> N
     plan = plan_of(spec, cloud, spec.source("causal_conv1d"))
     assert plan.build_env["CAUSAL_CONV1D_FORCE_BUILD"] == "TRUE"
     assert plan.build_env["TORCH_CUDA_ARCH_LIST"] == cloud.build_env["TORCH_CUDA_ARCH_LIST"]
-    assert (plan.jobs.nvcc_threads, plan.jobs.reads, plan.jobs.cuda) == (4, ("MAX_JOBS",), True)
+    # the arch overlay makes setup.py read NVCC_THREADS (upstream hard-codes 4) and the target's archs
+    assert (plan.jobs.nvcc_threads, plan.jobs.reads, plan.jobs.cuda) == (0, ("MAX_JOBS", "NVCC_THREADS"), True)
+    assert plan.build_env["MEGACPP_CUDA_ARCHS"] == "90a 100a" and plan.overlay == "causal-conv1d-archs"
     assert plan.commit == "9e4ace0b1d53ede275308abf25f64a1fc04c5fd4" and plan.dist == "causal-conv1d"
 
 

@@ -270,14 +270,22 @@ def _param_passed(
     return None
 
 
-@functools.lru_cache(maxsize=4096)
 def scan_file(path: Path, rel: str) -> FileScan:
-    """One file's reads (cached: a closure and the scan that follows it read each file once)."""
+    """One file's reads (cached by content: a closure and the scan that follows it read each file once,
+    and a file edited in between is scanned again)."""
     try:
         data = path.read_bytes()
     except OSError:
         return FileScan(rel=rel)
-    tree = parse(path)
+    return _scan_bytes(data, str(path), rel)
+
+
+@functools.lru_cache(maxsize=4096)
+def _scan_bytes(data: bytes, filename: str, rel: str) -> FileScan:
+    try:
+        tree: ast.Module | None = ast.parse(data, filename=filename)
+    except (SyntaxError, ValueError):
+        tree = None
     if tree is None:
         return FileScan(rel=rel)
     nodes = list(ast.walk(tree))

@@ -112,7 +112,8 @@ def hard_coded_archs(spec: Spec) -> Iterator[tuple[str, str, str]]:
     facts = spec_facts(spec)
     for t, src in _wheel_sources(spec):
         f = facts.get(src.name)
-        if t.gpu is None or f is None or not f.arch.gencode or overlay_arch_var(spec, src):
+        var = overlay_arch_var(spec, src)
+        if t.gpu is None or f is None or not f.arch.gencode or (var and var in t.build_env_for(src)):
             continue
         archs = ", ".join(g.rpartition("code=")[2] for g in f.arch.gencode)
         threads = (
@@ -122,8 +123,38 @@ def hard_coded_archs(spec: Spec) -> Iterator[tuple[str, str, str]]:
             f"targets.{t.name}.sources",
             f"{src.name} compiles its hard-coded list ({archs}; {f.arch.gencode_at[0]}){threads} whatever "
             f"{t.name} runs on ({', '.join(t.gpu.archs)}): build time and memory for nothing",
-            f"give {src.name} an overlay that reads the target's archs (MEGACPP_CUDA_ARCHS) and set it per target",
+            f"set {var} for {src.name} under targets.{t.name}.env.sources (its overlay reads it)"
+            if var
+            else f"give {src.name} an overlay that reads the target's archs (MEGACPP_CUDA_ARCHS) and set it per target",
         )
+
+
+SM_TOKEN_RE = re.compile(r"^[1-9][0-9]{1,2}[af]?$")
+
+
+@upstream_rule("UP010", "error", "an arch overlay's list covers every arch the target runs on, and only valid SMs")
+def overlay_archs_cover_target(spec: Spec) -> Iterator[tuple[str, str, str]]:
+    """MEGACPP_CUDA_ARCHS (or the variable an overlay reads) compiles SASS for exactly the listed SMs:
+    an arch of ``gpu.archs`` missing from it means kernels that do not load on that GPU."""
+    for t, src in _wheel_sources(spec):
+        var = overlay_arch_var(spec, src)
+        env = t.build_env_for(src)
+        if not var or var not in env or t.gpu is None:
+            continue
+        key = source_env_key(spec, t.name, src, var)
+        tokens = env[var].split()
+        bad = [tok for tok in tokens if not SM_TOKEN_RE.match(tok)]
+        if bad or not tokens:
+            yield key, f"{var}={env[var]!r}: expected space-separated SMs such as '90a 100a' or '121a'", "fix the list"
+            continue
+        missing = [a for a in t.gpu.archs if a.removeprefix("sm_") not in tokens]
+        if missing:
+            yield (
+                key,
+                f"{src.name} on {t.name} is compiled for {', '.join(tokens)} only, but {t.name} runs on "
+                f"{', '.join(missing)}: its kernels would not load there (SASS only, no PTX)",
+                f"add {' '.join(a.removeprefix('sm_') for a in missing)} to {var}",
+            )
 
 
 def _env_values(spec: Spec, name: str) -> Iterator[tuple[str, str]]:

@@ -124,8 +124,13 @@ def readers(spec: Spec, src: Source, facts: SourceFacts) -> Readers:
 
 
 def overlay_arch_var(spec: Spec, src: Source) -> str:
-    """A variable the overlay reads that selects CUDA archs (MEGACPP_CUDA_ARCHS), or ''."""
-    return next((name for name in sorted(overlay_reads(spec, src)) if ARCH_VAR_RE.search(name)), "")
+    """A variable the overlay reads that selects CUDA archs (MEGACPP_CUDA_ARCHS), or ''. Variables the
+    upstream build files already read (HIP_ARCHITECTURES in a replaced setup.py) do not count: only
+    what the overlay adds can narrow the hard-coded list."""
+    facts = spec_facts(spec).get(src.name)
+    upstream = {r.name for r in facts.env} if facts is not None else set()
+    added = sorted(name for name in overlay_reads(spec, src) if name not in upstream)
+    return next((name for name in added if ARCH_VAR_RE.search(name) and "CUDA" in name), "")
 
 
 def source_env_key(spec: Spec, target_name: str, src: Source, var: str) -> str:
