@@ -5,10 +5,10 @@
 # their upstream tests. Everything it writes is under $MEGACPP_GPU_WORK (default .megacpp/gpu, ignored).
 #
 #   prepare BUNDLES_DIR  (any machine with the tool) a spec for this GPU (.megacpp/gpu/stack.yaml: the two
-#                        sources at the pins of ./stack.yaml, each with an overlay that narrows setup.py's
-#                        hard-coded -gencode list to $MEGACPP_GPU_ARCH, default sm_90a, and `jobs.nvcc_threads: 1`
-#                        since nvcc then compiles one arch per file), the overlays captured with `overlay new`
-#                        from real checkouts, and a source mirror made from the bundles (`mirror-sources --from`).
+#                        sources at the pins of ./stack.yaml with their shipped arch overlays
+#                        (overlays/causal-conv1d-archs, overlays/mamba-archs, copied as they are) and
+#                        MEGACPP_CUDA_ARCHS set to $MEGACPP_GPU_ARCH, default sm_90a, as a target sets it), the
+#                        rendered plans, and a source mirror made from the bundles (`mirror-sources --from`).
 #   build PYTHON         (the GPU machine, no network) a venv at .megacpp/gpu/venv that sees PYTHON's packages
 #                        (torch, ninja...) through a .pth; `build-source NAME --mirror ... --install` for both
 #                        sources into it (forced source builds, jobs from the formula, sanity calls a kernel).
@@ -44,45 +44,29 @@ lines = ["schema_version: 1", "project: megacpp-gpu-proof", "toolchains:",
 for name in ("causal_conv1d", "mamba_ssm"):
     s = spec.sources[name]
     lines += [f"  {name}:", f"    repo: {s.repo}", f"    ref: {s.ref}", f"    commit: '{s.commit}'",
-              "    install: wheel", f"    overlay: {name.replace('_', '-')}-{arch.replace('_', '')}",
+              "    install: wheel", f"    overlay: {s.overlay}",
               f"    build_env: {json.dumps(dict(s.build_env))}",
-              "    jobs: {nvcc_threads: 1, reads: [MAX_JOBS]}",
+              f"    jobs: {json.dumps({'reads': list(s.jobs.reads)})}",
               f"    sanity: {json.dumps({'imports': list(s.sanity.imports), 'statements': [KERNELS[name]]})}"]
+archs = json.dumps({"MEGACPP_CUDA_ARCHS": arch.removeprefix("sm_")})
 lines += ["targets:", "  gpu:", f"    description: this GPU machine ({arch})", "    platforms: [linux/amd64]",
-          "    base_image: none/none:none", "    toolchain: host", "    sources: [causal_conv1d, mamba_ssm]"]
+          "    base_image: none/none:none", "    toolchain: host", "    sources: [causal_conv1d, mamba_ssm]",
+          "    env:", "      sources:", f"        causal_conv1d: {archs}", f"        mamba_ssm: {archs}"]
 open(out, "w").write("\n".join(lines) + "\n")
 EOF
 }
 
-narrow_archs() {  # setup.py: after its -gencode list is built, keep only $ARCH (both upstreams share the shape)
-  "$TOOL_PY" - "$1/setup.py" "$ARCH" <<'EOF'
-import sys
-path, arch = sys.argv[1], sys.argv[2]
-text = open(path).read()
-anchor = "    # HACK: The compiler flag -D_GLIBCXX_USE_CXX11_ABI"
-assert text.count(anchor) == 1, f"{path}: the anchor line is not there exactly once"
-num = arch.removeprefix("sm_")
-line = f'    cc_flag = cc_flag if HIP_BUILD else ["-gencode", "arch=compute_{num},code=sm_{num}"]  # megacpp-env overlay\n'
-open(path, "w").write(text.replace(anchor, line + anchor))
-EOF
-}
-
 prepare() {
-  local bundles="$1" name dir
+  local bundles="$1"
   TOOL_PY="${MEGACPP_TOOL_PYTHON:-python3}"
   mkdir -p "$WORK"
   write_spec
   tool mirror-sources gpu --to "$WORK/mirror" \
     --from "https://github.com/Dao-AILab/causal-conv1d.git=$bundles/causal-conv1d.bundle" \
     --from "https://github.com/state-spaces/mamba.git=$bundles/mamba.bundle"
-  for name in "${SOURCES[@]}"; do
-    dir="$WORK/capture/$name"
-    rm -rf "$dir"
-    tool checkout "$name" --dest "$dir" --mirror "$WORK/mirror"
-    narrow_archs "$dir"
-    tool overlay new "${name//_/-}-${ARCH//_/}" --from "$dir" --source "$name" --force
-    rm -rf "$dir"
-  done
+  rm -rf "$WORK/overlays"
+  mkdir -p "$WORK/overlays"
+  for name in causal-conv1d-archs mamba-archs; do cp -R "$ROOT/overlays/$name" "$WORK/overlays/$name"; done
   write_plans
   log "prepared $WORK: spec, overlays, plans, source mirror (carry it to the GPU machine)"
 }
