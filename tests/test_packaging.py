@@ -23,8 +23,8 @@ from tests.fixtures.index import write_lock_spec
 from tests.fixtures.install import REPO_ROOT, TOOL_LOCK, fresh_venv, offline_env, pip_into
 
 PYPROJECT = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
-PROJECT_DIRS = ("stack.yaml", "images", "locks", "overlays")
-SHIPPED_TREE = ("megacpp_env/templates/Dockerfile.j2", "megacpp_env/templates/partials/jobs.j2",
+PROJECT_DIRS = ("stack.yaml", "images", "locks", "overlays", "facts")
+SHIPPED_TREE = ("megacpp_env/templates/Dockerfile.j2", "megacpp_env/templates/partials/srcbuild_copy.j2",
                 "megacpp_env/py.typed", "megacpp_env/runtime/megacpp_env_runtime.pth",
                 "megacpp_env/completions/megacpp-env.bash", "megacpp_env/completions/_megacpp-env",
                 "megacpp_env/_project/pyproject.toml", "megacpp_env/_project/README.md",
@@ -138,12 +138,14 @@ def test_pip_installed_wheel_locks_renders_and_snapshots_from_elsewhere(venv_bin
         env.pop(key)  # lock resolves from the local index
     exe = venv_bin / "megacpp-env"
     run([exe, "lock", "smoke"], cwd=deep, env=env)  # spec found upward, uv found through the uv package
-    locked = (project / "locks" / "pylock.smoke.linux-amd64.toml").read_text()
+    locked = (project / "locks" / "pylock.smoke-linux-amd64.toml").read_text()
     assert 'name = "attrs"' in locked and 'name = "fastpath"' in locked
     run([exe, "lock", "--check", "smoke"], cwd=deep, env=env)
     run([exe, "render", "smoke"], cwd=deep, env=env)
-    (expected,) = render.render_all(load_spec(project / "stack.yaml"), ["smoke"])
-    assert (project / "images" / "smoke" / "Dockerfile").read_bytes() == expected.content
+    rendered = render.render_all(load_spec(project / "stack.yaml"), ["smoke"])  # Dockerfile, resolutions, plans
+    assert {f.relpath for f in rendered} >= {"images/smoke/Dockerfile", "images/smoke/resolutions.json"}
+    for expected in rendered:
+        assert (project / expected.relpath).read_bytes() == expected.content, expected.relpath
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     run([exe, "snapshot", "-o", elsewhere / "snap.json"], cwd=elsewhere, env=env)
@@ -201,5 +203,5 @@ def _checks_pass(exe: Path, project: Path, env: dict[str, str]) -> None:
     where = project / "images" / "smoke"
     assert run([exe, "render", "--check"], cwd=where, env=env).stdout == ""
     out = run([exe, "lock", "--check", "smoke"], cwd=where, env=env).stdout
-    assert out.splitlines()[0] == "ok: smoke linux/amd64: locks/pylock.smoke.linux-amd64.toml"
+    assert out.splitlines()[0] == "ok: smoke linux/amd64: locks/pylock.smoke-linux-amd64.toml"
     assert run([exe, "check"], cwd=where, env=env).returncode == 0
