@@ -129,25 +129,87 @@ def entropy(text: str) -> float:
 
 
 def is_token_like(word: str) -> bool:
-    """A word that reads as a generated credential: one of its path or dotted pieces is long, mixes
-    letters and digits, and is not several short words joined by ``-``/``_`` (``x86_64-linux-gnu``).
+    """A word that reads as a generated credential: one of its dotted or path pieces (or, for
+    base64 that holds ``/``, the whole) is long, mixes letters and digits, and a long run of it
+    between ``-``/``_``/``+``/``=``/``~`` is not made of words (``x86_64-linux-gnu`` and
+    ``Qwen3_5ForCausalLMTextOnly`` are not tokens; see ``_identifier_shaped``).
 
     Hex of 32+ digits counts (a hex API key looks like a digest); callers that record digests on
     purpose (file hashes) do not ask. GPU/MIG UUIDs (``CUDA_VISIBLE_DEVICES``) do not count."""
-    return any(_random_piece(piece) for piece in re.split(r"[/.]", word))
+    pieces = re.split(r"[/.]", word)
+    if "/" in word and _BASE64.fullmatch(word):
+        pieces.append(word.replace("/", ""))  # ``DV9jhH49m/IV7bnVp2mo/J+mJvM=``: base64, not a path
+    return any(_random_piece(piece) for piece in pieces)
 
 
 def _random_piece(piece: str) -> bool:
     if len(piece) < 16 or _GPU_UUID.fullmatch(piece):
         return False
-    if not (any(c.isdigit() for c in piece) and any(c.isalpha() for c in piece)):
-        return False
+    mixed = any(c.isupper() for c in piece) and any(c.islower() for c in piece)
+    padded = piece.endswith("=") and _BASE64.fullmatch(piece) is not None
+    if not (mixed or padded or any(c.isdigit() for c in piece)) or not any(c.isalpha() for c in piece):
+        return False  # one-case words without digits (``CUDA_VISIBLE_DEVICES``) are names
     if re.fullmatch(r"[0-9a-f-]+|[0-9A-F-]+", piece):
         return len(piece.replace("-", "")) >= 32
-    if max(len(run) for run in re.split(r"[-_+=~]", piece)) < 12:
-        return False
-    mixed = any(c.isupper() for c in piece) and any(c.islower() for c in piece)
+    runs = [run for run in _SEPARATORS.split(piece) if len(run) >= 8 and not run.isdigit()]
+    if all(_identifier_shaped(run) for run in runs):
+        return False  # short tags joined (``x86_64-linux-gnu``) or words (``LlamaForCausalLM``)
     return mixed or entropy(piece) >= 3.5
+
+
+# Camel-case segments: digits with an optional size letter (``3``, ``8b``, ``3n`` in ``Gemma3n``), an
+# acronym (``LM`` in ``LMText``), a word with an optional capital.
+_SEGMENT = re.compile(r"[0-9]+(?:[a-z](?![a-z]))?|[A-Z]+(?![a-z])|[A-Z]?[a-z]+")
+_SEPARATORS = re.compile(r"[-_+=~]")
+_BASE64 = re.compile(r"[A-Za-z0-9+/]{16,}={0,2}")
+_VOWELS = frozenset("aeiouy")
+
+
+def _identifier_shaped(run: str) -> bool:
+    """A run of letters and digits built from words (``ForConditionalGeneration``,
+    ``GPTNeoXForCausalLM``, ``DeepseekV3ForCausalLM``), which a random token is not: split at case humps and
+    digits, every lower-case segment is a word (3+ letters, a vowel, no cluster of 5+ consonants),
+    but for one odd short one (``Vi`` in ``ViT``, ``Gpt``); at most two numbers (``Qwen2``,
+    ``Gemma3n``: a size letter belongs to its number); acronyms have at most 6 letters; words
+    hold 60% of the letters and, in a run of 12+ characters, one has 5+ letters.
+
+    A random base62/base64 string passes these by chance rarely, less so the longer it is
+    (benchmarks/token_shapes.py measures it: about 1 in 300 at 20 characters, 1 in 3000 at 32).
+    Known token formats (``ghp_``, ``hf_``, ``AKIA`` ...) are matched before, whatever their shape."""
+    if not (run.isascii() and run.isalnum()):
+        return False
+    letters = in_words = longest = odd = numbers = 0
+    for seg in _SEGMENT.findall(run):
+        if seg[0].isdigit():
+            numbers += 1
+            if numbers > 2:
+                return False
+            continue
+        letters += len(seg)
+        if seg.isupper():
+            if len(seg) > 6:
+                return False
+            continue
+        in_words += len(seg)
+        kind = _word_kind(seg)
+        if kind == "word":
+            longest = max(longest, len(seg))
+        elif kind != "odd" or odd:
+            return False
+        else:
+            odd += 1
+    return in_words >= 0.6 * letters and (longest >= 5 or len(run) < 12)
+
+
+def _word_kind(seg: str) -> str:
+    """'word' (``Causal``, ``qwen``), 'odd' (``Vi``, ``Gpt``, ``Glm``: short, capitalised) or ''."""
+    low = seg.lower()
+    vowel = any(c in _VOWELS for c in low)
+    if len(seg) >= 3 and vowel and max(map(len, re.split(r"[aeiouy]+", low))) <= 4:
+        return "word"
+    if seg[0].isupper() and ((len(seg) == 2 and vowel) or (3 <= len(seg) <= 4 and not vowel)):
+        return "odd"
+    return ""
 
 
 # ---- the scanner -------------------------------------------------------------------------------

@@ -3,11 +3,21 @@ a credential position is removed whatever it looks like; a credential-shaped val
 
 from __future__ import annotations
 
+import random
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from megacpp_env.redact import REDACTED, credential_reason, env_value_redaction, is_secret_name, redact
+from megacpp_env.redact import (
+    REDACTED,
+    credential_reason,
+    env_value_redaction,
+    is_secret_name,
+    is_token_like,
+    redact,
+)
+from tests.fixtures.identifiers import IDENTIFIERS, KINDS, random_token
 from tests.fixtures.secrets import CARRIERS, Plant, passwords, plants, tokens, url_passwords
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -111,3 +121,44 @@ def test_ordinary_names(name):
 )
 def test_benign_values_are_kept(value):
     assert redact(value, tokens=True).text == value
+
+
+# ---- identifiers are not tokens (issue 12, item 9: Qwen3_5ForCausalLMTextOnly was refused) ----------
+
+
+@pytest.mark.parametrize("name", IDENTIFIERS)
+def test_identifiers_are_not_tokens(name):
+    assert not is_token_like(name)
+    assert redact(name, tokens=True).text == name
+    assert env_value_redaction("VLLM_MODEL_ARCH", name).text == name
+    assert redact(f"--model {name} --trust-remote-code", tokens=True).text == f"--model {name} --trust-remote-code"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_random_tokens_of_every_alphabet_are_caught(kind):
+    """A fixed sample (seeded) of 300 tokens per alphabet at 40 characters: none slips through.
+    Shorter ones slip rarely; benchmarks/token_shapes.py measures the rate by length."""
+    rng = random.Random(f"tokens-{kind}")
+    for _ in range(300):
+        token = random_token(rng, kind, 40)
+        assert token not in redact(f"run with {token} today", tokens=True).text, token
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "ghp_LlamaForCausalLMTextOnly2x",  # a known prefix wins over an identifier-shaped body
+        "hf_Qwen3ForCausalLMTextOnlyAbc",
+        "AKIAQWENFORCAUSALLM2",
+        "github_pat_GPTNeoXForCausalLM_Model2Text",
+        "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJMbGFtYUZvckNhdXNhbExNIn0.c2lnbmF0dXJl",
+        "Qwen3ForCausalLM-x9F2kQ7mZp4LwB8vRt1YcN6s",  # a random run beside a name
+        "LlamaForCausalLM_kQ7mZp4LwB8vRt1YcN6sx9F2",
+        "DV9jhH49m/IV7bnVp2mo/J+mJvMz",  # base64 with '/' is not a path
+        "cpqicAAjuPQmhNStglADVRYcg==",  # padded base64 without a digit
+        "kQmZpLwBvRtYcNsxFWdhGjKuTe",  # mixed case without a digit, not made of words
+        "0123456789abcdef0123456789abcdef",
+    ],
+)
+def test_tokens_beside_or_shaped_like_names_are_caught(value):
+    assert redact(f"X={value}", tokens=True).text == f"X={REDACTED}", value

@@ -193,6 +193,21 @@ def test_secret_named_env_values_are_refused_unless_a_switch(stack_data, name):
     load_data(data)
 
 
+@pytest.mark.parametrize(
+    "value",
+    ["Qwen3_5ForCausalLMTextOnly", "LlamaForCausalLM", "Qwen2_5_VLForConditionalGeneration", "GPTNeoXForCausalLM",
+     "DeepseekV3ForCausalLM", "Gemma3nForConditionalGeneration", "nvidia/Llama-3_3-Nemotron-Super-49B-v1_5",
+     "Qwen2_5OmniThinkerForConditionalGeneration,Phi4MMForCausalLM"],
+)  # fmt: skip
+def test_model_identifiers_in_env_values_are_accepted(stack_data, value):
+    """Architecture names mix case and digits like a token but are words: no credential."""
+    for section in ("build", "runtime"):
+        data = copy.deepcopy(stack_data)
+        data["targets"]["smoke"].setdefault("env", {}).setdefault(section, {})["MEGACPP_MODEL_ARCH"] = value
+        spec = load_data(data)
+        assert getattr(spec.targets["smoke"], f"{section}_env")["MEGACPP_MODEL_ARCH"] == value
+
+
 def test_benign_env_values_are_accepted(stack_data):
     data = copy.deepcopy(stack_data)
     data["targets"]["smoke"]["env"]["runtime"].update(
