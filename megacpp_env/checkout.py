@@ -154,16 +154,21 @@ def verify_checkout(
 
 
 def checkout_source(
-    source: PinnedSource, dest: Path | str, *, git_config: Mapping[str, str] | None = None
+    source: PinnedSource,
+    dest: Path | str,
+    *,
+    git_config: Mapping[str, str] | None = None,
+    overlay_dir: Path | None = None,
 ) -> CheckoutResult:
     """A real git checkout of ``source`` at its pinned commit in ``dest``. Idempotent: an existing
-    checkout exactly at the pin is left alone; one at another commit or with changes is refused.
+    checkout that ``verify-checkout`` would pass (judged by content; changes only where the overlay
+    in ``overlay_dir`` vouches for them) is left alone; any other existing tree is refused.
 
     ``git_config``: ``-c`` settings for every fetch, e.g. a source mirror's ``url.<dir>.insteadOf``
     rewrites, so the recorded origin stays the pinned URL while the objects come from the mirror."""
     dest = Path(dest)
     if dest.exists() and not (dest.is_dir() and not any(dest.iterdir())):
-        return _reuse_existing(source, dest, git_config or {})
+        return _reuse_existing(source, dest, git_config or {}, overlay_dir)
     work = _make_work_dir(dest)
     try:
         shallow = _fetch_into(source, work, git_config or {})
@@ -217,7 +222,11 @@ def _write_record(source: PinnedSource, dest: Path, *, shallow: bool) -> None:
     write_provenance(dest, prov)
 
 
-def _reuse_existing(source: PinnedSource, dest: Path, config: Mapping[str, str]) -> CheckoutResult:
+def _reuse_existing(
+    source: PinnedSource, dest: Path, config: Mapping[str, str], overlay_dir: Path | None
+) -> CheckoutResult:
+    """Reuse ``dest`` only when it is exactly the pin by content (``problems_of``, as ``verify-checkout``
+    judges it): its provenance record, git's index flags and local config vouch for nothing."""
     state = inspect_checkout(dest, source)
     if not state.has_git:
         raise RefusedError(
@@ -228,14 +237,13 @@ def _reuse_existing(source: PinnedSource, dest: Path, config: Mapping[str, str])
             f"{dest} is a checkout at {state.head or '(no commit)'}, not at the pin {source.commit} of "
             f"{source.name}; refusing to change it (move it away, or pass another --dest)"
         )
-    if state.dirty and not state.matches_recorded_overlay:
+    problems = problems_of(state, overlay_dir=overlay_dir)
+    if problems:
         raise RefusedError(
-            f"{dest} has local changes ({state.untracked} untracked, diff sha256 {state.diff_hash}); "
-            "refusing to touch it (commit or discard them, or pass another --dest)"
+            f"{dest} is at the pin of {source.name} but its content is not: {'; '.join(problems)}. Refusing to "
+            f"reuse or change it: move it away (or delete it) and run `megacpp-env checkout {source.name} "
+            f"--dest {dest}` again, or pass another --dest"
         )
-    moved = [s for s in state.submodules if s.actual is not None and not s.matches]
-    if moved:
-        raise RefusedError(f"{dest}: submodule {moved[0].path} is at {moved[0].actual}, not {moved[0].expected}")
     if source.submodules and any(s.actual is None for s in state.submodules):
         git.submodule_update(dest, allow_file_protocol=git.is_local_url(source.repo), config=config)
     _write_record(source, dest, shallow=False)

@@ -64,8 +64,13 @@ def test_refuses_dirty_checkout(upstream, tmp_path: Path) -> None:  # type: igno
     dest = tmp_path / "demo"
     checkout_source(upstream.source(), dest)
     write_files(dest, {"pkg/core.py": "patched\n"})
-    with pytest.raises(RefusedError, match="has local changes"):
+    with pytest.raises(RefusedError) as exc:
         checkout_source(upstream.source(), dest)
+    assert str(exc.value) == (
+        f"{dest} is at the pin of demo but its content is not: local changes no overlay manifest accounts for: "
+        f"pkg/core.py (see `git -C {dest} status`). Refusing to reuse or change it: move it away (or delete it) "
+        f"and run `megacpp-env checkout demo --dest {dest}` again, or pass another --dest"
+    )
     assert (dest / "pkg/core.py").read_text() == "patched\n"
 
 
@@ -73,7 +78,7 @@ def test_refuses_untracked_file(upstream, tmp_path: Path) -> None:  # type: igno
     dest = tmp_path / "demo"
     checkout_source(upstream.source(), dest)
     write_files(dest, {"extra.py": "x\n"})
-    with pytest.raises(RefusedError, match="1 untracked"):
+    with pytest.raises(RefusedError, match=r"local changes no overlay manifest accounts for: extra\.py"):
         checkout_source(upstream.source(), dest)
 
 
@@ -141,55 +146,80 @@ def test_a_hand_written_record_vouches_for_nothing(upstream, tmp_path: Path) -> 
     assert "local changes no overlay manifest accounts for: README.md, new.txt" in v.problems[0]
 
 
-@pytest.mark.parametrize("trick", ["assume-unchanged", "skip-worktree", "info-exclude", "replace", "mode"])
-def test_verify_judges_content_not_git_flags(upstream, tmp_path: Path, trick: str) -> None:  # type: ignore[no-untyped-def]
-    """Each trick made ``verify-checkout`` say ok for a modified tree (issue 12, class 4)."""
+TRICKS = ["assume-unchanged", "skip-worktree", "info-exclude", "replace", "mode", "hand-written-record", "submodule"]
+
+
+def _git(dest: Path, *args: str, data: bytes | None = None) -> str:
     import subprocess
 
-    dest = tmp_path / "demo"
-    checkout_source(upstream.source(), dest)
-    assert verify_checkout(dest, upstream.source()).ok
+    return subprocess.run(["git", *args], cwd=dest, input=data, capture_output=True, check=True).stdout.decode().strip()
+
+
+def _plant(dest: Path, trick: str) -> None:
+    """Change a pristine checkout's content in a way git, or a record, hides (issue 12, class 4)."""
     if trick in ("assume-unchanged", "skip-worktree"):
         with open(dest / "README.md", "a") as fh:
             fh.write("x\n")
-        subprocess.run(["git", "update-index", f"--{trick}", "README.md"], cwd=dest, check=True)
+        _git(dest, "update-index", f"--{trick}", "README.md")
         assert git.status_porcelain(dest) == ()  # git itself no longer sees the change
     elif trick == "info-exclude":
         (dest / "evil.py").write_text("import os\n")
         with open(dest / ".git" / "info" / "exclude", "a") as fh:
             fh.write("evil.py\n")
     elif trick == "replace":  # HEAD stays the pin; the object it names now means other content
-        blob = (
-            subprocess.run(
-                ["git", "hash-object", "-w", "--stdin"], cwd=dest, input=b"evil\n", capture_output=True, check=True
-            )
-            .stdout.decode()
-            .strip()
-        )
-        tree = (
-            subprocess.run(
-                ["git", "mktree"],
-                cwd=dest,
-                input=f"100644 blob {blob}\tREADME.md\n".encode(),
-                capture_output=True,
-                check=True,
-            )
-            .stdout.decode()
-            .strip()
-        )
-        orig = (
-            subprocess.run(["git", "rev-parse", "HEAD^{tree}"], cwd=dest, capture_output=True, check=True)
-            .stdout.decode()
-            .strip()
-        )
-        subprocess.run(["git", "replace", "-f", orig, tree], cwd=dest, check=True)
-        subprocess.run(["git", "checkout", "-f", "-q", "HEAD", "--", "."], cwd=dest, check=True)
-        subprocess.run(["git", "clean", "-fdq", "-e", ".megacpp-checkout.json"], cwd=dest, check=True)
+        blob = _git(dest, "hash-object", "-w", "--stdin", data=b"evil\n")
+        tree = _git(dest, "mktree", data=f"100644 blob {blob}\tREADME.md\n".encode())
+        _git(dest, "replace", "-f", _git(dest, "rev-parse", "HEAD^{tree}"), tree)
+        _git(dest, "checkout", "-f", "-q", "HEAD", "--", ".")
+        _git(dest, "clean", "-fdq", "-e", ".megacpp-checkout.json")
     elif trick == "mode":
         (dest / "README.md").chmod(0o755)
+    elif trick == "hand-written-record":  # a record claiming an overlay with the right hashes and paths
+        write_files(dest, {"README.md": "changed\n", "new.txt": "n\n"})
+        st = inspect_checkout(dest)
+        rec = {"name": "x", "diff_hash": st.diff_hash, "untracked_hash": st.untracked_hash, "paths": list(st.changed)}
+        record_overlay(dest, OverlayRecord.from_dict(rec))
+    elif trick == "submodule":  # a file inside a submodule at its pinned commit
+        write_files(dest, {"third_party/lib/lib.txt": "patched library\n"})
+
+
+@pytest.mark.parametrize("trick", TRICKS)
+def test_verify_judges_content_not_git_flags(upstream, tmp_path: Path, trick: str) -> None:  # type: ignore[no-untyped-def]
+    """Each trick made ``verify-checkout`` say ok for a modified tree (issue 12, class 4)."""
+    dest = tmp_path / "demo"
+    checkout_source(upstream.source(), dest)
+    assert verify_checkout(dest, upstream.source()).ok
+    _plant(dest, trick)
     v = verify_checkout(dest, upstream.source())
     assert not v.ok, trick
     assert any("local changes no overlay manifest accounts for" in p for p in v.problems), v.problems
+
+
+@pytest.mark.parametrize("trick", TRICKS)
+def test_checkout_reuse_judges_content_like_verify(upstream, tmp_path: Path, trick: str) -> None:  # type: ignore[no-untyped-def]
+    """``checkout`` into an existing checkout reused it when git (or the provenance record) said it
+    was clean; now it is judged as ``verify-checkout`` judges it, and refused untouched."""
+    dest = tmp_path / "demo"
+    checkout_source(upstream.source(), dest)
+    _plant(dest, trick)
+    before = _tree_bytes(dest)
+    with pytest.raises(RefusedError) as exc:
+        checkout_source(upstream.source(), dest)
+    msg = str(exc.value)
+    assert msg.startswith(f"{dest} is at the pin of demo but its content is not: local changes no overlay manifest")
+    assert msg.endswith(
+        f"Refusing to reuse or change it: move it away (or delete it) and run `megacpp-env checkout demo "
+        f"--dest {dest}` again, or pass another --dest"
+    )
+    assert _tree_bytes(dest) == before
+
+
+def _tree_bytes(root: Path) -> dict[str, bytes]:
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and not p.is_symlink() and ".git" not in p.relative_to(root).parts
+    }
 
 
 def test_verify_without_git_is_unverifiable(upstream, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -324,3 +354,26 @@ def test_cli_unknown_source_is_a_user_error(smoke_spec: Path, capsys: pytest.Cap
 
     assert main(["checkout", "nope", "--spec", str(smoke_spec)]) == 1
     assert "no source 'nope'" in capsys.readouterr().err
+
+
+def test_cli_checkout_reuses_an_overlaid_checkout_only_as_its_manifest_says(
+    smoke_spec: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The overlay's manifest (not the provenance record) vouches for the applied files: the checkout
+    is reused; one byte more anywhere, or a record alone, and it is refused untouched."""
+    from megacpp_env.cli import main
+
+    spec = ["--spec", str(smoke_spec)]
+    dest = smoke_spec.parent / "src" / "megacpp-smoke-ext"
+    assert main(["checkout", "megacpp_smoke_ext", "--dest", str(dest), *spec]) == 0
+    assert main(["overlay", "apply", "smoke-ext", "--to", str(dest), *spec]) == 0
+    capsys.readouterr()
+    assert main(["checkout", "megacpp_smoke_ext", "--dest", str(dest), *spec]) == 0
+    assert capsys.readouterr().out.startswith(f"unchanged: {dest}: megacpp_smoke_ext at ")
+    init = dest / "megacpp_smoke_ext" / "__init__.py"
+    init.write_text(init.read_text() + "# one more line\n")
+    assert main(["checkout", "megacpp_smoke_ext", "--dest", str(dest), *spec]) == 1
+    err = one_line_error(capsys)
+    assert f"{dest} is at the pin of megacpp_smoke_ext but its content is not: " in err
+    assert "megacpp_smoke_ext/__init__.py" in err and "move it away (or delete it)" in err
+    assert init.read_text().endswith("# one more line\n")

@@ -1,9 +1,10 @@
 """`megacpp-env checkout NAME [--dest DIR] [--mirror DIR] [--json]`: a real git checkout of a pinned source.
 
 Fetched by SHA (shallow where the server allows), submodules at the commits the superproject pins,
-a provenance record in DEST/.megacpp-checkout.json. Idempotent; a checkout at another commit or
-with local changes is refused. Default DEST: ./.megacpp/src/<name-with-dashes> beside the spec
-(images pass --dest /opt/src/<name-with-dashes>).
+a provenance record in DEST/.megacpp-checkout.json. Idempotent: an existing DEST is reused only
+when `verify-checkout` would pass it (judged by content; changes only where the source's overlay
+manifest vouches for them); any other tree is refused, never modified. Default DEST:
+./.megacpp/src/<name-with-dashes> beside the spec (images pass --dest /opt/src/<name-with-dashes>).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from megacpp_env import layout
     from megacpp_env.checkout import checkout_source, default_dest, find_source
     from megacpp_env.srcbuild.mirror import insteadof_config
     from megacpp_env.ui import print_json
@@ -33,7 +35,8 @@ def run(args: argparse.Namespace) -> int:
     source = find_source(spec, args.name)
     dest = args.dest or default_dest(spec.root, source)
     config = insteadof_config(args.mirror, source.name) if args.mirror else None
-    result = checkout_source(source, dest, git_config=config)
+    overlay = layout.overlay_dir(spec.root, source.overlay) if source.overlay else None
+    result = checkout_source(source, dest, git_config=config, overlay_dir=overlay)
     if args.json:
         print_json(result.to_dict())
         return 0

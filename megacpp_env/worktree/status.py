@@ -44,16 +44,6 @@ class CheckoutState:
         """HEAD equals the pin; None when there is no pin to compare with."""
         return None if self.expected is None else self.head == self.expected
 
-    @property
-    def matches_recorded_overlay(self) -> bool:
-        """The local changes are exactly the ones ``overlay apply`` recorded: the same diff and
-        untracked files, touching exactly the overlay's paths (nothing outside it)."""
-        rec = self.provenance.overlay if self.provenance else None
-        if rec is None or rec.paths is None:
-            return False
-        same_paths = set(self.changed) == set(rec.paths)
-        return same_paths and rec.diff_hash == self.diff_hash and rec.untracked_hash == self.untracked_hash
-
     def to_dict(self) -> dict[str, Any]:
         out = as_dict(self)
         overlay = self.provenance.overlay if self.provenance else None
@@ -70,8 +60,8 @@ def checkout_state(path: Path | str, *, pin: str | None = None, name: str | None
     if not git.is_git_checkout(path):
         return CheckoutState(path=str(path), has_git=False, expected=expected, source=name, provenance=prov)
     head = git.head_commit(path)
-    content = git.content_changes(path, head) if head else ()
-    untracked = tuple(p for p in git.untracked_strict(path) if not _own(p))
+    submodules = git.submodule_status(path)
+    content, untracked = _content_changes(path, head, submodules)
     return CheckoutState(
         path=str(path),
         has_git=True,
@@ -85,9 +75,24 @@ def checkout_state(path: Path | str, *, pin: str | None = None, name: str | None
         untracked=git.untracked_count(path),
         untracked_hash=git.untracked_hash(path),
         changed=tuple(c.path for c in git.changes(path)) if head else (),
-        submodules=git.submodule_status(path),
+        submodules=submodules,
         provenance=prov,
     )
+
+
+def _content_changes(
+    path: Path, head: str | None, submodules: tuple[git.SubmoduleState, ...]
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(tracked paths whose bytes/mode differ from the commit, untracked paths) of the checkout and of
+    every initialised submodule (against the submodule's own HEAD; its paths prefixed), by content."""
+    content = list(git.content_changes(path, head)) if head else []
+    untracked = [p for p in git.untracked_strict(path) if not _own(p)]
+    for sub in submodules:
+        if sub.actual is not None:
+            root = path / sub.path
+            content += (f"{sub.path}/{p}" for p in git.content_changes(root, sub.actual))
+            untracked += (f"{sub.path}/{p}" for p in git.untracked_strict(root))
+    return tuple(sorted(content)), tuple(sorted(untracked))
 
 
 def _own(rel: str) -> bool:
