@@ -16,6 +16,7 @@ import glob
 import hashlib
 import json
 import os
+import secrets
 import shutil
 import stat
 import tempfile
@@ -150,6 +151,26 @@ def owned_tempdir(prefix: str) -> Iterator[Path]:
 
 def atomic_write_text(path: Path, text: str, *, mode: int | None = None) -> bool:
     return atomic_write_bytes(path, text.encode("utf-8"), mode=mode)
+
+
+def atomic_symlink(path: Path, target: str) -> bool:
+    """Make ``path`` a symlink to ``target`` atomically (a temp link beside it, os.replace). Returns
+    False when it already is one. Refuses (RefusedError) to replace anything but a regular file or a
+    symlink."""
+    path = Path(path)
+    _refuse_special(path)
+    if path.is_symlink() and os.readlink(path) == target:  # noqa: PTH115 (Path.readlink normalises the text)
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
+    tmp.symlink_to(target)  # fails, rather than follows anything, should the name be taken
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+    return True
 
 
 def _fsync_dir(directory: Path) -> None:

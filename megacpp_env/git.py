@@ -27,6 +27,7 @@ log = logging.getLogger("megacpp_env.git")
 
 SHA_RE = re.compile(r"[0-9a-f]{40}")  # use with fullmatch
 GITLINK_MODE = "160000"
+SYMLINK_MODE = "120000"
 # Variables that would redirect git to another repository or index than the one at ``cwd``.
 _REPO_ENV = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_COMMON_DIR", "GIT_PREFIX")
 # ... and, when reading, to other programs, object stores, replacement objects or config.
@@ -357,7 +358,7 @@ def worktree_entry(file: Path, fmt: str = "sha1") -> tuple[str, str] | None:
     except (FileNotFoundError, NotADirectoryError):
         return None
     if stat.S_ISLNK(st.st_mode):
-        return "120000", blob_id(os.fsencode(file.readlink()), fmt)
+        return SYMLINK_MODE, blob_id(os.fsencode(os.readlink(file)), fmt)  # noqa: PTH115 (Path normalises './a//b')
     if not stat.S_ISREG(st.st_mode):
         return None
     fd = os.open(file, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)

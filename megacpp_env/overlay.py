@@ -12,13 +12,14 @@ in the checkout's git dir (``.git/megacpp-overlay.json``): a crash or SIGKILL mi
 
 from __future__ import annotations
 
+import os
 import stat
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from megacpp_env import git, layout
 from megacpp_env.errors import RefusedError, VerificationError
-from megacpp_env.fsutil import atomic_write_bytes, atomic_write_text, sha256_bytes, sha256_file
+from megacpp_env.fsutil import atomic_symlink, atomic_write_bytes, atomic_write_text, sha256_bytes, sha256_file
 from megacpp_env.worktree.manifest import (
     FILES_DIR,
     MANIFEST_NAME,
@@ -183,16 +184,38 @@ def restore_overlay(overlay_dir: Path | str, checkout: Path | str, *, force: boo
 
 def _restore_files(root: Path, m: Manifest, created_dirs: tuple[str, ...]) -> None:
     for f in m.files:
-        target = _target(root, f.path)
-        upstream = git.show_file(root, f.path)
-        if upstream is None:
-            target.unlink(missing_ok=True)
-            continue
-        mode = 0o755 if git.file_mode(root, f.path) == "100755" else 0o644
-        atomic_write_bytes(target, upstream, mode=mode)
-    for rel in sorted(created_dirs, key=lambda d: -d.count("/")):
+        _restore_path(root, f.path)
+    _remove_empty_dirs(root, {str(d) for f in m.files for d in PurePosixPath(f.path).parents} | set(created_dirs))
+
+
+def _restore_path(root: Path, rel: str) -> None:
+    """Put ``rel`` back exactly as HEAD has it: a regular file with its bytes and mode, a symlink with
+    its target (not a file holding the target's name), or nothing."""
+    target = _target(root, rel)
+    mode = git.file_mode(root, rel)
+    if mode is None:
+        if target.is_symlink() or target.is_file():
+            target.unlink()
+        return
+    data = git.show_file(root, rel) or b""
+    if mode == git.SYMLINK_MODE:
+        atomic_symlink(target, os.fsdecode(data))
+    elif mode in ("100644", "100755"):
+        if target.is_symlink():
+            target.unlink()  # the write would otherwise keep a link whose target holds the same bytes
+        atomic_write_bytes(target, data, mode=0o755 if mode == "100755" else 0o644)
+    else:
+        raise RefusedError(f"{rel}: HEAD has a submodule (mode {mode}) there; an overlay cannot restore it")
+
+
+def _remove_empty_dirs(root: Path, dirs: set[str]) -> None:
+    """Remove the empty ones of ``dirs`` (an overlay path's parents, what apply created), deepest first.
+    Git tracks no empty directory, so one left after restore is the overlay's or a killed apply's,
+    whether or not a journal remembers it; a submodule's (uninitialised) directory stays."""
+    keep = set(git.gitlinks(root)) | {"."}
+    for rel in sorted(dirs - keep, key=lambda d: -d.count("/")):
         d = root / rel
-        if d.is_dir() and not any(d.iterdir()):
+        if d.is_dir() and not d.is_symlink() and not any(d.iterdir()):
             d.rmdir()
 
 

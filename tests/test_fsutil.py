@@ -190,3 +190,18 @@ def test_owned_temp_dirs_of_killed_owners_are_swept(tmp_path, monkeypatch):
         assert sorted(p.name for p in tmp_path.iterdir()) == ["megacpp-lock-alive"]
     finally:
         os.close(fd)
+
+
+def test_atomic_symlink_replaces_files_and_links_not_directories(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from megacpp_env.fsutil import atomic_symlink
+
+    p = tmp_path / "d" / "link"
+    assert atomic_symlink(p, "./a//b") and os.readlink(p) == "./a//b"  # the raw text, not normalised
+    assert not atomic_symlink(p, "./a//b")
+    p.unlink()
+    p.write_text("a file")
+    assert atomic_symlink(p, "../x") and os.readlink(p) == "../x"
+    (tmp_path / "dir").mkdir()
+    with pytest.raises(errors.RefusedError, match="is a directory, not a regular file"):
+        atomic_symlink(tmp_path / "dir", "x")
+    assert not list(p.parent.glob(".*.tmp"))

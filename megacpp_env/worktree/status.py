@@ -4,12 +4,13 @@ through ``megacpp_env.git``. The pin to compare with is passed in: no spec is ne
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from megacpp_env import git
-from megacpp_env.fsutil import sha256_file
+from megacpp_env.fsutil import sha256_bytes, sha256_file
 from megacpp_env.records import as_dict
 from megacpp_env.worktree.manifest import FILES_DIR, Journal, Manifest, OverlayFile, load_manifest, read_journal
 from megacpp_env.worktree.provenance import PROVENANCE_NAME, Provenance, read_provenance
@@ -108,7 +109,7 @@ class FileStatus:
     path: str
     action: str
     state: str  # "base" | "applied" | "modified" (neither base nor replacement)
-    sha256: str | None  # what is on disk now (None: absent)
+    sha256: str | None  # what is on disk now: a file's bytes, a symlink's target (None: absent)
 
     def to_dict(self) -> dict[str, Any]:
         return as_dict(self)
@@ -143,14 +144,28 @@ class OverlayStatus:
         return {**as_dict(self), "ok": self.ok}
 
 
-def _disk_sha(root: Path, rel: str) -> str | None:
+def _disk_entry(root: Path, rel: str) -> tuple[str | None, str | None]:
+    """(kind, sha256) of what is at ``root/rel``: ("file", of its bytes), ("symlink", of its target,
+    as git hashes a link), ("other", None) or (None, None) when nothing is there."""
     p = root / rel
-    return sha256_file(p) if p.is_file() and not p.is_symlink() else None
+    if p.is_symlink():
+        return "symlink", sha256_bytes(os.fsencode(os.readlink(p)))  # noqa: PTH115 (raw text, as git)
+    if p.is_file():
+        return "file", sha256_file(p)
+    return ("other", None) if p.exists() else (None, None)
 
 
 def _file_state(root: Path, f: OverlayFile) -> FileStatus:
-    now = _disk_sha(root, f.path)
-    state = "applied" if now == f.sha256 else "base" if now == f.base_sha256 else "modified"
+    """Applied: the overlay's regular file (or nothing, for a delete). Base: exactly what HEAD has,
+    of the same kind: a tracked symlink is base only as a symlink, not as a file holding its target."""
+    kind, now = _disk_entry(root, f.path)
+    if (kind, now) == (("file", f.sha256) if f.sha256 is not None else (None, None)):
+        state = "applied"
+    elif f.base_sha256 is None:
+        state = "base" if kind is None else "modified"
+    else:
+        base_kind = "symlink" if git.file_mode(root, f.path) == git.SYMLINK_MODE else "file"
+        state = "base" if (kind, now) == (base_kind, f.base_sha256) else "modified"
     return FileStatus(path=f.path, action=f.action, state=state, sha256=now)
 
 
