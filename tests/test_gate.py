@@ -214,3 +214,36 @@ def test_explicit_ack_file_must_exist(repo, capsys):
     given = repo / "acks.toml"
     given.write_text("")
     assert gate(capsys, repo, "--ack", str(given))[0] == 0  # an explicit, empty file is fine
+
+
+def test_direct_url_downgrade_fails_and_each_lock_is_parsed_once(repo, capsys, monkeypatch):
+    """A package pinned by a direct URL has no version field (PEP 751 allows that); its file name
+    carries it, and the gate judges that. Base and working-tree locks are each parsed once."""
+    from megacpp_env.lock import pylock
+    from megacpp_env.records import parse_toml
+
+    locks = sorted((repo / "locks").glob("pylock.smoke-*.toml"))
+    assert locks
+    entry = '\n[[packages]]\nname = "vendored"\narchive = {{ url = "https://files.example/v/vendored-{v}.tar.gz", hashes = {{ sha256 = "{h}" }} }}\n'
+    for lock in locks:
+        text = lock.read_text()
+        head, sep, tool = text.partition("\n[tool.")
+        lock.write_text(head + entry.format(v="2.0", h="e" * 64) + sep + tool)
+    git(repo, "commit", "-q", "-am", "vendored 2.0")
+    for lock in locks:
+        lock.write_text(lock.read_text().replace("vendored-2.0", "vendored-1.0").replace("e" * 64, "d" * 64))
+    counts: dict[str, int] = {}
+
+    def counting(text, path, error):
+        counts[path] = counts.get(path, 0) + 1
+        return parse_toml(text, path, error)
+
+    pylock._read_once.cache_clear()
+    monkeypatch.setattr(pylock, "parse_toml", counting)
+    rc, out, _ = gate(capsys, repo, "--json")
+    data = json.loads(out)
+    assert rc == 1
+    assert {(v["package"], v["change"]) for v in data["violations"]} == {("vendored", "downgraded")}
+    assert {v["lock"] for v in data["violations"]} == {"smoke linux/amd64", "smoke linux/arm64"}
+    assert counts and set(counts.values()) == {1}, counts
+    assert sum(str(repo) in p for p in counts) == len(list((repo / "locks").glob("pylock.*.toml")))

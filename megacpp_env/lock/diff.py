@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 from packaging.version import InvalidVersion, Version
 
-from megacpp_env.lock.pylock import Lock, LockedPackage, LockFormatError, read_pylock_text
+from megacpp_env.lock.pylock import Lock, LockedPackage, LockFormatError, lock_from_data
 from megacpp_env.lock.reqtxt import read_requirements_text
 from megacpp_env.records import as_dict, parse_toml, read_text
 
@@ -77,7 +77,7 @@ def read_any_text(text: str, path: str) -> Lock:
     except LockFormatError:
         data = {}
     if "lock-version" in data or "packages" in data:
-        return read_pylock_text(text, path=path)
+        return lock_from_data(data, path)  # parsed once: the TOML above is the lock's
     return read_requirements_text(text, path=path)
 
 
@@ -109,9 +109,9 @@ def upgrade_level(old: Version, new: Version) -> str:
 
 
 def _version_change(old: LockedPackage, new: LockedPackage) -> tuple[str, str]:
-    if old.version == new.version:
+    if old.shown_version == new.shown_version:
         return "", ""
-    ov, nv = _version(old.version), _version(new.version)
+    ov, nv = _version(old.shown_version), _version(new.shown_version)
     if ov is None or nv is None:
         return UPGRADED, ""
     if ov == nv:  # 1.0 vs 1.0.0: the same version
@@ -222,7 +222,7 @@ def effective(lock: Lock, name: str, env: dict[str, str] | None) -> Effective:
         if holds:
             chosen.append(p)
     return Effective(
-        versions=frozenset(str(_version(p.version) or p.version) for p in chosen),
+        versions=frozenset(str(_version(p.shown_version) or p.shown_version) for p in chosen),
         hashes=frozenset(h for p in chosen for h in p.hashes),
         hosts=frozenset(h for p in chosen for h in _hosts(p)),
     )
@@ -254,7 +254,7 @@ def _platform_change(name: str, old: Lock, new: Lock) -> PackageChange | None:
 
 
 def _label(p: LockedPackage) -> str:
-    return p.version or (p.vcs.commit[:12] if p.vcs else "")
+    return p.shown_version or (p.vcs.commit[:12] if p.vcs else "")
 
 
 def _one_side(key: tuple[str, str], pkg: LockedPackage, kind: str) -> PackageChange:

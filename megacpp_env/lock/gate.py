@@ -22,6 +22,7 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
+from megacpp_env.layout import parse_lock_name
 from megacpp_env.lock.acks import DIVERGENCE, Ack, ack_path, load_acks
 from megacpp_env.lock.consistency import GroupReport, check_locks
 from megacpp_env.lock.diff import DOWNGRADED, HASHES, INDEX, LockDiff
@@ -167,7 +168,8 @@ def run_gate(spec: Spec, base: str, ack_file: Path | None = None) -> GateReport:
     commit, pairs = lock_pairs(spec.root, base)
     diffs = tuple(p.diff() for p in pairs)
     violations = [v for p, d in zip(pairs, diffs, strict=True) for v in diff_violations(d, new_lock=p.base is None)]
-    reports = tuple(check_locks(spec))
+    heads = {key: p.head for p in pairs if p.head is not None and (key := parse_lock_name(p.name))}
+    reports = tuple(check_locks(spec, heads))  # the locks just read, not read again
     violations += divergence_violations(reports)
     path = ack_file if ack_file is not None else ack_path(spec.root)
     verdict = apply_acks(violations, load_acks(path, required=ack_file is not None))

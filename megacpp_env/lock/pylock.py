@@ -12,6 +12,7 @@ or by hand all land in the same model.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import re
 from collections import Counter
@@ -69,10 +70,21 @@ class Artifact:
     sha256: str
     size: int | None = None
     upload_time: str = ""
+    other_hashes: tuple[str, ...] = ()  # "sha384:<hex>", "sha512:<hex>" ...: every algorithm but sha256
 
     @property
     def filename(self) -> str:
         return unquote(urlsplit(self.url).path.rsplit("/", 1)[-1])
+
+    @property
+    def digests(self) -> frozenset[str]:
+        """Every hash: sha256 as bare hex (as the rest of the tool spells it), others as ``alg:hex``."""
+        return frozenset((self.sha256,) if self.sha256 else ()) | frozenset(self.other_hashes)
+
+    @property
+    def version(self) -> str:
+        """The version its wheel or sdist file name carries ('' when the name is not one)."""
+        return version_of_filename(self.filename)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -104,7 +116,14 @@ class LockedPackage:
 
     @property
     def hashes(self) -> frozenset[str]:
-        return frozenset(a.sha256 for a in self.artifacts if a.sha256)
+        """Every artifact hash: sha256 as bare hex, other algorithms as ``alg:hex``."""
+        return frozenset(h for a in self.artifacts for h in a.digests)
+
+    @property
+    def shown_version(self) -> str:
+        """The recorded version, else (a direct URL, which PEP 751 lets go without one) the version
+        its artifact's file name carries: ``pkg @ https://h/pkg-2.0.tar.gz`` is version 2.0."""
+        return self.version or next((v for a in self.artifacts if (v := a.version)), "")
 
     @property
     def origin(self) -> str:
@@ -144,8 +163,19 @@ class Lock:
 
 
 def read_pylock_text(text: str, *, path: str = "<pylock>") -> Lock:
-    """The one reader of PEP 751 text: parse, validate (``packaging.pylock``), build the model."""
-    data = parse_toml(text, path, LockFormatError)
+    """The one reader of PEP 751 text: parse, validate (``packaging.pylock``), build the model. The
+    same text is parsed once per process (a command that reads a lock for several checks, as
+    ``lock --check`` and ``gate`` do, gets the same immutable ``Lock`` back)."""
+    return _read_once(text, path)
+
+
+@functools.lru_cache(maxsize=32)
+def _read_once(text: str, path: str) -> Lock:
+    return lock_from_data(parse_toml(text, path, LockFormatError), path)
+
+
+def lock_from_data(data: Mapping[str, Any], path: str) -> Lock:
+    """The model of parsed PEP 751 data (``read_pylock_text`` without the parse)."""
     if "packages" not in data and "lock-version" not in data:
         raise LockFormatError("not a PEP 751 lock (no lock-version, no [[packages]])", file=path)
     _validate(data, path)
@@ -209,8 +239,22 @@ def _package(t: Table, direct: set[str]) -> LockedPackage:
     )
 
 
+def version_of_filename(filename: str) -> str:
+    """``pkg-2.0-py3-none-any.whl`` / ``pkg-2.0.tar.gz`` -> ``2.0``; '' for any other name."""
+    from packaging.utils import InvalidSdistFilename, InvalidWheelFilename, parse_sdist_filename, parse_wheel_filename
+
+    try:
+        if filename.endswith(".whl"):
+            return str(parse_wheel_filename(filename)[1])
+        if filename.endswith((".tar.gz", ".zip")):
+            return str(parse_sdist_filename(filename)[1])
+    except (InvalidWheelFilename, InvalidSdistFilename):
+        pass
+    return ""
+
+
 # hashlib names PEP 751 tools write, and their hex lengths; any other name must still be hex.
-_HASH_LENGTHS = {"md5": 32, "sha1": 40, "sha224": 56, "sha256": 64, "sha384": 96, "sha512": 128,
+HASH_LENGTHS = {"md5": 32, "sha1": 40, "sha224": 56, "sha256": 64, "sha384": 96, "sha512": 128,
                  "sha3_256": 64, "sha3_384": 96, "sha3_512": 128, "blake2b": 128, "blake2s": 64}  # fmt: skip
 _HASH_NAME = re.compile(r"[a-z0-9_]{1,32}")
 _HEX = re.compile(r"[0-9a-f]+")
@@ -223,7 +267,7 @@ def _hashes(t: Table) -> dict[str, str]:
     out: dict[str, str] = {}
     for algo in t.data:
         value = t.text(algo).lower()
-        n = _HASH_LENGTHS.get(algo)
+        n = HASH_LENGTHS.get(algo)
         if not _HASH_NAME.fullmatch(algo) or not _HEX.fullmatch(value) or (n is not None and len(value) != n):
             t.fail(f"not a {algo} hex digest: {value[:80]!r}", algo)
         out[algo] = value
@@ -251,6 +295,7 @@ def _artifact(kind: str, t: Table) -> Artifact:
         sha256=hashes.get("sha256", ""),
         size=t.number("size", None),
         upload_time=str(upload or ""),
+        other_hashes=tuple(sorted(f"{k}:{v}" for k, v in hashes.items() if k != "sha256")),
     )
 
 
@@ -271,7 +316,9 @@ def _artifact_toml(a: Artifact) -> str:
         items.append(("upload-time", a.upload_time))
     if a.size is not None:
         items.append(("size", str(a.size)))
-    items.append(("hashes", _inline([("sha256", _s(a.sha256))])))
+    digests = [("sha256", a.sha256)] if a.sha256 else []
+    digests += [(h.partition(":")[0], h.partition(":")[2]) for h in a.other_hashes]
+    items.append(("hashes", _inline((k, _s(v)) for k, v in digests)))
     return _inline(items)
 
 
