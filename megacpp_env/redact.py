@@ -174,7 +174,8 @@ def _identifier_shaped(run: str) -> bool:
     hold 60% of the letters and, in a run of 12+ characters, one has 5+ letters.
 
     A random base62/base64 string passes these by chance rarely, less so the longer it is
-    (benchmarks/token_shapes.py measures it: about 1 in 300 at 20 characters, 1 in 3000 at 32).
+    (benchmarks/token_shapes.py, docs/BENCHMARKS.md: of 20,000 random base62 tokens 138 slip at 20
+    characters, 7 at 32, none at 48).
     Known token formats (``ghp_``, ``hf_``, ``AKIA`` ...) are matched before, whatever their shape."""
     if not (run.isascii() and run.isalnum()):
         return False
