@@ -187,7 +187,7 @@ def resolve_platform(target: Target, platform: str) -> str:
 def _files(path: Path) -> list[Path]:
     if not path.is_dir():
         return [path]  # a missing file stays listed: the hash records it as missing
-    return [f for f in sorted(path.rglob("*")) if f.is_file() and "__pycache__" not in f.parts and f.suffix != ".pyc"]
+    return [f for f in sorted(path.rglob("*")) if f.is_file() and not toolsrc.is_cached(f.relative_to(path))]
 
 
 def _spec_paths(spec: Spec, target: Target, platform: str) -> list[Path]:

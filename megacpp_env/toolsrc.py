@@ -35,11 +35,21 @@ def is_tool_source(root: Path) -> bool:
     return bool(name == DIST_NAME)
 
 
+# Caches tools leave beside sources (ruff writes one next to megacpp_env/_project/pyproject.toml):
+# never an input, so never in a build context or its content hash.
+CACHE_DIRS = frozenset({"__pycache__", ".ruff_cache", ".mypy_cache", ".pytest_cache", ".hypothesis"})
+
+
+def is_cached(rel: Path) -> bool:
+    """A file (path relative to a source tree) that is a tool's cache, not source."""
+    return bool(CACHE_DIRS.intersection(rel.parts)) or rel.suffix == ".pyc"
+
+
 def _package_files(package: Path) -> dict[str, Path]:
     out: dict[str, Path] = {}
     for path in sorted(package.rglob("*")):
         rel = path.relative_to(package)
-        if "__pycache__" in rel.parts or path.suffix == ".pyc" or not path.is_file():
+        if is_cached(rel) or not path.is_file():
             continue
         out[f"megacpp_env/{rel.as_posix()}"] = path
     return out

@@ -193,6 +193,21 @@ def test_tag_is_content_addressed(repo_copy):
     assert build.content_hash(spec, smoke, "linux/amd64") != h3
 
 
+def test_tool_caches_are_not_build_inputs(repo_copy):
+    """``ruff check megacpp_env`` writes megacpp_env/_project/.ruff_cache (that directory has its own
+    pyproject.toml): the tag and the context must not change with it, nor with any other tool cache."""
+    spec = load_spec(repo_copy / "stack.yaml")
+    smoke = spec.target("smoke")
+    before = build.content_hash(spec, smoke, "linux/amd64")
+    for cache in (".ruff_cache", ".mypy_cache", ".pytest_cache", ".hypothesis", "__pycache__"):
+        for where in ("megacpp_env/_project", "megacpp_env/lock", "overlays/smoke-ext/files"):
+            junk = repo_copy / where / cache / "0.9" / "entry"
+            junk.parent.mkdir(parents=True, exist_ok=True)
+            junk.write_bytes(b"cache")
+    assert build.content_hash(spec, smoke, "linux/amd64") == before
+    assert not any(".ruff_cache" in rel for rel in build.context_files(spec, smoke, "linux/amd64"))
+
+
 def test_preflight_refuses_stale_render_and_lock(repo_copy):
     spec = load_spec(repo_copy / "stack.yaml")
     assert build.preflight(spec, "smoke", "linux/amd64") == []
