@@ -151,9 +151,14 @@ def _random_piece(piece: str) -> bool:
         return False  # one-case words without digits (``CUDA_VISIBLE_DEVICES``) are names
     if re.fullmatch(r"[0-9a-f-]+|[0-9A-F-]+", piece):
         return len(piece.replace("-", "")) >= 32
-    runs = [run for run in _SEPARATORS.split(piece) if len(run) >= 8 and not run.isdigit()]
-    if all(_identifier_shaped(run) for run in runs):
+    parts = _SEPARATORS.split(piece)
+    if all(_identifier_shaped(run) for run in parts if len(run) >= 8 and not run.isdigit()):
         return False  # short tags joined (``x86_64-linux-gnu``) or words (``LlamaForCausalLM``)
+    if sum(len(run) for run in parts if not run.isdigit() and not _identifier_shaped(run)) < 12:
+        # words with a short random suffix (``megacpp-bench-b94eznmi``: mkdtemp's 8 characters, a job id):
+        # too little that is not a word to be a credential, and redacting it would break the paths a
+        # golden records and must find again
+        return False
     return mixed or entropy(piece) >= 3.5
 
 

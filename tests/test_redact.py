@@ -117,6 +117,12 @@ def test_ordinary_names(name):
         "torch-2.9.0+cu128-cp311-cp311-manylinux_2_28_x86_64.whl",
         "-DCMAKE_CUDA_ARCHITECTURES=120a",
         "Basic smoke target",
+        # paths with a short random suffix (tempfile.mkdtemp, run ids): a golden records them and must
+        # find them again, so they are never redacted
+        "/tmp/megacpp-bench-repro-b94eznmi/venv/bin/python",
+        "/scratch/run-20261126-k3j9x2qa/src/mamba",
+        "/tmp/pytest-of-root/pytest-366/test_uv_tool_install_runs_outs0/uv-cache/.tmpKC1CSW",
+        "bench-7b-run-a1b2c3d4",
     ],
 )
 def test_benign_values_are_kept(value):
@@ -162,3 +168,12 @@ def test_random_tokens_of_every_alphabet_are_caught(kind):
 )
 def test_tokens_beside_or_shaped_like_names_are_caught(value):
     assert redact(f"X={value}", tokens=True).text == f"X={REDACTED}", value
+
+
+def test_temporary_directory_names_are_not_tokens():
+    """mkdtemp's names (8 random characters after a prefix) are paths a golden must find again."""
+    rng = random.Random("mkdtemp")
+    alphabet = "abcdefghijklmnopqrstuvwxyz0123456789_"
+    for _ in range(2000):
+        name = "/tmp/megacpp-bench-repro-" + "".join(rng.choice(alphabet) for _ in range(8)) + "/venv/bin/python"
+        assert redact(name, tokens=True).text == name, name
