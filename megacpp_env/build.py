@@ -184,6 +184,16 @@ def resolve_platform(target: Target, platform: str) -> str:
     return platform
 
 
+def _toolchain_lock_paths(root: Path, target: Target, platform: str) -> list[Path]:
+    """The toolchain lock (CUDA from PyPI) and its export, when the target has one."""
+    if not target.toolchain.cuda_pypi:
+        return []
+    return [
+        layout.toolchain_lock_path(root, target.name, "cuda", platform),
+        layout.toolchain_export_path(root, target.name, "cuda", platform),
+    ]
+
+
 def _files(path: Path) -> list[Path]:
     if not path.is_dir():
         return [path]  # a missing file stays listed: the hash records it as missing
@@ -197,6 +207,7 @@ def _spec_paths(spec: Spec, target: Target, platform: str) -> list[Path]:
         layout.resolutions_path(root, target.name),
         layout.lock_path(root, target.name, platform),
         layout.requirements_export_path(root, target.name, platform),
+        *_toolchain_lock_paths(root, target, platform),
     ]
     paths += [sourceplans.plan_path(root, target.name, s.name) for s in target.sources]
     paths += [layout.overlay_dir(root, s.overlay) for s in target.sources if s.overlay]
@@ -282,6 +293,7 @@ def deps_digest(spec: Spec, target: Target, platform: str, base_image: str = "")
         layout.dockerfile_path(root, target.name),
         layout.lock_path(root, target.name, platform),
         layout.requirements_export_path(root, target.name, platform),
+        *_toolchain_lock_paths(root, target, platform),
     ]
     files = [
         {"path": f.relative_to(root).as_posix(), "sha256": sha256_bytes(f.read_bytes()) if f.is_file() else "missing"}

@@ -36,6 +36,18 @@ IMAGE_SRCBUILD = f"{IMAGE_HOME}/srcbuild"  # the tool's source-build closure (PY
 IMAGE_PLANS = f"{IMAGE_HOME}/sources"  # rendered source build plans: <name>.json
 IMAGE_WHEELS = f"{IMAGE_HOME}/wheels"  # built wheels: <name>/*.whl
 IMAGE_SOURCE_MIRROR = "/mnt/megacpp-source-mirror"  # where a source stage mounts its part of the mirror
+CUDA_HOME = "/usr/local/cuda"  # every CUDA target's CUDA_HOME (the base image's, or a link to the PyPI prefix)
+
+
+def image_cuda_prefix(version: str) -> str:
+    """Where a toolchain's CUDA wheels are installed (``pip install --target``): ``/opt/cuda-13.2``."""
+    return f"/opt/cuda-{version}"
+
+
+def image_cuda_root(version: str) -> str:
+    """The CUDA tree inside that prefix: CUDA 13 wheels unpack to ``nvidia/cu13/{bin,include,lib,nvvm}``."""
+    return f"{image_cuda_prefix(version)}/nvidia/cu{version.split('.', 1)[0]}"
+
 
 # In the repository (the build context).
 SOURCE_MIRROR = ".megacpp/source-mirror"
@@ -68,6 +80,31 @@ def parse_lock_name(filename: str) -> tuple[str, str] | None:
     """(target, platform) of a lock file name (``lock_name`` reversed); None for any other name."""
     m = _LOCK_NAME.fullmatch(filename)
     return (m["target"], f"{m['os']}/{m['arch']}") if m else None
+
+
+# A toolchain lock: what a target's toolchain installs from an index outside the venv (CUDA from PyPI
+# wheels), ``pylock.<target>-<part>-<os>-<arch>.toml``. The arch never holds a '-', so these names never
+# parse as a target's lock (``parse_lock_name``) and ``parse_toolchain_lock_name`` reads them back.
+_TOOLCHAIN_LOCK_NAME = re.compile(
+    r"pylock\.(?P<target>[a-z][a-z0-9_]*)-(?P<part>cuda)-(?P<os>[a-z0-9]+)-(?P<arch>[a-z0-9_]+)\.toml"
+)
+TOOLCHAIN_PARTS = ("cuda",)
+
+
+def toolchain_lock_path(root: Path, target: str, part: str, platform: str) -> Path:
+    """``locks/pylock.<target>-<part>-<os>-<arch>.toml`` (a valid PEP 751 name), e.g. the CUDA wheels."""
+    return locks_dir(root) / f"{LOCK_PREFIX}{target}-{part}-{platform_slug(platform)}{LOCK_SUFFIX}"
+
+
+def toolchain_export_path(root: Path, target: str, part: str, platform: str) -> Path:
+    """The toolchain lock exported for ``pip install --require-hashes``."""
+    return locks_dir(root) / f"{target}-{part}.{platform_slug(platform)}.requirements.txt"
+
+
+def parse_toolchain_lock_name(filename: str) -> tuple[str, str, str] | None:
+    """(target, part, platform) of a toolchain lock file name; None for any other name."""
+    m = _TOOLCHAIN_LOCK_NAME.fullmatch(filename)
+    return (m["target"], m["part"], f"{m['os']}/{m['arch']}") if m else None
 
 
 def requirements_export_path(root: Path, target: str, platform: str) -> Path:

@@ -356,7 +356,7 @@ def _torch_cuda(spec: Spec) -> Iterator[tuple[str, str, str]]:
                         f"torch {s} is a {local} build but the toolchain pins CUDA {t.toolchain.cuda}",
                         f"use a +{want} build",
                     )
-            index = spec.index_for("torch")
+            index = spec.index_for("torch", t)
             m = re.search(r"/(cu[0-9]+)(/|$)", index.url) if index else None
             if index and m and m.group(1) != want:
                 yield (
@@ -389,7 +389,9 @@ def _torch_index(spec: Spec) -> Iterator[tuple[str, str, str]]:
         for key, req in _requirements(t):
             if canonicalize_name(req.name) not in TORCH_FAMILY or _provided_instead(t, req.name):
                 continue
-            index = spec.index_for(req.name)
+            index = spec.index_for(req.name, t)
+            if index is None and t.toolchain.cuda_pypi:
+                continue  # CUDA from PyPI: PyPI's torch by design (docs/SPEC.md, "CUDA from PyPI")
             if index is None:
                 yield (
                     key,

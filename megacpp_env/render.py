@@ -22,7 +22,7 @@ from megacpp_env.srcbuild import closure
 from megacpp_env.templating import TemplateValueError, render_template
 
 TEMPLATE = "Dockerfile.j2"
-CUDA_HOME = "/usr/local/cuda"
+CUDA_HOME = layout.CUDA_HOME
 _ARCH_SENTINEL = "ARCHSENTINEL"
 
 
@@ -69,7 +69,7 @@ def inputs_digest(spec: Spec, target: Target, templates: Path) -> str:
 def _explicit_indexes(spec: Spec, target: Target) -> list[Any]:
     seen: dict[str, Any] = {}
     for req in target.all_requirements():
-        index = spec.index_for(_req_name(req))
+        index = spec.index_for(_req_name(req), target)
         if index is not None and index.explicit:
             seen.setdefault(index.name, index)
     return [seen[k] for k in sorted(seen)]
@@ -157,6 +157,7 @@ def view(spec: Spec, target: Target, templates: Path) -> dict[str, Any]:
         "home": layout.IMAGE_HOME,
         "image_spec": layout.IMAGE_SPEC,
         "snapshot": layout.IMAGE_SNAPSHOT,
+        **_cuda_pypi_view(root, target, sentinel),
         "lock_export": _split_on_arch(layout.requirements_export_path(root, target.name, sentinel), root),
         "lock_pylock": _split_on_arch(layout.lock_path(root, target.name, sentinel), root),
         "extra_index_urls": [i.url for i in _explicit_indexes(spec, target)],
@@ -171,6 +172,22 @@ def view(spec: Spec, target: Target, templates: Path) -> dict[str, Any]:
         "resolutions_file": layout.resolutions_path(spec.root, target.name).relative_to(spec.root).as_posix(),
         "runtime_env": sorted(target.runtime_env.items()),
         "labels": _labels(target, inputs),
+    }
+
+
+def _cuda_pypi_view(root: Path, target: Target, sentinel: str) -> dict[str, Any]:
+    """The ``cuda`` stage's values when the toolchain's CUDA comes from PyPI wheels (its toolchain lock)."""
+    tc = target.toolchain
+    if not tc.cuda_pypi:
+        return {"cuda_pypi": False, "toolchain_stage": "toolchain"}
+    return {
+        "cuda_pypi": True,
+        "toolchain_stage": "cuda",
+        "cuda_major": tc.cuda.split(".", 1)[0],
+        "cuda_prefix": layout.image_cuda_prefix(tc.cuda),
+        "cuda_root": layout.image_cuda_root(tc.cuda),
+        "cuda_export": _split_on_arch(layout.toolchain_export_path(root, target.name, "cuda", sentinel), root),
+        "cuda_pylock": _split_on_arch(layout.toolchain_lock_path(root, target.name, "cuda", sentinel), root),
     }
 
 

@@ -6,6 +6,7 @@ never load. Never prints.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from megacpp_env import layout
@@ -16,7 +17,9 @@ from megacpp_env.srcbuild.plan import SourcePlan, plan_for
 
 
 def plan_of(spec: Spec, target: Target, source: Source) -> SourcePlan:
-    return plan_for(target, source, {name: spec.source(name) for name in source.fetches.values()})
+    """The plan of ``source`` on ``target``, with the target's own sanity checks for it added."""
+    checked = replace(source, sanity=target.sanity_for(source))
+    return plan_for(target, checked, {name: spec.source(name) for name in source.fetches.values()})
 
 
 def target_plans(spec: Spec, target: Target) -> list[SourcePlan]:

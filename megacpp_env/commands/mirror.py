@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     spec = load(args)
     rows = []
     for job in jobs_for(spec, [args.target], args.platform):  # a platform the target lacks is an error
-        lock = committed_lock(spec.root, *job.key)
+        lock = committed_lock(spec.root, *job.key, path=job.lock_path)
         progress = Progress(total=sum(len(p.artifacts) for p in lock.packages))
         try:
             rows.append(mirror_target(lock, *job.key, dest, on_file=progress.step))

@@ -36,6 +36,7 @@ class LockInputs:
     indexes: tuple[Index, ...]  # every explicit index of the spec, by name
     overrides: tuple[str, ...] = ()  # uv override-dependencies (targets.T.resolutions.overrides), sorted
     prereleases: tuple[str, ...] = ()  # packages allowed pre-releases from any index (resolutions.prereleases)
+    part: str = ""  # a toolchain lock of the target ("cuda": toolchain.cuda.pypi); "" for the venv lock
 
     @property
     def direct_names(self) -> tuple[str, ...]:
@@ -71,6 +72,8 @@ class LockInputs:
             out["overrides"] = list(self.overrides)
         if self.prereleases:
             out["prereleases"] = list(self.prereleases)
+        if self.part:
+            out["part"] = self.part
         return out
 
     def digest(self) -> str:
@@ -114,13 +117,28 @@ def canonical_order(requirements: Iterable[str]) -> tuple[str, ...]:
     return tuple(text for text, _name in sorted(parsed, key=lambda r: (r[1], r[0])))
 
 
+def toolchain_lock_inputs(spec: Spec, target: Target, part: str, platform: str) -> LockInputs:
+    """The inputs of a target's toolchain lock: only the toolchain's own requirements (CUDA wheels),
+    resolved for the target's Python and platform, with no overrides: nothing of the venv enters."""
+    if part != "cuda":
+        raise ValueError(f"unknown toolchain lock part {part!r}")
+    return LockInputs(
+        target=target.name,
+        platform=platform,
+        python=target.toolchain.python,
+        requirements=canonical_order(target.toolchain.cuda_pypi),
+        indexes=spec.target_indexes(target),
+        part=part,
+    )
+
+
 def lock_inputs(spec: Spec, target: Target, platform: str) -> LockInputs:
     return LockInputs(
         target=target.name,
         platform=platform,
         python=target.toolchain.python,
         requirements=lock_requirements(spec, target),
-        indexes=tuple(spec.indexes[name] for name in sorted(spec.indexes)),
+        indexes=spec.target_indexes(target),
         overrides=tuple(sorted(str(Requirement(o.requirement)) for o in target.resolutions.overrides)),
         prereleases=tuple(sorted(canonicalize_name(p) for p in target.resolutions.prereleases)),
     )

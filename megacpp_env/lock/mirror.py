@@ -345,9 +345,10 @@ class MirroredLock:
         return as_dict(self)
 
 
-def committed_lock(spec_root: Path, target: str, platform: str) -> Lock:
-    """The committed lock of ``target`` on ``platform``; a missing one is stale (lock it first)."""
-    path = layout.lock_path(spec_root, target, platform)
+def committed_lock(spec_root: Path, target: str, platform: str, path: Path | None = None) -> Lock:
+    """The committed lock of ``target`` on ``platform`` (or its toolchain lock at ``path``); a missing
+    one is stale (lock it first)."""
+    path = path or layout.lock_path(spec_root, target, platform)
     if not path.exists():
         raise StaleError(f"no lock for {target} {platform}: {path} (run: megacpp-env lock {target})")
     return read_pylock(path)

@@ -16,10 +16,13 @@ def export_header(lock: Lock, export_rel: str) -> str:
     return "\n".join(
         [
             f"megacpp-env lock export (generated, do not edit): target {meta.target}, "
-            f"platform {meta.platform}, python {meta.python}",
+            + (f"{meta.part} toolchain, " if meta.part else "")
+            + f"platform {meta.platform}, python {meta.python}",
             f"inputs-hash: {meta.inputs_hash}",
             f"made by: {meta.command}",
-            f"install: pip install --require-hashes --no-deps -r {export_rel}",
+            "install: pip install --require-hashes --no-deps "
+            + ("--target PREFIX " if meta.part else "")
+            + f"-r {export_rel}",
         ]
     )
 

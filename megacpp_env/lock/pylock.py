@@ -39,6 +39,7 @@ class LockMeta:
     """``[tool.megacpp-env]`` of a lock megacpp-env wrote: what it was resolved from, and how."""
 
     target: str = ""
+    part: str = ""  # a toolchain lock of the target ("cuda"); "" for the target's venv lock
     platform: str = ""
     python: str = ""
     python_platform: str = field(default="", metadata=renamed("python-platform"))
@@ -50,7 +51,10 @@ class LockMeta:
     requirements: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return as_dict(self)
+        out = as_dict(self)
+        if not self.part:  # absent in a venv lock: those keep their bytes
+            del out["part"]
+        return out
 
     @classmethod
     def read(cls, t: Table) -> LockMeta:

@@ -183,6 +183,7 @@ def finish_lock(raw: Lock, inputs: LockInputs, direct: set[str], *, constraints_
     packages = tuple(replace(p, index=_index_url(p, inputs, default), direct=p.name in direct) for p in raw.packages)
     meta = LockMeta(
         target=inputs.target,
+        part=inputs.part,
         platform=inputs.platform,
         python=inputs.python,
         python_platform=uv.python_platform(inputs.platform),

@@ -13,7 +13,7 @@ from typing import Any
 from megacpp_env import layout
 from megacpp_env.errors import SpecError
 from megacpp_env.fsutil import atomic_write_text
-from megacpp_env.lock.inputs import LockInputs, lock_inputs
+from megacpp_env.lock.inputs import LockInputs, lock_inputs, toolchain_lock_inputs
 from megacpp_env.lock.outputs import lock_command, render_outputs
 from megacpp_env.lock.pylock import Lock, LockFormatError, LockMeta, read_pylock
 from megacpp_env.records import as_dict
@@ -28,14 +28,21 @@ class LockJob:
     lock_path: Path
     export_path: Path
     unreachable: tuple[Index, ...]  # explicit indexes it needs that spec marks reachable_here: false
+    cuda: str = ""  # a CUDA toolchain lock: the release its nvcc must be (toolchain.cuda.version)
 
     @property
     def key(self) -> tuple[str, str]:
         return (self.inputs.target, self.inputs.platform)
 
     @property
+    def part(self) -> str:
+        """ "" for the target's venv lock; the toolchain part ("cuda") for a toolchain lock."""
+        return self.inputs.part
+
+    @property
     def label(self) -> str:
-        return f"{self.inputs.target} {self.inputs.platform}"
+        tail = f" ({self.part} toolchain)" if self.part else ""
+        return f"{self.inputs.target} {self.inputs.platform}{tail}"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -71,17 +78,35 @@ def jobs_for(spec: Spec, targets: list[str] | None = None, platforms: list[str] 
         for platform in target.platforms:
             if platforms and platform not in platforms:
                 continue
-            inputs = lock_inputs(spec, target, platform)
-            unreachable = tuple(i for i in inputs.needed_indexes() if not i.reachable_here)
-            out.append(
-                LockJob(
-                    inputs=inputs,
-                    lock_path=layout.lock_path(spec.root, target.name, platform),
-                    export_path=layout.requirements_export_path(spec.root, target.name, platform),
-                    unreachable=unreachable,
-                )
-            )
+            out.append(_job(spec, target, platform))
+            out += [_toolchain_job(spec, target, part, platform) for part in toolchain_parts(target)]
     return out
+
+
+def toolchain_parts(target: Target) -> tuple[str, ...]:
+    """The toolchain locks a target has besides its venv lock: ("cuda",) when CUDA comes from PyPI."""
+    return ("cuda",) if target.toolchain.cuda_pypi else ()
+
+
+def _job(spec: Spec, target: Target, platform: str) -> LockJob:
+    inputs = lock_inputs(spec, target, platform)
+    return LockJob(
+        inputs=inputs,
+        lock_path=layout.lock_path(spec.root, target.name, platform),
+        export_path=layout.requirements_export_path(spec.root, target.name, platform),
+        unreachable=tuple(i for i in inputs.needed_indexes() if not i.reachable_here),
+    )
+
+
+def _toolchain_job(spec: Spec, target: Target, part: str, platform: str) -> LockJob:
+    inputs = toolchain_lock_inputs(spec, target, part, platform)
+    return LockJob(
+        inputs=inputs,
+        lock_path=layout.toolchain_lock_path(spec.root, target.name, part, platform),
+        export_path=layout.toolchain_export_path(spec.root, target.name, part, platform),
+        unreachable=tuple(i for i in inputs.needed_indexes() if not i.reachable_here),
+        cuda=target.toolchain.cuda,
+    )
 
 
 def _check_platforms(chosen: list[Target], platforms: list[str], *, named: bool) -> None:

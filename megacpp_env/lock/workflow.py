@@ -140,7 +140,8 @@ def lock_targets(
 
 
 def _fresh(jobs: Sequence[LockJob], results: Sequence[Resolved]) -> dict[Key, Lock]:
-    return {j.key: r.lock for j, r in zip(jobs, results, strict=True)}
+    """The venv locks just resolved, by key (toolchain locks take no part in consistency groups)."""
+    return {j.key: r.lock for j, r in zip(jobs, results, strict=True) if not j.part}
 
 
 def _resolve_explained(
@@ -162,11 +163,29 @@ def _after_resolution(
     out: list[str] = []
     for job, result in zip(jobs, results, strict=True):
         locked = {p.name: p.version for p in result.lock.packages if p.version}
-        out += after_resolution(graphs[job.inputs.target], job.inputs.platform, locked)
+        if job.part:
+            out += [f"{job.label}: {line}" for line in toolchain_problems(job, locked)]
+        else:
+            out += after_resolution(graphs[job.inputs.target], job.inputs.platform, locked)
         explicit = {p.name: index.url for p in result.lock.packages if (index := job.inputs.index_of(p.name))}
         artifacts = {p.name: [a.url for a in p.artifacts] for p in result.lock.packages}
         out += [f"{job.label}: {line}" for line in wrong_origin(explicit, artifacts)]
     return out
+
+
+# The distribution whose version is the CUDA release of a toolchain lock (nvcc reports it).
+CUDA_COMPILER = "nvidia-cuda-nvcc"
+
+
+def toolchain_problems(job: LockJob, locked: Mapping[str, str]) -> list[str]:
+    """A CUDA toolchain lock must hold nvcc of the release the toolchain names (13.2 -> 13.2.x)."""
+    want = job.cuda
+    have = locked.get(CUDA_COMPILER, "")
+    if not have:
+        return [f"no {CUDA_COMPILER} in the lock: toolchain.cuda.pypi must install nvcc (e.g. cuda-toolkit[nvcc])"]
+    if have.split(".")[:2] != want.split(".")[:2]:
+        return [f"{CUDA_COMPILER} {have} is not CUDA {want}: pin toolchain.cuda.pypi to the {want} release"]
+    return []
 
 
 def _resolve(jobs: Sequence[LockJob], progress: Progress | None) -> list[Resolved]:
@@ -192,7 +211,7 @@ def _realign(
         aligned = align_group(report, _with_disk_locks(spec, report, fresh), inputs)
         redone.update(aligned.results)
         notes += aligned.notes
-    results = [redone.get(j.key, r) for j, r in zip(jobs, results, strict=True)]
+    results = [r if j.part else redone.get(j.key, r) for j, r in zip(jobs, results, strict=True)]
     return results, check_locks(spec, _fresh(jobs, results)), notes
 
 

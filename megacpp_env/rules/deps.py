@@ -86,7 +86,7 @@ def resolutions_apply(spec: Spec) -> Iterator[tuple[str, str, str]]:
                 )
     for t in spec.targets.values():
         for i, o in enumerate(t.resolutions.overrides):
-            index = spec.index_for(Requirement(o.requirement).name)
+            index = spec.index_for(Requirement(o.requirement).name, t)
             if index is not None and index.explicit:
                 yield (
                     f"targets.{t.name}.resolutions.overrides[{i}]",

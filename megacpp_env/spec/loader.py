@@ -59,7 +59,7 @@ SOURCE_KEYS = (
 )  # fmt: skip
 TARGET_KEYS = (
     "description", "platforms", "base_image", "toolchain", "gpu", "features", "serving", "requirements",
-    "sources", "runtime_patches", "env", "build", "resolutions", "artifacts",
+    "sources", "runtime_patches", "env", "build", "resolutions", "artifacts", "indexes", "sanity",
 )  # fmt: skip
 ARTIFACT_KEYS = ("url", "env", "dirs", "source", "reachable_here")
 SUBDIR_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*(/[A-Za-z0-9_][A-Za-z0-9._-]*)*$")
@@ -106,7 +106,7 @@ def load_spec_text(text: str, path: Path | str = "stack.yaml") -> Spec:
     artifacts = _named(r, doc.get("artifacts", {}), "artifacts", F.NAME_RE, _artifact_set)
 
     def build_target(r: F.Reader, value: Any, key: str, name: str) -> Target:
-        return _target(r, value, key, name, toolchains, sources, artifacts)
+        return _target(r, value, key, name, toolchains, sources, artifacts, indexes)
 
     targets = _named(r, doc["targets"], "targets", F.NAME_RE, build_target)
     if not targets:
@@ -189,7 +189,8 @@ def _toolchain(r: F.Reader, value: Any, key: str, name: str) -> Toolchain:
         gcc=r.version(d["gcc"], k("gcc")),
         python=r.version(d["python"], k("python")),
         uv=r.version(d["uv"], k("uv")),
-        cuda=_opt(r, d, key, "cuda", r.version),
+        cuda=_cuda_version(r, d.get("cuda", ""), k("cuda")),
+        cuda_pypi=_cuda_pypi(r, d.get("cuda", ""), k("cuda")),
         ptx_isa=_opt(r, d, key, "ptx_isa", r.version),
         min_driver=_opt(r, d, key, "min_driver", r.version),
         cudnn=_opt(r, d, key, "cudnn", r.specifier),
@@ -199,6 +200,35 @@ def _toolchain(r: F.Reader, value: Any, key: str, name: str) -> Toolchain:
         apt_packages=_patterned_list(r, d, key, "apt_packages", F.APT_PACKAGE_RE, "a Debian package name"),
         apt_options=_patterned_list(r, d, key, "apt_options", F.APT_OPTION_RE, "an apt option Name=value"),
     )
+
+
+CUDA_KEYS = ("version", "pypi")
+
+
+def _cuda_version(r: F.Reader, value: Any, key: str) -> str:
+    """``cuda: "13.2"`` (from the base image) or ``cuda: {version: "13.2", pypi: [...]}``."""
+    if value == "":
+        return ""
+    if not isinstance(value, dict):
+        return r.version(value, key)
+    d = r.mapping(value, key, allowed=CUDA_KEYS, required=CUDA_KEYS)
+    version = r.version(d["version"], join_key(key, "version"))
+    if int(version.split(".", 1)[0]) < 13:
+        raise r.fail(
+            join_key(key, "version"),
+            f"CUDA {version} from PyPI: only the CUDA 13 wheel layout (nvidia/cu13/...) is supported",
+            'take CUDA 12 from the base image (cuda: "12.x")',
+        )
+    return version
+
+
+def _cuda_pypi(r: F.Reader, value: Any, key: str) -> tuple[str, ...]:
+    if not isinstance(value, dict):
+        return ()
+    reqs = _requirements(r, value["pypi"], join_key(key, "pypi"))
+    if not reqs:
+        raise r.fail(join_key(key, "pypi"), "empty list", 'name the wheels, e.g. "cuda-toolkit[nvcc,crt]==13.2.0"')
+    return reqs
 
 
 def _patterned_list(
@@ -349,6 +379,7 @@ def _target(
     toolchains: dict[str, Toolchain],
     sources: dict[str, Source],
     artifacts: dict[str, ArtifactSet],
+    indexes: dict[str, Index],
 ) -> Target:
     d = r.mapping(value, key, allowed=TARGET_KEYS, required=("platforms", "base_image", "toolchain"))
     k = _keyer(key)
@@ -383,7 +414,25 @@ def _target(
         artifacts=r.str_list(
             d.get("artifacts", []), k("artifacts"), lambda v, ik: _reference(r, v, ik, artifacts, "artifacts")
         ),
+        source_sanity=_source_sanity(r, d.get("sanity", {}), k("sanity"), picked),
+        indexes=(
+            r.str_list(d["indexes"], k("indexes"), lambda v, ik: _reference(r, v, ik, indexes, "indexes"))
+            if "indexes" in d
+            else None
+        ),
     )
+
+
+def _source_sanity(r: F.Reader, value: Any, key: str, picked: tuple[Source, ...]) -> dict[str, SanityCheck]:
+    """``targets.T.sanity.<source>``: checks added to that source's own on this target only (what only
+    this target can assert, e.g. the CUDA archs its build was restricted to)."""
+    names = {s.name: s for s in picked}
+    out: dict[str, SanityCheck] = {}
+    for name, checks in r.mapping(value, key).items():
+        child = join_key(key, name)
+        _reference(r, name, child, names, "sources")
+        out[name] = _sanity(r, checks, child)
+    return dict(sorted(out.items()))
 
 
 def _source_env(r: F.Reader, value: Any, key: str, picked: tuple[Source, ...]) -> dict[str, dict[str, str]]:

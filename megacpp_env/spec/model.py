@@ -75,6 +75,10 @@ class Toolchain:
     python: str
     uv: str
     cuda: str = ""
+    # CUDA from PyPI wheels (``cuda: {version, pypi}``): these requirements are locked into the target's
+    # toolchain lock and installed by hash into their own prefix, not the venv. Empty: CUDA comes with
+    # the base image (or there is none).
+    cuda_pypi: tuple[str, ...] = ()
     ptx_isa: str = ""
     min_driver: str = ""
     cudnn: str = ""
@@ -85,7 +89,10 @@ class Toolchain:
     apt_options: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return as_dict(self)
+        out = as_dict(self)
+        if not self.cuda_pypi:  # absent when unused: toolchains without it keep their digest
+            del out["cuda_pypi"]
+        return out
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -276,6 +283,26 @@ class Target:
     build: BuildSettings = field(default_factory=BuildSettings)
     resolutions: Resolutions = field(default_factory=Resolutions)
     artifacts: tuple[str, ...] = ()
+    # The spec's indexes this target resolves with (``targets.T.indexes``); None: all of them. ``[]``
+    # takes every package from the default index (PyPI), e.g. PyPI's torch where the spec pins torch
+    # to the nightly index for the production targets.
+    indexes: tuple[str, ...] | None = None
+    source_sanity: Mapping[str, SanityCheck] = field(default_factory=dict)  # source -> checks added here
+
+    def sanity_for(self, source: Source) -> SanityCheck:
+        """The source's own sanity checks, then this target's additions (``targets.T.sanity.<source>``)."""
+        extra = self.source_sanity.get(source.name)
+        if extra is None:
+            return source.sanity
+        own = source.sanity
+        return SanityCheck(
+            imports=(*own.imports, *extra.imports),
+            statements=(*own.statements, *extra.statements),
+            vllm_models=(*own.vllm_models, *extra.vllm_models),
+        )
+
+    def uses_index(self, name: str) -> bool:
+        return self.indexes is None or name in self.indexes
 
     def build_env_for(self, source: Source) -> dict[str, str]:
         """The build environment ``source`` gets on this target: the target's, then the source's own,
@@ -316,6 +343,8 @@ class Target:
             "build": self.build.to_dict(),
             "resolutions": self.resolutions.to_dict(),
             "artifacts": list(self.artifacts),
+            **({"indexes": list(self.indexes)} if self.indexes is not None else {}),
+            **({"sanity": {k: v.to_dict() for k, v in self.source_sanity.items()}} if self.source_sanity else {}),
         }
 
 
@@ -384,12 +413,19 @@ class Spec:
                 f"no source {name!r} (sources: {', '.join(self.sources)})", file=str(self.path), key="sources"
             ) from None
 
-    def index_for(self, package: str) -> Index | None:
-        """The explicit index a package is pinned to, if any (names compared canonically)."""
+    def target_indexes(self, target: Target) -> tuple[Index, ...]:
+        """The indexes ``target`` resolves with, by name (``targets.T.indexes``; default all)."""
+        return tuple(self.indexes[n] for n in sorted(self.indexes) if target.uses_index(n))
+
+    def index_for(self, package: str, target: Target | None = None) -> Index | None:
+        """The explicit index a package is pinned to, if any (names compared canonically); with
+        ``target``, only among the indexes that target uses."""
         from packaging.utils import canonicalize_name
 
         want = canonicalize_name(package)
         for index in self.indexes.values():
+            if target is not None and not target.uses_index(index.name):
+                continue
             if any(canonicalize_name(p) == want for p in index.packages):
                 return index
         return None
