@@ -3,6 +3,9 @@
 # dockerd, builds the Debian forky base images (amd64, and arm64 under qemu), serves the smoke source
 # repository on git://127.0.0.1:9418, starts the loopback registry (scripts/registry-up.sh, unless
 # MEGACPP_TEST_REGISTRY names one), then runs pytest. Extra arguments go to pytest.
+# The docker tests build two images for real, once per session each: smoke, and cuda_smoke (CUDA 13.2
+# from PyPI wheels, causal-conv1d compiled for sm_90a: ~25 min on 2 cores, seconds when BuildKit's cache
+# has it) from the pinned upstream bundles in ../shared/sources (skipped without them, failed under CI).
 #   env: MEGACPP_TEST_ARM64=0 skips the arm64 lane (base image + the tests marked arm64).
 set -euo pipefail
 # shellcheck source=scripts/lib.sh

@@ -22,7 +22,7 @@ from tests.fixtures.spec import load_data
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = REPO_ROOT / "tests" / "golden"
-TARGETS = ("cloud", "gb10", "smoke")
+TARGETS = ("cloud", "cuda_smoke", "gb10", "smoke")
 UPDATE = os.environ.get("MEGACPP_UPDATE_GOLDEN") == "1"
 
 

@@ -13,8 +13,13 @@ from tests.fixtures.spec import STACK_YAML, load_data
 
 def test_shipped_spec_loads_every_pin():
     spec = load_spec(STACK_YAML)
-    assert set(spec.targets) == {"gb10", "cloud", "smoke"}
+    assert set(spec.targets) == {"gb10", "cloud", "smoke", "cuda_smoke"}
     gb10, cloud, smoke = spec.targets["gb10"], spec.targets["cloud"], spec.targets["smoke"]
+    cuda_smoke = spec.targets["cuda_smoke"]
+    assert cuda_smoke.toolchain.cuda == "13.2" and cuda_smoke.indexes == ()
+    assert cuda_smoke.toolchain.cuda_pypi == ("cuda-toolkit[nvcc,crt,nvvm,cudart,cccl,cuobjdump]==13.2.0",)
+    assert spec.index_for("torch", cuda_smoke) is None  # PyPI's torch there, the nightly's elsewhere
+    assert gb10.toolchain.cuda_pypi == () and "cuda_pypi" not in gb10.toolchain.to_dict()
     assert gb10.platforms == ("linux/arm64",) and cloud.platforms == ("linux/amd64",)
     assert smoke.platforms == ("linux/amd64", "linux/arm64")
     assert gb10.toolchain is cloud.toolchain or gb10.toolchain == cloud.toolchain

@@ -93,7 +93,7 @@ def test_nvcc_threads_and_reading_nvcc_threads_conflict(stack_data) -> None:
 
 
 def test_target_for_needs_target_when_ambiguous(spec) -> None:
-    with pytest.raises(SpecError, match=r"source causal_conv1d is built by 2 targets \(gb10, cloud\); pass --target"):
+    with pytest.raises(SpecError, match=r"source causal_conv1d is built by 3 targets \(gb10, cloud, cuda_smoke\); pass --target"):
         target_for(spec, spec.source("causal_conv1d"))
     assert target_for(spec, spec.source("megacpp_smoke_ext")).name == "smoke"
     with pytest.raises(SpecError, match="target smoke does not build source vllm"):

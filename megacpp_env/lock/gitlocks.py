@@ -28,7 +28,12 @@ class LockPair:
 
 def title_of(filename: str) -> str:
     parsed = layout.parse_lock_name(filename)
-    return f"{parsed[0]} {parsed[1]}" if parsed else filename.removeprefix(PREFIX).removesuffix(SUFFIX)
+    if parsed:
+        return f"{parsed[0]} {parsed[1]}"
+    toolchain = layout.parse_toolchain_lock_name(filename)
+    if toolchain:
+        return f"{toolchain[0]} {toolchain[2]} ({toolchain[1]} toolchain)"
+    return filename.removeprefix(PREFIX).removesuffix(SUFFIX)
 
 
 def resolve_ref(root: Path, ref: str) -> str:
