@@ -134,6 +134,7 @@ def test_hard_coded_archs_warn_until_an_arch_overlay(stack_data, root):
     found = list(hard_coded_archs(load(stack_data, root)))
     assert sorted((k, m.split()[0]) for k, m, _ in found) == [
         ("targets.cloud.sources", "causal_conv1d"), ("targets.cloud.sources", "mamba_ssm"),
+        ("targets.cuda_smoke.sources", "causal_conv1d"),
         ("targets.gb10.sources", "causal_conv1d"), ("targets.gb10.sources", "mamba_ssm"),
     ]  # fmt: skip
     assert any("nvcc --threads 4 (setup.py:126)" in m for m in messages(found))
@@ -142,7 +143,8 @@ def test_hard_coded_archs_warn_until_an_arch_overlay(stack_data, root):
     arch_overlay(root, data, "mamba_ssm", "mamba-arch")
     # an overlay alone changes nothing: the target must set the variable it reads
     assert sorted(k for k in keys(hard_coded_archs(load(data, root)))) == ["targets.cloud.sources"] * 2 + [
-        "targets.gb10.sources"] * 2  # fmt: skip
+        "targets.cuda_smoke.sources"] + ["targets.gb10.sources"] * 2  # fmt: skip
+    data["targets"]["cuda_smoke"]["env"]["sources"]["causal_conv1d"] = {"MEGACPP_CUDA_ARCHS": "90a"}
     for target, archs in (("cloud", "90a 100a"), ("gb10", "121a")):
         for name in ("causal_conv1d", "mamba_ssm"):
             data["targets"][target]["env"]["sources"][name] = {"MEGACPP_CUDA_ARCHS": archs}
