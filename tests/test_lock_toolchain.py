@@ -128,6 +128,17 @@ def test_an_nvcc_of_another_release_is_refused(spec, capsys):
     assert not (spec.parent / "locks").exists()  # nothing written
 
 
+def test_mirror_carries_the_toolchain_wheels_too(spec, tmp_path, capsys):
+    """`build --mirror DIR` installs the cuda stage from the same mirror as the venv: both locks are in it."""
+    assert run(capsys, "lock", "cs", "--spec", str(spec))[0] == 0
+    rc, out = run(capsys, "mirror", "cs", "--to", str(tmp_path / "m"), "--spec", str(spec))
+    assert rc == 0, out
+    files = sorted(p.name for p in (tmp_path / "m" / "files").iterdir())
+    assert "nvidia_cuda_nvcc-13.2.51-py3-none-manylinux_2_28_x86_64.whl" in files  # the toolchain lock's
+    assert "nvidia_cuda_nvcc-13.0.88-py3-none-manylinux_2_28_x86_64.whl" in files  # torch's, in the venv lock
+    assert out.count("mirrored cs linux/amd64:") == 2
+
+
 def test_gate_judges_the_toolchain_lock_like_any_lock(spec, capsys):
     import subprocess
 
