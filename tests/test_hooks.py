@@ -28,7 +28,7 @@ def _git(repo, *args):
 def project(tmp_path):
     repo = tmp_path / "project"
     repo.mkdir()
-    for name in ("stack.yaml", "images", "locks", "overlays"):
+    for name in ("stack.yaml", "images", "locks", "overlays", "facts"):
         src = REPO_ROOT / name
         (shutil.copytree if src.is_dir() else shutil.copy2)(src, repo / name)
     _git(repo, "init", "-q", "-b", "main")
