@@ -17,8 +17,10 @@ forms:
   megacpp-env lock diff OLD NEW [--format text|markdown|json]      explain changes (PEP 751 or requirements.txt)
 
 files: locks/pylock.<target>-<os>-<arch>.toml (PEP 751) and locks/<target>.<os-arch>.requirements.txt
-  (pip install --require-hashes --no-deps -r ...). A target whose explicit index is marked
-  reachable_here: false is skipped by `lock` and reported by `--check` as
+  (pip install --require-hashes --no-deps -r ...); a target whose toolchain takes CUDA from PyPI
+  (toolchains.X.cuda.pypi) also gets its toolchain lock, locks/pylock.<target>-cuda-<os>-<arch>.toml and
+  locks/<target>-cuda.<os-arch>.requirements.txt, written and checked with it. A target whose explicit
+  index is marked reachable_here: false is skipped by `lock` and reported by `--check` as
   "unlocked: index NAME (URL) unreachable here" until its lock is committed.
 
 exit codes: 0 ok; 1 a lock is missing/stale/unlocked, locks diverge (lock), or a uv/spec error;
