@@ -38,13 +38,13 @@ def test_the_kernel_module_imports_and_exports_its_kernels(cuda_smoke_image):
     got = json.loads(_run(cuda_smoke_image.plan.tag, f"python -P -c {code!r}"))
     assert got["so"].startswith("/opt/venv/lib/python3.13/site-packages/causal_conv1d_cuda.")
     assert got["version"] == "1.6.1"
-    assert (got["torch"], got["torch_cuda"], got["gpu"]) == ("2.13.0", "13.0", False)  # PyPI torch is cu130
+    assert (got["torch"], got["torch_cuda"], got["gpu"]) == ("2.13.0+cu130", "13.0", False)  # PyPI's torch is cu130
     assert {"causal_conv1d_fwd", "causal_conv1d_bwd", "causal_conv1d_update"} <= set(got["fns"])
 
 
 def test_the_fatbin_holds_sm_90a_sass_only(cuda_smoke_image):
     """The arch overlay really narrowed the build: upstream's setup.py would give nine archs."""
-    so = "$(python -P -c 'import causal_conv1d_cuda as m; print(m.__file__)')"
+    so = "$(python -P -c 'import torch, causal_conv1d_cuda as m; print(m.__file__)')"  # torch first: libtorch
     elf = _run(cuda_smoke_image.plan.tag, f"cuobjdump --list-elf {so}")
     cubins = re.findall(r"\.(sm_[0-9]+[af]?)\.cubin", elf)
     assert cubins and set(cubins) == {"sm_90a"}, elf
