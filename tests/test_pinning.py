@@ -77,7 +77,8 @@ def test_pin_edits_only_the_value_on_the_recorded_lines(tmp_path):
          f"      linux/arm64: megacpp-base/debian-forky:arm64@{DIGEST}\n"),
     ]
     tc005 = [f.key for f in policy.run_rules(load_spec(tmp_path / "stack.yaml"), only=("TC005",))]
-    assert tc005 == ["targets.gb10.base_image", "targets.cloud.base_image"]
+    # cuda_smoke names the same base on an identical line: pinning smoke's leaves it unpinned
+    assert tc005 == ["targets.gb10.base_image", "targets.cloud.base_image", "targets.cuda_smoke.base_image.linux/amd64"]
 
 
 @pytest.mark.parametrize(("line", "pinned"), [
@@ -127,7 +128,7 @@ def test_values_not_on_the_key_line_are_refused_with_a_remedy(tmp_path, layout):
 
 
 def test_unchanged_pins_write_nothing(tmp_path):
-    path = _spec_file(tmp_path, SHIPPED_AMD64, SHIPPED_AMD64)
+    path = _spec_file(tmp_path, SHIPPED_AMD64, SHIPPED_AMD64, count=2)  # smoke's and cuda_smoke's
     spec = load_spec(path)
     results = [pinning.PinResult(entry=e, status=pinning.UNCHANGED) for e in pinning.entries(spec, spec.target("smoke"))]
     mtime = path.stat().st_mtime_ns
@@ -206,7 +207,8 @@ def test_pin_base_writes_the_registry_digest(pushed_base, repo_copy, capsys):
          f'    base_image: "{pinned}"   # pushed by the test\n')]
     spec = load_spec(path)
     tc005 = [f.key for f in policy.run_rules(spec, only=("TC005",))]
-    assert tc005 == ["targets.gb10.base_image", "targets.cloud.base_image"]  # smoke no longer warns
+    # cuda_smoke names the same base on an identical line: pinning smoke's leaves it unpinned
+    assert tc005 == ["targets.gb10.base_image", "targets.cloud.base_image", "targets.cuda_smoke.base_image.linux/amd64"]  # smoke no longer warns
     assert f"ARG BASE_IMAGE_AMD64={pinned}\n" in (repo_copy / "images/smoke/Dockerfile").read_text()
     assert build.preflight(spec, "smoke", "linux/amd64") == []  # the Dockerfile was re-rendered
     assert pin_cmd.run(_pin_args(path, check=True)) == 0

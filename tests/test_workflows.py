@@ -141,7 +141,7 @@ def project(tmp_path):
     """A project that uses the gate: the shipped spec, Dockerfiles and locks, committed on main."""
     repo = tmp_path / "project"
     repo.mkdir()
-    for name in ("stack.yaml", "images", "locks", "overlays"):
+    for name in ("stack.yaml", "images", "locks", "overlays", "facts"):
         src = REPO_ROOT / name
         (shutil.copytree if src.is_dir() else shutil.copy2)(src, repo / name)
     _git(repo, "init", "-q", "-b", "main")
