@@ -208,6 +208,17 @@ def test_tool_caches_are_not_build_inputs(repo_copy):
     assert not any(".ruff_cache" in rel for rel in build.context_files(spec, smoke, "linux/amd64"))
 
 
+def test_the_cuda_toolchain_lock_is_a_build_input(repo_copy):
+    spec = load_spec(repo_copy / "stack.yaml")
+    cuda = spec.target("cuda_smoke")
+    before = (build.content_hash(spec, cuda, "linux/amd64"), build.deps_digest(spec, cuda, "linux/amd64"))
+    export = layout.toolchain_export_path(repo_copy, "cuda_smoke", "cuda", "linux/amd64")
+    assert export.relative_to(repo_copy).as_posix() in build.context_files(spec, cuda, "linux/amd64")
+    export.write_text(export.read_text() + "# touched\n")
+    after = (build.content_hash(spec, cuda, "linux/amd64"), build.deps_digest(spec, cuda, "linux/amd64"))
+    assert after[0] != before[0] and after[1] != before[1]
+
+
 def test_preflight_refuses_stale_render_and_lock(repo_copy):
     spec = load_spec(repo_copy / "stack.yaml")
     assert build.preflight(spec, "smoke", "linux/amd64") == []
