@@ -166,4 +166,10 @@ def host_checkout_dir(root: Path, source_name: str) -> Path:
 # The tool's own runtime dependencies ([project].dependencies of pyproject.toml minus uv, which the
 # lock pins separately as uv==<toolchain.uv>). Every lock includes them: the image installs
 # megacpp-env into the training venv with --no-deps. tests/test_lock_inputs.py keeps them in sync.
-TOOL_REQUIREMENTS: tuple[str, ...] = ("jinja2>=3.1.4", "pyyaml>=6.0.1", "packaging>=24.2")
+TOOL_REQUIREMENTS: tuple[str, ...] = (
+    "jinja2>=3.1.4",
+    "pyyaml>=6.0.1",
+    "packaging>=24.2",
+    "tomli-w>=1.1",
+    "nvidia-ml-py>=12.560.30",
+)

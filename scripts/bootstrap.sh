@@ -2,8 +2,8 @@
 # bootstrap.sh: install what megacpp-env and its test suite need on a fresh Debian machine (root or sudo).
 # Idempotent. Installs git, debootstrap and nix-bin (flake checks) from apt (docker.io and qemu come with
 # docker-up.sh / binfmt-up.sh), then makes the tool's venv ($MEGACPP_VENV, default .venv) with PYTHON
-# (default python3, >= 3.11) and installs megacpp-env there, editable, with its dev and gpu extras,
-# then fills the offline wheelhouse of the packaging tests (scripts/wheelhouse.sh).
+# (default python3, >= 3.11) and installs megacpp-env there, editable, with its dev extra (nvidia-ml-py
+# is a default dependency), then fills the offline wheelhouse of the packaging tests (scripts/wheelhouse.sh).
 # Other scripts then call `activate_tool_env` (scripts/lib.sh) to put that venv first on PATH.
 #   env: PYTHON, MEGACPP_VENV, MEGACPP_SKIP_APT=1 to skip apt (e.g. on a workstation).
 set -euo pipefail
@@ -27,8 +27,8 @@ if [ ! -x "$venv/bin/python3" ]; then
     "$PYTHON" -m venv "$venv" || die "cannot create a venv with $PYTHON"
   fi
 fi
-log "installing megacpp-env (editable, dev + gpu extras) into $venv"
-"$venv/bin/python3" -m pip install -q --disable-pip-version-check -e '.[dev,gpu]'
+log "installing megacpp-env (editable, dev extra) into $venv"
+"$venv/bin/python3" -m pip install -q --disable-pip-version-check -e '.[dev]'
 activate_tool_env
 megacpp-env --version >&2
 # The packaging tests install megacpp-env offline (wheel, sdist, pipx, uv tool, pre-commit try-repo):

@@ -10,7 +10,7 @@ import pytest
 
 from megacpp_env.cli import main
 from megacpp_env.lock import diff
-from megacpp_env.lock.pylock import Artifact, Lock, LockedPackage, Vcs
+from megacpp_env.lock.pylock import Artifact, Lock, LockedPackage, LockFormatError, Vcs
 from megacpp_env.lock.reqtxt import read_requirements_text
 
 DATA = Path(__file__).parent / "data" / "locks" / "torch-aarch64"
@@ -190,6 +190,17 @@ def test_unreadable_file_is_a_one_line_error(tmp_path, capsys):
     binary.write_bytes(b"\xff\xfe\x00lock")
     assert main(["lock", "diff", str(binary), str(OLD)]) == 1
     assert capsys.readouterr().err == f"megacpp-env lock: error: {binary}: not UTF-8 text (byte 0xff at offset 0)\n"
+
+
+def test_a_broken_toml_lock_is_a_toml_error_not_a_requirements_error(tmp_path, capsys):
+    broken = tmp_path / "pylock.broken.toml"
+    broken.write_text(OLD.read_text().replace('lock-version = "1.0"', "lock-version = 1.0.0", 1))
+    assert main(["lock", "diff", str(broken), str(OLD)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"megacpp-env lock: error: {broken}: not valid TOML: ") and "requirement" not in err
+    text = 'lock-version = "1.0"\ncreated-by = "me"\n[[packages]]\nname = "x"\nversion = "1"\nwheels = [{ url = "u" }]\n'
+    with pytest.raises(LockFormatError, match=r"x\.toml: packages\[0\]\.wheels\[0\]"):
+        diff.read_any_text(text, "x.toml")
 
 
 def test_pylock_with_a_comment_header_and_no_packages_is_pep751(tmp_path):

@@ -27,10 +27,12 @@ def test_inputs_of_the_real_spec():
         "attrs>=24.2",
         "idna>=3.7",
         "jinja2>=3.1.4",
+        "nvidia-ml-py>=12.560.30",
         "packaging>=24.2",
         "pyyaml>=6.0.1",
         "setuptools>=69",
         "six>=1.16",
+        "tomli-w>=1.1",
         "uv==0.13.9",
         "wheel",
     )

@@ -136,3 +136,57 @@ def test_pip_installs_from_the_lock_file_name(tmp_path):
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert subprocess.run([str(py), "-c", "import alpha_pkg, beta_pkg"], check=False).returncode == 0
+
+
+def _lock_with(text: str):
+    from megacpp_env.lock.pylock import Artifact, Lock, LockedPackage, LockMeta
+
+    wheel = Artifact(
+        kind="wheel",
+        url="https://files.example/x/attrs-25.4.0-py3-none-any.whl",
+        sha256="a" * 64,
+        size=10,
+        upload_time="2026-03-19T14:22:23Z",
+    )
+    pkg = LockedPackage(name="attrs", version="25.4.0", marker='python_version >= "3.11"', artifacts=(wheel,))
+    meta = LockMeta(target="t", command=f"megacpp-env lock {text}", requirements=(f"attrs  # {text}",))
+    return Lock(packages=(pkg,), requires_python=">=3.11", created_by=f"me {text}", meta=meta)
+
+
+def test_control_characters_and_del_survive_the_writer():
+    """The old writer escaped with json.dumps, which leaves DEL raw: invalid TOML. Every control
+    character now round-trips as TOML (the tree tomllib reads back is the tree written)."""
+    from megacpp_env.lock.pylock import pylock_document
+    from megacpp_env.tomlwrite import dumps
+
+    text = "".join(chr(c) for c in range(0x20)) + "\x7f" + '"\\'
+    doc = pylock_document(_lock_with(text))
+    parsed = tomllib.loads(dumps(doc))
+    assert parsed["tool"]["megacpp-env"]["command"] == f"megacpp-env lock {text}"
+    assert parsed["tool"]["megacpp-env"]["requirements"] == [f"attrs  # {text}"]
+    assert parsed["created-by"] == f"me {text}"
+    assert parsed == tomllib.loads(dumps(parsed))
+
+
+def test_writer_output_is_read_back_equal():
+    lock = _lock_with("plain")
+    again = read_pylock_text(render_pylock(lock))
+    assert (again.packages, again.meta, again.requires_python) == (lock.packages, lock.meta, lock.requires_python)
+
+
+def test_a_lock_packaging_refuses_is_not_written():
+    """Validated on write as on read: a wheel whose file name names another package is refused
+    by packaging.pylock before any text leaves the writer."""
+    from dataclasses import replace
+
+    lock = _lock_with("x")
+    bad = replace(lock.packages[0], name="other")
+    with pytest.raises(LockFormatError, match=r"<lock being written>: packages\[0\]"):
+        render_pylock(replace(lock, packages=(bad,)))
+
+
+def test_empty_lock_has_packages_key():
+    from megacpp_env.lock.pylock import Lock
+
+    text = render_pylock(Lock(packages=()))
+    assert tomllib.loads(text) == {"lock-version": "1.0", "created-by": "megacpp-env", "packages": []}

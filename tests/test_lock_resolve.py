@@ -123,7 +123,7 @@ def test_check_names_missing_stale_and_export_stale(spec, capsys):
         0,
         "ok: smoke linux/amd64: locks/pylock.smoke-linux-amd64.toml\n"
         "ok: smoke linux/arm64: locks/pylock.smoke-linux-arm64.toml\n"
-        "smoke (platforms): consistent (8 shared packages)\n",
+        "smoke (platforms): consistent (10 shared packages)\n",  # 8 + tomli-w, nvidia-ml-py (the tool's deps)
     )
     spec.write_text(spec.read_text().replace("[attrs, six, fastpath]", "[attrs, six, fastpath, idna]"))
     rc, out, _ = run(capsys, "lock", "--check", "smoke", "--spec", str(spec))
@@ -159,7 +159,7 @@ def test_align_removes_platform_divergence(uv_offline_env, tmp_path, capsys):
     spec = write_lock_spec(tmp_path / "r", uv_offline_env.nightly.url, smoke="[attrs, simdlib]")
     rc, out, _ = run(capsys, "lock", "smoke", "--spec", str(spec))
     assert rc == 1
-    assert "smoke (platforms): 1 of 7 shared packages diverge" in out
+    assert "smoke (platforms): 1 of 9 shared packages diverge" in out
     assert "simdlib diverges: smoke linux/amd64: 1.0.0, smoke linux/arm64: 1.1.0" in out
     rc, out, _ = run(capsys, "lock", "smoke", "--align", "--spec", str(spec))
     assert rc == 0, out

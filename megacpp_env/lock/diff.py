@@ -70,8 +70,11 @@ class LockDiff:
 
 
 def read_any_text(text: str, path: str) -> Lock:
-    """PEP 751 when the text is TOML with ``lock-version`` (or ``[[packages]]``), else pip-compile
-    requirements (a requirements file is rarely valid TOML, and never one with those keys)."""
+    """PEP 751 when the file is named ``*.toml`` (a broken one is then a TOML or PEP 751 error,
+    never misread as requirements) or the text is TOML with ``lock-version`` (or ``[[packages]]``);
+    else pip-compile requirements (a requirements file is rarely valid TOML, never one with those keys)."""
+    if path.endswith(".toml"):
+        return read_pylock_text(text, path=path)
     try:
         data = parse_toml(text, path, LockFormatError)
     except LockFormatError:

@@ -27,6 +27,11 @@ def export_header(lock: Lock, export_rel: str) -> str:
     )
 
 
+def render_export(lock: Lock, export_rel: str) -> str:
+    """The pip ``--require-hashes`` export of one lock, with its header."""
+    return render_requirements(lock, header=export_header(lock, export_rel))
+
+
 def render_outputs(lock: Lock, export_rel: str) -> tuple[str, str]:
     """(pylock text, requirements export text) of one finished lock."""
-    return render_pylock(lock), render_requirements(lock, header=export_header(lock, export_rel))
+    return render_pylock(lock), render_export(lock, export_rel)

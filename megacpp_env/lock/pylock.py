@@ -1,5 +1,6 @@
 """PEP 751 lock files: the typed model every lock module shares, one validating reader and a
-deterministic writer (sorted packages, no timestamps of our own, ``[tool.megacpp-env]`` last).
+deterministic writer (a value tree dumped by tomli-w through ``megacpp_env.tomlwrite``: sorted
+packages, no timestamps of our own, ``[tool.megacpp-env]`` last; validated on write as on read).
 
 Reading: tomllib parses the file once; ``packaging.pylock.Pylock.from_dict`` validates it against
 PEP 751 (its ``PylockValidationError`` context becomes the key path of our one-line error,
@@ -13,10 +14,9 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-import json
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,7 @@ from packaging.utils import canonicalize_name
 
 from megacpp_env.errors import FormatError
 from megacpp_env.records import Table, as_dict, parse_toml, read_text, renamed
+from megacpp_env.tomlwrite import dumps, rfc3339
 
 TOOL_KEY = "megacpp-env"
 
@@ -306,75 +307,57 @@ def _artifact(kind: str, t: Table) -> Artifact:
 # ---- writing ----------------------------------------------------------------------------------
 
 
-def _s(value: str) -> str:
-    return json.dumps(value, ensure_ascii=False)
-
-
-def _inline(items: Iterable[tuple[str, str]]) -> str:
-    return "{ " + ", ".join(f"{k} = {v}" for k, v in items) + " }"
-
-
-def _artifact_toml(a: Artifact) -> str:
-    items = [("url", _s(a.url))]
+def _artifact_table(a: Artifact) -> dict[str, Any]:
+    out: dict[str, Any] = {"url": a.url}
     if a.upload_time:
-        items.append(("upload-time", a.upload_time))
+        out["upload-time"] = rfc3339(a.upload_time)
     if a.size is not None:
-        items.append(("size", str(a.size)))
-    digests = [("sha256", a.sha256)] if a.sha256 else []
-    digests += [(h.partition(":")[0], h.partition(":")[2]) for h in a.other_hashes]
-    items.append(("hashes", _inline((k, _s(v)) for k, v in digests)))
-    return _inline(items)
-
-
-def _package_toml(p: LockedPackage) -> list[str]:
-    out = ["[[packages]]", f"name = {_s(p.name)}"]
-    if p.version:
-        out.append(f"version = {_s(p.version)}")
-    if p.marker:
-        out.append(f"marker = {_s(p.marker)}")
-    if p.index:
-        out.append(f"index = {_s(p.index)}")
-    if p.vcs:
-        vcs = [("type", _s(p.vcs.type)), ("url", _s(p.vcs.url))]
-        if p.vcs.requested_revision:
-            vcs.append(("requested-revision", _s(p.vcs.requested_revision)))
-        out.append(f"vcs = {_inline([*vcs, ('commit-id', _s(p.vcs.commit))])}")
-    if p.directory:
-        editable = [("editable", "true")] if p.directory.editable else []
-        out.append(f"directory = {_inline([('path', _s(p.directory.path)), *editable])}")
-    for a in p.artifacts:
-        if a.kind in ("sdist", "archive"):
-            out.append(f"{a.kind} = {_artifact_toml(a)}")
-    wheels = [_artifact_toml(a) for a in p.artifacts if a.kind == "wheel"]
-    if len(wheels) == 1:
-        out.append(f"wheels = [{wheels[0]}]")
-    elif wheels:
-        out.append("wheels = [\n" + "".join(f"    {w},\n" for w in wheels) + "]")
+        out["size"] = a.size
+    hashes = {"sha256": a.sha256} if a.sha256 else {}
+    for h in a.other_hashes:
+        algorithm, _, digest = h.partition(":")
+        hashes[algorithm] = digest
+    out["hashes"] = hashes
     return out
 
 
-def _value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, str):
-        return _s(value)
-    if isinstance(value, list | tuple):
-        if not value:
-            return "[]"
-        return "[\n" + "".join(f"    {_value(v)},\n" for v in value) + "]"
-    raise TypeError(f"cannot write {type(value).__name__} into [tool.{TOOL_KEY}]")
+def _package_table(p: LockedPackage) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": p.name}
+    for key, value in (("version", p.version), ("marker", p.marker), ("index", p.index)):
+        if value:
+            out[key] = value
+    if p.vcs:
+        vcs = {"type": p.vcs.type, "url": p.vcs.url}
+        if p.vcs.requested_revision:
+            vcs["requested-revision"] = p.vcs.requested_revision
+        out["vcs"] = {**vcs, "commit-id": p.vcs.commit}
+    if p.directory:
+        out["directory"] = {"path": p.directory.path, **({"editable": True} if p.directory.editable else {})}
+    for a in p.artifacts:
+        if a.kind in ("sdist", "archive"):
+            out[a.kind] = _artifact_table(a)
+    wheels = [_artifact_table(a) for a in p.artifacts if a.kind == "wheel"]
+    if wheels:
+        out["wheels"] = wheels
+    return out
+
+
+def pylock_document(lock: Lock) -> dict[str, Any]:
+    """The PEP 751 value tree of ``lock``: top-level keys, packages sorted by (name, marker),
+    ``[tool.megacpp-env]`` last."""
+    doc: dict[str, Any] = {"lock-version": "1.0", "created-by": lock.created_by or "megacpp-env"}
+    if lock.requires_python:
+        doc["requires-python"] = lock.requires_python
+    doc["packages"] = [_package_table(p) for p in sorted(lock.packages, key=lambda p: (p.name, p.marker))]
+    if lock.meta:
+        doc["tool"] = {TOOL_KEY: lock.meta.to_dict()}
+    return doc
 
 
 def render_pylock(lock: Lock) -> str:
-    """The PEP 751 text of ``lock``: deterministic, byte-identical for equal locks."""
-    head = ['lock-version = "1.0"', f"created-by = {_s(lock.created_by or 'megacpp-env')}"]
-    if lock.requires_python:
-        head.append(f"requires-python = {_s(lock.requires_python)}")
-    blocks = ["\n".join(head)]
-    blocks += ["\n".join(_package_toml(p)) for p in sorted(lock.packages, key=lambda p: (p.name, p.marker))]
-    if lock.meta:
-        table = [f"[tool.{TOOL_KEY}]"] + [f"{k} = {_value(v)}" for k, v in lock.meta.to_dict().items()]
-        blocks.append("\n".join(table))
-    return "\n\n".join(blocks) + "\n"
+    """The PEP 751 text of ``lock`` (tomli-w; deterministic, byte-identical for equal locks),
+    validated before it is returned: the text is read back by ``read_pylock_text`` (TOML, then
+    ``packaging.pylock``), so no lock megacpp-env writes is one it would refuse to read."""
+    text = dumps(pylock_document(lock))
+    read_pylock_text(text, path=lock.path or "<lock being written>")
+    return text

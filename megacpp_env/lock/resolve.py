@@ -15,12 +15,12 @@ final run, those that another package requires.
 
 from __future__ import annotations
 
-import json
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from packaging.utils import canonicalize_name
 
@@ -31,6 +31,7 @@ from megacpp_env.lock.inputs import LockInputs
 from megacpp_env.lock.outputs import lock_command
 from megacpp_env.lock.pylock import Lock, LockedPackage, LockMeta, read_pylock
 from megacpp_env.lock.reqtxt import read_via
+from megacpp_env.tomlwrite import dumps
 
 INPUT_PROJECT = "megacpp-lock-input"
 OVERRIDES_FILE = "overrides.txt"
@@ -44,23 +45,21 @@ class Resolved:
     uv_runs: int
 
 
-def _toml_list(items: Iterable[str]) -> str:
-    return "[" + ", ".join(json.dumps(i) for i in items) + "]"
-
-
 def input_project(inputs: LockInputs, extra_direct: Sequence[str] = ()) -> str:
     """The generated pyproject.toml uv resolves: requirements, explicit indexes, sources."""
-    deps = [*inputs.requirements, *extra_direct]
-    lines = ["[project]", f'name = "{INPUT_PROJECT}"', 'version = "0"']
-    lines += [f"requires-python = {json.dumps('>=' + inputs.python)}", f"dependencies = {_toml_list(deps)}", ""]
-    for index in inputs.indexes:
-        lines += ["[[tool.uv.index]]", f"name = {json.dumps(index.name)}", f"url = {json.dumps(index.url)}"]
-        lines += [f"explicit = {'true' if index.explicit else 'false'}", ""]
+    project = {
+        "name": INPUT_PROJECT,
+        "version": "0",
+        "requires-python": f">={inputs.python}",
+        "dependencies": [*inputs.requirements, *extra_direct],
+    }
+    uv_table: dict[str, Any] = {}
+    if inputs.indexes:
+        uv_table["index"] = [{"name": i.name, "url": i.url, "explicit": i.explicit} for i in inputs.indexes]
     sources = sorted((canonicalize_name(p), i.name) for i in inputs.indexes if i.explicit for p in i.packages)
     if sources:
-        lines.append("[tool.uv.sources]")
-        lines += [f"{name} = {{ index = {json.dumps(index)} }}" for name, index in sources]
-    return "\n".join(lines) + "\n"
+        uv_table["sources"] = {name: {"index": index} for name, index in sources}
+    return dumps({"project": project, **({"tool": {"uv": uv_table}} if uv_table else {})})
 
 
 def _request(inputs: LockInputs, work: Path, constraints: Path | None, fmt: str = "pylock.toml") -> uv.CompileRequest:

@@ -14,7 +14,7 @@ from megacpp_env import layout
 from megacpp_env.errors import SpecError
 from megacpp_env.fsutil import atomic_write_text
 from megacpp_env.lock.inputs import LockInputs, lock_inputs, toolchain_lock_inputs
-from megacpp_env.lock.outputs import lock_command, render_outputs
+from megacpp_env.lock.outputs import lock_command, render_export, render_outputs
 from megacpp_env.lock.pylock import Lock, LockFormatError, LockMeta, read_pylock
 from megacpp_env.records import as_dict
 from megacpp_env.spec.model import Index, Spec, Target
@@ -157,7 +157,7 @@ def check_job(job: LockJob, root: Path) -> LockState:
 
 def _check_export(job: LockJob, lock: Lock, root: Path, base: dict[str, str]) -> LockState:
     export_rel = rel(job.export_path, root)
-    want = render_outputs(lock, export_rel)[1]
+    want = render_export(lock, export_rel)
     try:
         have = job.export_path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -195,4 +195,4 @@ def write_lock(job: LockJob, lock: Lock, root: Path) -> bool:
 def export_only(job: LockJob, root: Path) -> bool:
     """Re-write the requirements export from the committed lock (offline)."""
     lock = read_pylock(job.lock_path)
-    return atomic_write_text(job.export_path, render_outputs(lock, rel(job.export_path, root))[1])
+    return atomic_write_text(job.export_path, render_export(lock, rel(job.export_path, root)))

@@ -4,8 +4,8 @@ apply keeps in the checkout's git dir (``.git/megacpp-overlay.json``).
 The manifest names the source and commit it applies to and, per file, the sha256 of the upstream
 file at that commit (``base_sha256``; absent for a new file) and of the replacement (``sha256``;
 absent for a deleted file). It is read once by ``load_manifest`` (tomllib, then a typed reader
-whose errors name the file and the key, ``files[2].sha256``) and written by ``dump_manifest``, a
-small hand-written emitter (deterministic: fixed key order, files sorted by path, no timestamps).
+whose errors name the file and the key, ``files[2].sha256``) and written by ``dump_manifest``
+(tomli-w; deterministic: fixed key order, files sorted by path, no timestamps).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from megacpp_env import git
 from megacpp_env.errors import FormatError
 from megacpp_env.fsutil import atomic_write_text
 from megacpp_env.records import Table, as_dict, read_json, read_toml
+from megacpp_env.tomlwrite import dumps
 
 MANIFEST_NAME = "manifest.toml"
 FILES_DIR = "files"
@@ -127,40 +128,28 @@ def load_manifest(overlay_dir: Path) -> Manifest:
     return Manifest.from_dict(data, file=str(path))
 
 
-def _toml_str(value: str) -> str:
-    out = []
-    for ch in value:
-        if ch in '"\\':
-            out.append("\\" + ch)
-        elif ord(ch) < 32 or ord(ch) == 127:
-            out.append(f"\\u{ord(ch):04x}")
-        else:
-            out.append(ch)
-    return '"' + "".join(out) + '"'
+def manifest_document(m: Manifest) -> dict[str, Any]:
+    """The manifest's value tree: fixed key order, files sorted by path, absent hashes left out."""
+    files = []
+    for f in sorted(m.files, key=_by_path):
+        entry: dict[str, Any] = {"path": f.path, "action": f.action}
+        entry.update({k: v for k, v in (("base_sha256", f.base_sha256), ("sha256", f.sha256)) if v is not None})
+        files.append({**entry, "mode": f.mode})
+    return {"schema_version": SCHEMA, "name": m.name, "source": m.source, "commit": m.commit, "files": files}
 
 
 def dump_manifest(m: Manifest) -> str:
-    """The manifest as TOML, deterministically (hand-written emitter; tomllib reads it back)."""
-    lines = [
-        f"# megacpp-env overlay manifest, made by `megacpp-env overlay new {m.name} --from CHECKOUT`.",
-        "# Each file: upstream sha256 at `commit` (base_sha256; absent for a new file) and the sha256 of",
-        "# the replacement stored under files/<path> (absent for a deleted file). Apply with",
-        f"# `megacpp-env overlay apply {m.name} --to CHECKOUT`.",
-        f"schema_version = {SCHEMA}",
-        f"name = {_toml_str(m.name)}",
-        f"source = {_toml_str(m.source)}",
-        f"commit = {_toml_str(m.commit)}",
-    ]
-    if not m.files:
-        lines.append("files = []")
-    for f in sorted(m.files, key=_by_path):
-        lines += ["", "[[files]]", f"path = {_toml_str(f.path)}", f"action = {_toml_str(f.action)}"]
-        if f.base_sha256 is not None:
-            lines.append(f"base_sha256 = {_toml_str(f.base_sha256)}")
-        if f.sha256 is not None:
-            lines.append(f"sha256 = {_toml_str(f.sha256)}")
-        lines.append(f"mode = {_toml_str(f.mode)}")
-    return "\n".join(lines) + "\n"
+    """The manifest as TOML (tomli-w through ``megacpp_env.tomlwrite``), after a comment that says
+    what made it and how to apply it."""
+    return dumps(
+        manifest_document(m),
+        comments=[
+            f"megacpp-env overlay manifest, made by `megacpp-env overlay new {m.name} --from CHECKOUT`.",
+            "Each file: upstream sha256 at `commit` (base_sha256; absent for a new file) and the sha256 of",
+            "the replacement stored under files/<path> (absent for a deleted file). Apply with",
+            f"`megacpp-env overlay apply {m.name} --to CHECKOUT`.",
+        ],
+    )
 
 
 # ---- the journal of an apply ---------------------------------------------------------------------

@@ -1,0 +1,92 @@
+"""The one TOML writer (tomli-w): every string survives, control characters and DEL included,
+and no module of the tool assembles TOML from strings any more."""
+
+from __future__ import annotations
+
+import ast
+import datetime as dt
+import tomllib
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from megacpp_env.tomlwrite import dumps, rfc3339
+
+PACKAGE = Path(__file__).resolve().parent.parent / "megacpp_env"
+CONTROL = "".join(chr(c) for c in range(0x20)) + "\x7f"
+
+
+def test_every_control_character_and_del_round_trip():
+    doc = {"all": CONTROL, "each": [chr(c) for c in (*range(0x20), 0x7F)], "t": {"k": 'q"b\\' + CONTROL}}
+    text = dumps(doc)
+    assert "\x7f" not in text and "\x00" not in text  # escaped, not written raw
+    assert tomllib.loads(text) == doc
+
+
+def test_json_escaping_was_not_toml():
+    """Why json.dumps is no TOML escaper: it leaves DEL raw, which TOML forbids in a basic string."""
+    import json
+
+    with pytest.raises(tomllib.TOMLDecodeError):
+        tomllib.loads(f"k = {json.dumps('a' + chr(0x7F), ensure_ascii=False)}\n")
+    assert tomllib.loads(dumps({"k": "a\x7f"})) == {"k": "a\x7f"}
+
+
+@given(st.dictionaries(st.text(min_size=1), st.text() | st.lists(st.text(), max_size=3), max_size=5))
+def test_any_text_round_trips(doc):
+    assert tomllib.loads(dumps(doc)) == doc
+
+
+def test_comments_come_first_and_must_be_one_line():
+    assert dumps({"a": 1}, comments=["made by x", ""]) == "# made by x\n#\na = 1\n"
+    for bad in ("two\nlines", "cr\r", "del\x7f"):
+        with pytest.raises(ValueError, match="one printable line"):
+            dumps({}, comments=[bad])
+
+
+def test_rfc3339_keeps_the_t_z_spelling():
+    text = dumps({"upload-time": rfc3339("2026-03-19T14:22:25Z")})
+    assert text == "upload-time = 2026-03-19T14:22:25Z\n"
+    assert tomllib.loads(text)["upload-time"] == dt.datetime(2026, 3, 19, 14, 22, 25, tzinfo=dt.UTC)
+    assert str(rfc3339("2026-03-19T16:22:25.5+02:00")) == "2026-03-19T14:22:25.500000Z"
+    with pytest.raises(ValueError, match="offset"):
+        rfc3339("2026-03-19T14:22:25")
+
+
+def _writes_toml_by_hand(tree: ast.AST) -> list[str]:
+    """String constants that look like TOML being assembled: table headers, `key = {` and
+    `x = [` fragments in f-strings or joined lists."""
+    docstrings = {
+        id(body[0].value)
+        for node in ast.walk(tree)
+        if (body := getattr(node, "body", None)) and isinstance(body, list) and isinstance(body[0], ast.Expr)
+    }
+    hits = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+            s = node.value
+            if (s.startswith(("[[", "[tool.", "[project]")) and s.rstrip().endswith("]")) or " = { " in s:
+                hits.append(s)
+    return hits
+
+
+def test_no_module_assembles_toml_by_hand():
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        hits = _writes_toml_by_hand(ast.parse(path.read_text(encoding="utf-8")))
+        if hits:
+            found[str(path.relative_to(PACKAGE))] = hits
+    assert found == {}
+
+
+def test_the_hand_writer_detector_detects():
+    old = 'out = ["[[packages]]", f"name = {x}"]\nline = "{ " + ", ".join(items)\nvcs = f"vcs = { {1} }"\n'
+    assert _writes_toml_by_hand(ast.parse(old)) == ["[[packages]]"]
+    assert _writes_toml_by_hand(
+        ast.parse('"""doc: x = { y }"""\nh = "[tool.megacpp-env]"\ns = "name = { index = 1 }"')
+    ) == [
+        "[tool.megacpp-env]",
+        "name = { index = 1 }",
+    ]
