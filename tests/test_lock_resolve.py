@@ -213,3 +213,31 @@ def test_a_uv_that_cannot_start_is_a_tool_error(tmp_path, monkeypatch):
     monkeypatch.setenv("MEGACPP_ENV_UV", str(exe))
     with pytest.raises(ToolError, match=f"cannot run {exe}: Exec format error"):
         uv.run_uv(["--version"])
+
+
+def test_input_project_is_tomli_w_text_with_every_character_intact():
+    """The pyproject.toml uv resolves is written by the one TOML writer: what the spec says (index
+    names and URLs, requirements) reaches uv unchanged, DEL and control characters included."""
+    from megacpp_env.lock.inputs import LockInputs
+    from megacpp_env.lock.resolve import INPUT_PROJECT, input_project
+    from megacpp_env.spec.model import Index
+
+    odd = 'x"\\\x7f\x01\t'
+    inputs = LockInputs(
+        target="t",
+        platform="linux/amd64",
+        python="3.13",
+        requirements=("attrs>=24", f"six; extra == '{odd}'"),
+        indexes=(Index(name=f"n{odd}", url="https://i.example/simple", explicit=True, packages=("Torch_X",)),),
+    )
+    data = tomllib.loads(input_project(inputs, ["extra-direct"]))
+    assert data["project"] == {
+        "name": INPUT_PROJECT,
+        "version": "0",
+        "requires-python": ">=3.13",
+        "dependencies": ["attrs>=24", f"six; extra == '{odd}'", "extra-direct"],
+    }
+    assert data["tool"]["uv"]["index"] == [{"name": f"n{odd}", "url": "https://i.example/simple", "explicit": True}]
+    assert data["tool"]["uv"]["sources"] == {"torch-x": {"index": f"n{odd}"}}
+    plain = LockInputs(target="t", platform="linux/amd64", python="3.13", requirements=("a",), indexes=())
+    assert "tool" not in tomllib.loads(input_project(plain))

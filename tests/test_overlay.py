@@ -82,14 +82,15 @@ def test_new_refuses_existing_without_force(overlay_setup, tmp_path: Path) -> No
 
 
 def test_toml_emitter_escapes() -> None:
+    control = "".join(chr(c) for c in range(0x20)) + "\x7f"  # DEL: what json.dumps escaping left raw
     m = Manifest(
         name='we"ird\\',
-        source="s",
+        source=f"s{control}",
         commit="a" * 40,
         files=(OverlayFile(path="a b/ü.txt", action="add", sha256="b" * 64),),
     )
     data = tomllib.loads(dump_manifest(m))
-    assert data["name"] == 'we"ird\\'
+    assert data["name"] == 'we"ird\\' and data["source"] == f"s{control}"
     assert data["files"][0]["path"] == "a b/ü.txt"
 
 
