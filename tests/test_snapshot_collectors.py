@@ -51,15 +51,6 @@ def test_loaded_libraries_map_to_the_wheel_that_installed_them(snap_venv, tmp_pa
     }
 
 
-def test_nvidia_smi_fallback_parsing_hashes_uuids():
-    text = "NVIDIA H200, GPU-0a1b2c3d-aaaa-bbbb-cccc-000000000001, 9.0, 143771, 580.159.04\n"
-    out = gpu.parse_smi(text)
-    assert out["driver_version"] == "580.159.04"
-    (dev,) = out["devices"]
-    assert (dev["name"], dev["compute_capability"], dev["memory_total_mib"]) == ("NVIDIA H200", "9.0", 143771)
-    assert dev["uuid_hash"].startswith("sha256:") and "0a1b2c3d" not in dev["uuid_hash"]
-
-
 def test_dist_key_is_packagings_canonical_name():
     from packaging.utils import canonicalize_name
 
@@ -70,7 +61,7 @@ def test_dist_key_is_packagings_canonical_name():
 
 
 def _no_nvidia_here() -> bool:
-    return not gpu.collect().get("devices")
+    return not gpu.collect().facts.get("devices")
 
 
 def test_no_nvidia_driver_is_a_fact_not_a_failed_collector(snap_options, tmp_path, monkeypatch):
@@ -81,7 +72,8 @@ def test_no_nvidia_driver_is_a_fact_not_a_failed_collector(snap_options, tmp_pat
     empty = tmp_path / "bin"
     empty.mkdir()
     monkeypatch.setenv("PATH", str(empty))
-    assert gpu.collect() == {"present": False, "devices": [], "reason": gpu.NO_DRIVER}
+    parts = gpu.collect()
+    assert (parts.facts, parts.live) == ({"present": False, "devices": [], "reason": gpu.NO_DRIVER}, {})
     from megacpp_env.snapshot.report import render_summary as summary
 
     text = summary(take_snapshot(snap_options(environ={"PATH": str(empty), "HOME": str(tmp_path)})))
@@ -100,6 +92,6 @@ def test_a_broken_nvidia_smi_is_still_a_failure(tmp_path, monkeypatch):
     smi.write_text("#!/bin/sh\necho 'NVIDIA-SMI has failed because it could not communicate with the driver' >&2\nexit 9\n")
     smi.chmod(0o755)
     monkeypatch.setenv("PATH", str(bindir))
-    out = gpu.collect()
+    out = gpu.collect().facts
     assert "present" not in out and out["devices"] == []
     assert "nvidia-smi" in out["error"]

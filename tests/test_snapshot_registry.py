@@ -23,7 +23,8 @@ SNAPSHOT_DIR = REPO_ROOT / "megacpp_env" / "snapshot"
 def test_every_collector_declares_area_timeout_severity_and_digest(collector: Collector) -> None:
     assert re.fullmatch(r"[a-z][a-z_]*", collector.area)
     assert isinstance(collector.timeout, float) and 0 < collector.timeout <= 900
-    assert collector.severity in SEVERITIES and collector.severity != "note"
+    assert collector.severity in SEVERITIES
+    assert collector.severity != "note" or not collector.hashed  # a note never drifts: only for unhashed areas
     assert isinstance(collector.hashed, bool) and isinstance(collector.after_launch, bool)
     module = importlib.import_module(f"megacpp_env.snapshot.{collector.module}")
     assert callable(module.start)
@@ -42,7 +43,9 @@ def test_every_collector_module_is_registered() -> None:
 
 def test_a_snapshot_has_exactly_the_registered_areas(snap_options) -> None:
     snap = take_snapshot(snap_options())
-    assert sorted(snap.facts) == sorted(registry.areas())
+    assert sorted(snap.facts) == sorted(a for a in registry.areas() if registry.hashed(a))
+    assert {a for a in registry.areas() if not registry.hashed(a)} <= set(snap.live)  # unhashed: under live
+    assert set(snap.live) <= set(registry.areas())
     assert set(registry.areas()) <= set(snap.timing)
 
 
@@ -50,7 +53,16 @@ COLLECTOR_MODULE = """
 import time
 
 
+from megacpp_env.snapshot.registry import Parts
+
+
+def start_parts(ctx):
+    return lambda: Parts(facts={"limit": ctx.environ.get("PROBE_ANSWER", "42")}, live={"now": ctx.environ.get("NOW")})
+
+
 def start(ctx):
+    if ctx.environ.get("PARTS"):
+        return start_parts(ctx)
     if ctx.environ.get("PROBE_SLEEP"):
         return lambda: time.sleep(float(ctx.environ["PROBE_SLEEP"])) or {"late": True}
     return lambda: {"answer": int(ctx.environ.get("PROBE_ANSWER", "42")), "python": ctx.python}
@@ -79,11 +91,25 @@ def test_a_registered_collector_runs_counts_and_explains(extra_collectors, snap_
     a = take_snapshot(snap_options(environ=environ))
     b = take_snapshot(snap_options(environ={**environ, "PROBE_ANSWER": "43"}))
     assert a.facts["probe"] == {"answer": 42, "python": str(snap_venv.python)}
+    assert a.live["unhashed"] == a.facts["probe"] and "unhashed" not in a.facts  # an unhashed area: under live
     assert a.digest != b.digest  # "probe" counts in the digest
     findings = [f for f in diff_snapshots(a, b).findings if f.area == "probe"]
     assert [(f.severity, f.key, f.message) for f in findings] == [("error", "probe.answer", "probe: answer: 42 -> 43")]
     unhashed = {**a.facts, "unhashed": {"answer": 7}}
     assert Snapshot(facts=unhashed).digest == Snapshot(facts=a.facts).digest  # "unhashed" does not
+
+
+def test_a_collector_with_live_readings_splits_them_out_of_the_digest(extra_collectors, snap_options) -> None:
+    """``Parts``: the facts count in the digest, the live part is recorded under ``live``, unhashed."""
+    import os
+
+    environ = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+    a = take_snapshot(snap_options(environ={**environ, "PARTS": "1", "NOW": "1"}))
+    b = take_snapshot(snap_options(environ={**environ, "PARTS": "1", "NOW": "2"}))
+    c = take_snapshot(snap_options(environ={**environ, "PARTS": "1", "NOW": "1", "PROBE_ANSWER": "7"}))
+    assert (a.facts["probe"], a.live["probe"], b.live["probe"]) == ({"limit": "42"}, {"now": "1"}, {"now": "2"})
+    assert a.digest == b.digest != c.digest
+    assert [f.key for f in diff_snapshots(a, b).findings if f.area == "probe"] == []  # a reading is no drift
 
 
 def test_a_collector_past_its_timeout_records_an_error(extra_collectors, snap_options) -> None:

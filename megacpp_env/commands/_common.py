@@ -92,6 +92,7 @@ def take(
         load_spec=load_spec,
         import_torch=args.torch,
         use_cache=not getattr(args, "no_cache", False),
+        repo=getattr(args, "repo", None),
         command=" ".join(["megacpp-env", *sys.argv[1:]]),
         on_progress=report if progress.enabled else None,
     )

@@ -2,7 +2,9 @@
 
 Inspects the active virtual environment (or ``--python``), not only the tool's own interpreter.
 Works without a stack.yaml; with one, it also inspects the spec's source checkouts and uses its
-golden directory. ``--check-golden NAME`` exits 1 (printing the diff) when the machine drifted.
+golden directory. ``--repo`` names the training repository (default: the git work tree of the
+working directory), recorded outside the digest. ``--schema`` prints the published JSON Schema of
+the document and takes no snapshot. ``--check-golden NAME`` exits 1 (printing the diff) when the machine drifted.
 Every argument that can be wrong (``--python``, ``--output``, the golden names, the golden to
 check against) is checked before the snapshot is taken.
 """
@@ -47,16 +49,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--export-lock", metavar="FILE", type=Path,
         help="also write a PEP 751 lock (pylock.toml or pylock.NAME.toml) of the distributions this box runs",
     )  # fmt: skip
+    parser.add_argument(
+        "--repo", metavar="PATH", type=Path,
+        help="the training repository to record (commit, dirty state, diff digest; not in the digest); "
+        "default: the git work tree of the working directory",
+    )  # fmt: skip
+    parser.add_argument("--schema", action="store_true", help="print the JSON Schema of the snapshot document and exit")
 
 
 def run(args: argparse.Namespace) -> int:
     from megacpp_env.repro.export import check_lock_path, export_lock
     from megacpp_env.snapshot import golden
-    from megacpp_env.snapshot.document import check_output, write_snapshot
+    from megacpp_env.snapshot.document import check_output, json_schema, write_snapshot
+    from megacpp_env.snapshot.repo import check_repo
     from megacpp_env.snapshot.report import render, render_summary
     from megacpp_env.ui import QUIET, settings
 
+    if args.schema:
+        sys.stdout.write(json_schema())
+        return 0
     python = checked_python(args.python)
+    args.repo = check_repo(args.repo) if args.repo is not None else None
     output = check_output(args.output) if args.output else None
     lock_file = check_lock_path(args.export_lock) if args.export_lock else None
     loader = functools.cache(lambda: load_optional(args))

@@ -152,14 +152,26 @@ def _take(opts: SnapshotOptions) -> Snapshot:
     timeouts = {**{c.area: c.timeout for c in registry.collectors()}, **opts.timeouts}
     runs = _run_all(_jobs(ctx), timeouts, opts.on_progress)
     facts: dict[str, Any] = {}
+    live: dict[str, Any] = {}
     timing: dict[str, Any] = {}
     for name, run in runs.items():
         timing[name] = run.seconds
-        facts[name] = {"error": run.error} if run.error else run.result
+        _place(name, {"error": run.error} if run.error else run.result, facts, live)
     _python_result(facts, timing)
     facts = ctx.scrubber.clean_tree(dict(sorted(facts.items())))
+    live = ctx.scrubber.clean_tree(dict(sorted(live.items())))
     timing["total"] = round(time.perf_counter() - started, 3)
-    return Snapshot(facts=facts, host=_host(ctx), timing=timing)
+    return Snapshot(facts=facts, live=live, host=_host(ctx), timing=timing)
+
+
+def _place(area: str, result: Any, facts: dict[str, Any], live: dict[str, Any]) -> None:
+    """A hashed area's result under ``facts``, an unhashed one's under ``live``; ``Parts`` split."""
+    if isinstance(result, registry.Parts):
+        facts[area], live[area] = result.facts, result.live
+    elif registry.hashed(area):
+        facts[area] = result
+    else:
+        live[area] = result
 
 
 def _python_result(facts: dict[str, Any], timing: dict[str, Any]) -> None:
@@ -175,6 +187,13 @@ def _python_result(facts: dict[str, Any], timing: dict[str, Any]) -> None:
         torch_facts.attach_libraries(facts["torch"], result.owner_of, result.facts["distributions"])
 
 
+def _cwd() -> str | None:
+    try:
+        return str(Path.cwd())
+    except OSError:  # removed while we ran
+        return None
+
+
 def _host(ctx: Context) -> dict[str, Any]:
     spec = ctx.spec()
     host: dict[str, Any] = {
@@ -187,6 +206,7 @@ def _host(ctx: Context) -> dict[str, Any]:
         "spec": str(spec.path) if spec else None,
         "spec_digest": spec.digest() if spec else None,
         "paths": [str(p) for p in ctx.opts.paths],  # as spelled; the facts key checkouts by real path
+        "cwd": _cwd(),
     }
     cleaned: dict[str, Any] = ctx.scrubber.clean_tree(host)
     return cleaned

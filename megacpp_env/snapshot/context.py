@@ -23,6 +23,7 @@ T = TypeVar("T")
 class SnapshotOptions:
     python: str | None = None
     paths: tuple[Path, ...] = ()
+    repo: Path | None = None  # the training repository (default: the git work tree of the working directory)
     spec: Spec | None = None
     load_spec: Callable[[], Spec | None] | None = None  # used when spec is None; called off the critical path
     import_torch: bool = False

@@ -368,13 +368,95 @@ def diff_torch(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Finding]:
     return out + generic("torch", rest_a, rest_b)
 
 
+def _by_index(devices: Any) -> dict[str, Any]:
+    items = devices if isinstance(devices, list) else []
+    return {str(d.get("index", i)): d for i, d in enumerate(items) if isinstance(d, dict)}
+
+
+def diff_gpu(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Finding]:
+    """GPU by GPU (``gpu.devices.0.power_limit_w: 700.0 -> 500.0``), not one line for the list."""
+    da, db = _by_index(a.get("devices")), _by_index(b.get("devices"))
+    out: list[Finding] = []
+    for index in sorted(da.keys() | db.keys(), key=int):
+        xa, xb = da.get(index), db.get(index)
+        if xa is None or xb is None:
+            d = xb or xa or {}
+            verb = "appeared" if xa is None else "is gone"
+            msg = f"gpu {index}: {d.get('name', '?')} {verb}"
+            out.append(Finding(area="gpu", severity="warning", key=f"gpu.devices.{index}", message=msg))
+        elif xa != xb:
+            out += generic("gpu", xa, xb, base=f"devices.{index}", label=f"gpu {index} ({xb.get('name', '?')})")
+    rest_a = {k: v for k, v in a.items() if k != "devices"}
+    rest_b = {k: v for k, v in b.items() if k != "devices"}
+    return out + generic("gpu", rest_a, rest_b)
+
+
+def diff_system(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Finding]:
+    """CPU flags as what was added and removed, not the whole list."""
+    fa, fb = set(a.get("cpu_flags") or ()), set(b.get("cpu_flags") or ())
+    out = []
+    if fa != fb:
+        change = [*(f"+{f}" for f in sorted(fb - fa)), *(f"-{f}" for f in sorted(fa - fb))]
+        out.append(
+            Finding(area="system", severity="info", key="system.cpu_flags", message=f"cpu flags: {' '.join(change)}")
+        )
+    rest_a = {k: v for k, v in a.items() if k != "cpu_flags"}
+    rest_b = {k: v for k, v in b.items() if k != "cpu_flags"}
+    return out + generic("system", rest_a, rest_b)
+
+
 EXPLAINERS = {
     "python": diff_python,
     "checkouts": diff_checkouts,
     "env": diff_env,
     "runtime": diff_runtime,
     "torch": diff_torch,
+    "gpu": diff_gpu,
+    "system": diff_system,
 }
+
+
+# ---- live: notes only ---------------------------------------------------------------------------
+
+
+def live_repo(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Finding]:
+    """Which commit (and local changes) of the training repository each snapshot was taken at."""
+
+    def state(r: Mapping[str, Any]) -> str:
+        if not r.get("git"):
+            return "no git repository"
+        dirty = f" + local changes ({str(r.get('diff_digest'))[7:19]})" if r.get("dirty") else ""
+        return f"{str(r.get('commit'))[:12]}{dirty}"
+
+    if (state(a), a.get("path")) == (state(b), b.get("path")):
+        return []
+    where = f" ({b.get('path')})" if a.get("path") != b.get("path") else ""
+    msg = f"training repository{where}: {state(a)} -> {state(b)}"
+    return [Finding(area="repo", severity="note", key="live.repo", message=msg)]
+
+
+def live_container(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Finding]:
+    """The runtime or image changed (a new container of the same image is not worth a line)."""
+    keys = ("runtime", "image", "image_id")
+    if all(a.get(k) == b.get(k) for k in keys):
+        return []
+    old, new = ("/".join(str(x.get(k) or "-") for k in keys) for x in (a, b))
+    return [Finding(area="container", severity="note", key="live.container", message=f"container: {old} -> {new}")]
+
+
+# Parts of ``live`` worth a note in a diff; the rest (temperatures, clocks now, job ids) never are.
+LIVE_EXPLAINERS = {"repo": live_repo, "container": live_container}
+
+
+def _versions(a: Snapshot, b: Snapshot) -> Finding:
+    """Documents of two schema versions: what the newer one added differs, and the remedy."""
+    newer = max(a.schema_version, b.schema_version)
+    msg = (
+        f"snapshot schema_version {a.schema_version} -> {b.schema_version}: the facts version {newer} added "
+        "show as differences; take the older snapshot again with this megacpp-env "
+        "(a golden: megacpp-env snapshot --golden NAME)"
+    )
+    return Finding(area="host", severity="note", key="host.schema_version", message=msg)
 
 
 def _ignored(finding: Finding, patterns: Iterable[str]) -> bool:
@@ -400,6 +482,12 @@ def diff_snapshots(
             findings += explain(fa, fb)
         else:
             findings += generic(area, fa, fb)
+    for area, explain_live in LIVE_EXPLAINERS.items():
+        la, lb = a.live.get(area), b.live.get(area)
+        if isinstance(la, dict) and isinstance(lb, dict):
+            findings += explain_live(la, lb)
+    if a.schema_version != b.schema_version:
+        findings.append(_versions(a, b))
     for key in ("hostname", "memory_total_gib", "tool", "inspected_python"):
         if a.host.get(key) != b.host.get(key):
             findings.append(

@@ -1,121 +1,109 @@
-"""NVIDIA driver and GPUs through NVML (nvidia-ml-py, imported lazily), falling back to nvidia-smi.
+"""NVIDIA driver and GPUs: NVML by default (nvidia-ml-py, a dependency; imported when a snapshot
+runs), ``nvidia-smi`` when NVML cannot be used. Both give a raw reading that ``gpu_facts.split``
+turns into hashed facts (what the GPUs are and how they are configured) and live readings.
 
-GPU UUIDs are hashed, never recorded raw. SM count comes from NVML's core count divided by the
-cores per SM of the architecture (NVML has no direct SM query); 0 when unknown.
+A machine with neither an NVIDIA driver library nor nvidia-smi has no GPU to report: that is a fact
+(``present: false`` with the reason), not a failed collector. Any other failure (a driver that does
+not answer, a broken nvidia-smi) is an ``error``. GPU UUIDs are hashed, never recorded raw.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from megacpp_env.errors import ToolError, ToolNotFoundError
+from megacpp_env.snapshot import gpu_facts
 from megacpp_env.snapshot.proc import run_program
+from megacpp_env.snapshot.registry import Parts
 
 if TYPE_CHECKING:
     from megacpp_env.snapshot.context import Context
 
-# compute capability major -> CUDA cores per SM
-CORES_PER_SM = {7: 64, 8: 128, 9: 128, 10: 128, 11: 128, 12: 128}
-SMI_FIELDS = "name,uuid,compute_cap,memory.total,driver_version"
+hash_uuid = gpu_facts.hash_uuid  # kept importable from here
 # NVML's answers when the driver's library is absent or not loaded: no NVIDIA GPU on this machine.
 NO_DRIVER_ERRORS = frozenset({"NVMLError_LibraryNotFound", "NVMLError_DriverNotLoaded"})
 NO_DRIVER = "no NVIDIA driver on this machine (no loadable libnvidia-ml, no nvidia-smi on PATH)"
+NO_DEVICE = "the NVIDIA driver reports no GPU"
+PCI_DEVICES = Path("/sys/bus/pci/devices")
 
 
-def hash_uuid(uuid: str) -> str:
-    return "sha256:" + hashlib.sha256(b"megacpp-env/gpu-uuid\0" + uuid.encode()).hexdigest()[:16]
+def sysfs_bus_id(bus_id: str) -> str:
+    """NVML's ``00000000:18:00.0`` as sysfs spells it: ``0000:18:00.0`` (4-digit domain, lower case)."""
+    domain, _, rest = bus_id.strip().lower().partition(":")
+    return f"{domain[-4:].rjust(4, '0')}:{rest}"
 
 
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def _nvml_device(nvml: Any, index: int) -> dict[str, Any]:
-    handle = nvml.nvmlDeviceGetHandleByIndex(index)
-    major, minor = nvml.nvmlDeviceGetCudaComputeCapability(handle)
-    mem = nvml.nvmlDeviceGetMemoryInfo(handle)
-    sm_count = 0
+def numa_node(bus_id: str | None, devices: Path = PCI_DEVICES) -> int | None:
+    """The NUMA node the kernel puts the GPU's PCI device on; None when unknown (-1 in sysfs)."""
+    if not bus_id:
+        return None
     try:
-        cores = int(nvml.nvmlDeviceGetNumGpuCores(handle))
-        sm_count = cores // CORES_PER_SM.get(int(major), 128)
-    except (nvml.NVMLError, AttributeError):
-        pass
-    return {
-        "index": index,
-        "name": _text(nvml.nvmlDeviceGetName(handle)),
-        "compute_capability": f"{major}.{minor}",
-        "sm_count": sm_count,
-        "memory_total_mib": int(mem.total) // (1 << 20),
-        "uuid_hash": hash_uuid(_text(nvml.nvmlDeviceGetUUID(handle))),
-    }
+        node = int((devices / sysfs_bus_id(bus_id) / "numa_node").read_text().strip())
+    except (OSError, ValueError):
+        return None
+    return node if node >= 0 else None
 
 
-def collect_nvml() -> dict[str, Any]:
-    import pynvml as nvml  # lazy: an optional dependency, and it loads libnvidia-ml
+def read_nvml() -> dict[str, Any]:
+    import pynvml  # loads libnvidia-ml.so.1 on nvmlInit
 
-    nvml.nvmlInit()
+    from megacpp_env.snapshot import nvml
+
+    return nvml.read(pynvml)
+
+
+def read_smi() -> dict[str, Any]:
+    """``nvidia-smi --query-gpu`` with every field of ``gpu_facts.SMI_QUERY``; an nvidia-smi too old
+    to know one of them is asked again for the few fields every version has."""
+    full = [field for field, _key, _kind in gpu_facts.SMI_QUERY]
     try:
-        cuda = int(nvml.nvmlSystemGetCudaDriverVersion())
-        return {
-            "source": "nvml",
-            "driver_version": _text(nvml.nvmlSystemGetDriverVersion()),
-            "cuda_driver_api": f"{cuda // 1000}.{cuda % 1000 // 10}",
-            "devices": [_nvml_device(nvml, i) for i in range(int(nvml.nvmlDeviceGetCount()))],
-        }
-    finally:
-        nvml.nvmlShutdown()
+        return gpu_facts.parse_smi(_smi(full), full)
+    except ToolNotFoundError:
+        raise
+    except ToolError as exc:
+        if "not a valid field" not in str(exc):
+            raise
+    return gpu_facts.parse_smi(_smi(list(gpu_facts.SMI_MINIMAL)), gpu_facts.SMI_MINIMAL)
 
 
-def parse_smi(text: str) -> dict[str, Any]:
-    devices: list[dict[str, Any]] = []
-    driver = ""
-    for index, line in enumerate(row for row in text.splitlines() if row.strip()):
-        name, uuid, cap, mem, driver = (f.strip() for f in line.split(","))
-        devices.append(
-            {
-                "index": index,
-                "name": name,
-                "compute_capability": cap,
-                "sm_count": 0,
-                "memory_total_mib": int(float(mem)) if mem.replace(".", "").isdigit() else 0,
-                "uuid_hash": hash_uuid(uuid),
-            }
-        )
-    return {"source": "nvidia-smi", "driver_version": driver, "devices": devices}
+def _smi(fields: list[str]) -> str:
+    argv = ["nvidia-smi", f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits"]
+    return run_program(argv, timeout=15.0).stdout
 
 
-def collect_smi() -> dict[str, Any]:
-    argv = ["nvidia-smi", f"--query-gpu={SMI_FIELDS}", "--format=csv,noheader,nounits"]
-    return parse_smi(run_program(argv, timeout=15.0).stdout)
+def finish(raw: dict[str, Any], *, nvml_error: str = "") -> Parts:
+    """The snapshot's parts of a raw reading, each GPU's NUMA node added from sysfs."""
+    for device in raw.get("devices") or []:
+        device.setdefault("numa_node", numa_node(device.get("pci_bus_id")))
+    facts, live = gpu_facts.split(raw)
+    if not facts.get("devices"):
+        facts["reason"] = NO_DEVICE
+    if nvml_error:
+        live["nvml_error"] = nvml_error
+    return Parts(facts=facts, live=live)
 
 
-def collect() -> dict[str, Any]:
-    """NVML, else nvidia-smi. A machine with neither an NVIDIA driver library nor nvidia-smi has no
-    GPU to report: that is a fact (``present: false``), not a failed collector. Any other failure
-    (a driver that does not answer, a broken nvidia-smi) is an ``error``."""
-    reasons: list[str] = []
-    no_driver = False
+def collect() -> Parts:
+    """NVML, else nvidia-smi (see the module docstring for what no GPU and a failure record)."""
     try:
-        return collect_nvml()
+        return finish(read_nvml())
     except ImportError:
-        reasons.append("nvml: nvidia-ml-py not installed")
-        no_driver = True
+        reason, no_driver = "nvml: nvidia-ml-py not installed", True
     except Exception as exc:  # NVMLError subclasses vary by version; any failure falls back
-        reasons.append(f"nvml: {_text(exc) or type(exc).__name__}")
+        reason = f"nvml: {str(exc) or type(exc).__name__}"
         no_driver = type(exc).__name__ in NO_DRIVER_ERRORS
     try:
-        out = collect_smi()
+        raw = read_smi()
     except ToolNotFoundError as exc:
         if no_driver:
-            return {"present": False, "devices": [], "reason": NO_DRIVER}
-        return {"error": "; ".join([*reasons, str(exc)]), "devices": []}
+            return Parts(facts={"present": False, "devices": [], "reason": NO_DRIVER}, live={})
+        return Parts(facts={"error": f"{reason}; {exc}", "devices": []}, live={})
     except ToolError as exc:
-        return {"error": "; ".join([*reasons, str(exc)]), "devices": []}
-    out["nvml_error"] = "; ".join(reasons)
-    return out
+        return Parts(facts={"error": f"{reason}; {exc}", "devices": []}, live={})
+    return finish(raw, nvml_error=reason)
 
 
-def start(ctx: Context) -> Callable[[], dict[str, Any]]:
+def start(ctx: Context) -> Callable[[], Parts]:
     return collect

@@ -4,6 +4,11 @@ line here, declaring its area, its timeout, the severity of a difference in ``di
 counts in the digest. Nothing else lists the areas (``collect``, ``document`` and ``diff`` read
 this table; ``tests/test_snapshot_registry.py`` checks every entry).
 
+Where a collector's result goes: a hashed area's under the document's ``facts`` (the digest), an
+unhashed area's under ``live`` (recorded, never hashed). A hashed area with live readings returns
+``Parts(facts=..., live=...)``: the facts are hashed, the readings go under ``live`` by the same
+area name (the GPUs' clocks now, temperatures and power draw beside their configured limits).
+
 Import-light on purpose: a collector's module is imported only when a snapshot runs.
 """
 
@@ -22,12 +27,20 @@ HOST_AREA = "host"  # not collected as a fact: host differences are notes
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class Parts:
+    """A collector's result in two parts: ``facts`` (hashed when the area is) and ``live``."""
+
+    facts: Any
+    live: Any
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Collector:
     area: str  # the key of its facts in the snapshot
     module: str  # megacpp_env.snapshot.<module> (or a dotted path): defines start(ctx)
     timeout: float  # seconds; past it the area records {"error": "timed out after ..."}
     severity: str  # of a difference in this area, in diff (one of SEVERITIES)
-    hashed: bool = True  # counts in the snapshot's digest
+    hashed: bool = True  # counts in the snapshot's digest (False: the whole area goes under ``live``)
     after_launch: bool = False  # waits (briefly) for the integrity workers to launch: it imports heavy modules
 
     def start(self, ctx: Context) -> Callable[[], Any]:
@@ -45,7 +58,10 @@ COLLECTORS: tuple[Collector, ...] = (
     Collector(area="compilers", module="compilers", timeout=30.0, severity="warning"),
     Collector(area="runtime", module="runtime", timeout=10.0, severity="warning"),
     Collector(area="env", module="envvars", timeout=10.0, severity="warning"),
+    Collector(area="scheduler", module="scheduler", timeout=10.0, severity="warning"),
     Collector(area="system", module="system", timeout=10.0, severity="info"),
+    Collector(area="container", module="container", timeout=10.0, severity="note", hashed=False),
+    Collector(area="repo", module="repo", timeout=60.0, severity="note", hashed=False, after_launch=True),
 )
 
 

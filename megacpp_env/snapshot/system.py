@@ -1,4 +1,6 @@
-"""OS, kernel, glibc, CPU model and count (hashed facts) and memory (unhashed: it drifts on VMs)."""
+"""OS, kernel, glibc, the CPU (model, count, instruction-set flags, frequency governor, SMT) and
+the NUMA layout (nodes and their CPUs): hashed facts. Memory (total in ``host``, per NUMA node in
+``live``) is recorded outside the digest: it drifts on VMs."""
 
 from __future__ import annotations
 
@@ -7,6 +9,8 @@ import platform
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from megacpp_env.snapshot.registry import Parts
 
 if TYPE_CHECKING:
     from megacpp_env.snapshot.context import Context
@@ -34,20 +38,54 @@ def _glibc() -> str:
         return " ".join(platform.libc_ver()).strip()
 
 
-def _cpu_model() -> str:
-    try:
-        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return platform.processor()
+def cpuinfo_fields(text: str) -> dict[str, str]:
+    """The fields of the first processor in ``/proc/cpuinfo``."""
     fields: dict[str, str] = {}
     for line in text.splitlines():
         key, sep, value = line.partition(":")
         if sep:
             fields.setdefault(key.strip(), value.strip())
+    return fields
+
+
+def cpu_model(fields: dict[str, str]) -> str:
     if "model name" in fields:
         return fields["model name"]
     parts = [f"{k}={fields[k]}" for k in ("CPU implementer", "CPU part") if k in fields]
     return " ".join(parts) or platform.processor()
+
+
+def cpu_flags(fields: dict[str, str]) -> list[str]:
+    """The instruction-set extensions of the CPU (x86 ``flags``, Arm ``Features``), sorted."""
+    return sorted(set((fields.get("flags") or fields.get("Features") or "").split()))
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace").strip()
+    except OSError:
+        return None
+
+
+def numa(root: Path = Path("/sys/devices/system/node")) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """(nodes with their CPU lists, MiB of memory per node); ([], {}) without NUMA information."""
+    nodes, memory = [], {}
+    paths = sorted(root.glob("node[0-9]*"), key=lambda p: int(p.name[4:])) if root.is_dir() else []
+    for node in paths:
+        nodes.append({"node": int(node.name[4:]), "cpus": _read(node / "cpulist") or ""})
+        for line in (_read(node / "meminfo") or "").splitlines():
+            if "MemTotal:" in line:
+                memory[node.name[4:]] = int(line.split()[-2]) // 1024
+    return nodes, memory
+
+
+def cpu_settings(root: Path = Path("/sys/devices/system/cpu")) -> dict[str, Any]:
+    """The frequency governor of CPU 0 and the SMT state, where the kernel says."""
+    out = {
+        "cpu_governor": _read(root / "cpu0" / "cpufreq" / "scaling_governor"),
+        "smt": _read(root / "smt" / "control"),
+    }
+    return {k: v for k, v in out.items() if v is not None}
 
 
 def _cpus_usable() -> int:
@@ -57,15 +95,24 @@ def _cpus_usable() -> int:
         return os.cpu_count() or 1
 
 
-def collect() -> dict[str, Any]:
-    return {
+def collect() -> Parts:
+    try:
+        fields = cpuinfo_fields(Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace"))
+    except OSError:
+        fields = {}
+    nodes, memory = numa()
+    facts = {
         "os": _os_release(),
         "kernel": platform.release(),
         "machine": platform.machine(),
         "glibc": _glibc(),
-        "cpu_model": _cpu_model(),
+        "cpu_model": cpu_model(fields),
         "cpu_count": os.cpu_count() or 0,
+        "cpu_flags": cpu_flags(fields),
+        **cpu_settings(),
+        "numa_nodes": nodes,
     }
+    return Parts(facts=facts, live={"numa_memory_mib": memory})
 
 
 def _mem_total_gib() -> float | None:
@@ -89,5 +136,5 @@ def host_facts() -> dict[str, Any]:
     }
 
 
-def start(ctx: Context) -> Callable[[], dict[str, Any]]:
+def start(ctx: Context) -> Callable[[], Parts]:
     return collect

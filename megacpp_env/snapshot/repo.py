@@ -1,0 +1,72 @@
+"""The training repository the snapshot is taken for: ``--repo PATH``, by default the git work tree
+of the working directory. Its commit, branch, whether it has local changes, and a digest of those
+changes (``git diff HEAD --binary`` with the options that make it independent of git configuration;
+untracked files are counted, not hashed: a training tree can hold gigabytes of them).
+
+Recorded outside the digest (an unhashed area): the digest says whether the *environment* is the
+same, so a golden check or a bisect across commits of the training code keeps comparing the
+environment only. All git calls go through ``megacpp_env.git``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from megacpp_env.errors import MegacppEnvError, SpecError
+
+if TYPE_CHECKING:
+    from megacpp_env.snapshot.context import Context
+
+EMPTY_DIFF = "sha256:" + hashlib.sha256(b"").hexdigest()
+
+
+def collect(path: Path) -> dict[str, Any]:
+    """The repository containing ``path``; ``{"path": ..., "git": false}`` when there is none."""
+    from megacpp_env import git
+
+    top = git.toplevel(path)
+    if top is None:
+        return {"path": str(path), "git": False}
+    try:
+        status = git.branch_status(top)
+        digest = "sha256:" + git.diff_hash(top) if status.changed and status.commit else EMPTY_DIFF
+        remotes = git.remote_urls(top)
+    except MegacppEnvError as exc:
+        return {"path": str(top), "git": True, "error": str(exc)}
+    return {
+        "path": str(top),
+        "git": True,
+        "commit": status.commit,
+        "branch": status.branch,
+        "dirty": bool(status.changed or status.untracked),
+        "changed": status.changed,
+        "untracked": status.untracked,
+        "diff_digest": digest,
+        "remotes": remotes,
+    }
+
+
+def check_repo(path: Path, *, option: str = "--repo") -> Path:
+    """An explicit ``--repo`` must be a directory inside a git work tree: refused before anything is
+    collected (the default, the working directory, may be in none)."""
+    from megacpp_env import git
+
+    if not Path(path).is_dir():
+        raise SpecError(f"{path}: not a directory", key=option)
+    if git.toplevel(Path(path)) is None:
+        raise SpecError(f"{path}: not inside a git work tree", key=option, remedy="name the training repository")
+    return Path(path)
+
+
+def start(ctx: Context) -> Callable[[], dict[str, Any]]:
+    where = ctx.opts.repo
+    if where is None:
+        try:
+            where = Path.cwd()
+        except OSError as exc:  # the working directory was removed
+            gone = {"path": None, "git": False, "error": f"no working directory: {exc.strerror}"}
+            return lambda: gone
+    return lambda: collect(Path(where))
