@@ -28,7 +28,7 @@
             # revision has an older uv, so the ">=0.9.0" floor is relaxed here (pythonRelaxDeps) and
             # `lock` under Nix resolves with that uv. Set MEGACPP_ENV_UV to a uv ${pins.uv} binary to
             # reproduce the committed locks byte for byte.
-            dependencies = with python.pkgs; [ jinja2 pyyaml packaging uv ];
+            dependencies = with python.pkgs; [ jinja2 pyyaml packaging uv tomli-w nvidia-ml-py ];
             pythonRelaxDeps = [ "uv" ];
             # git for checkout/gate, docker for build: found on PATH like any user's tools.
             makeWrapperArgs = [ "--suffix" "PATH" ":" (pkgs.lib.makeBinPath [ pkgs.git ]) ];
@@ -49,7 +49,7 @@
             # runs the working tree. The interpreter has the tool's and the tests' dependencies.
             packages = [
               megacpp-env
-              (python.withPackages (ps: with ps; [ jinja2 pyyaml packaging uv pytest hypothesis nvidia-ml-py mypy types-pyyaml ]))
+              (python.withPackages (ps: with ps; [ jinja2 pyyaml packaging uv tomli-w nvidia-ml-py pytest hypothesis jsonschema mypy types-pyyaml ]))
               pkgs.uv
               pkgs.ruff
               pkgs.git

@@ -48,8 +48,8 @@ STUB_EVAL = r"""
 let
   flake = import (REPO + "/flake.nix");
   drv = name: extra: { type = "derivation"; inherit name; pname = name; outPath = "/nix/store/stub-" + name; } // extra;
-  pyNames = [ "setuptools" "jinja2" "pyyaml" "packaging" "uv" "pytestCheckHook" "hypothesis" "pytest"
-              "nvidia-ml-py" "mypy" "types-pyyaml" ];
+  pyNames = [ "setuptools" "jinja2" "pyyaml" "packaging" "uv" "tomli-w" "nvidia-ml-py" "pytestCheckHook"
+              "hypothesis" "pytest" "jsonschema" "mypy" "types-pyyaml" ];
   python = {
     pkgs = builtins.listToAttrs (map (n: { name = n; value = drv n { }; }) pyNames) // {
       buildPythonApplication = args: drv args.pname { inherit args; };

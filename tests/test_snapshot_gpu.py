@@ -202,3 +202,13 @@ def test_numa_node_of_a_pci_device(tmp_path):
     real = sorted(gpu.PCI_DEVICES.iterdir())[0].name  # this machine's first PCI device
     value = (gpu.PCI_DEVICES / real / "numa_node").read_text().strip()
     assert gpu.numa_node(real) == (int(value) if int(value) >= 0 else None)
+
+
+def test_summary_groups_gpus_by_model_and_setting():
+    from megacpp_env.snapshot.report import render_summary
+
+    raw = load("nvml-hgx-h100x8.json")
+    raw["devices"][7]["power_limit_mw"] = 500000
+    facts, live = split(raw)
+    text = render_summary(Snapshot(facts={"gpu": facts}, live={"gpu": live}))
+    assert "  gpu: 7 x NVIDIA H100 80GB HBM3 (132 SMs, 700 W), NVIDIA H100 80GB HBM3 (132 SMs, 500 W)\n" in text

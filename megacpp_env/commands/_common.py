@@ -100,4 +100,10 @@ def take(
         return take_snapshot(opts)
 
 
-WAITING_FOR = {"python": "verifying installed files", "torch": "torch", "checkouts": "checkouts", "gpu": "GPUs"}
+WAITING_FOR = {
+    "python": "verifying installed files",
+    "torch": "torch",
+    "checkouts": "checkouts",
+    "gpu": "GPUs",
+    "repo": "training repository",
+}

@@ -4,27 +4,50 @@ snapshot as the short summary ``snapshot`` prints."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from megacpp_env.snapshot.diff import DiffReport
 from megacpp_env.snapshot.document import Snapshot
+
+
+def _gpus(gpu: dict[str, Any]) -> str:
+    """``8 x NVIDIA H100 80GB HBM3 (132 SMs, 700 W)``, one group per distinct model and setting."""
+    groups: dict[str, int] = {}
+    for g in gpu.get("devices") or []:
+        bits = [
+            f"{g['sm_count']} SMs" if g.get("sm_count") else "",
+            f"{g['power_limit_w']:g} W" if g.get("power_limit_w") else "",
+        ]
+        detail = ", ".join(b for b in bits if b)
+        label = f"{g.get('name')}{f' ({detail})' if detail else ''}"
+        groups[label] = groups.get(label, 0) + 1
+    if groups:
+        return ", ".join(f"{n} x {label}" if n > 1 else label for label, n in groups.items())
+    return f"none ({gpu['reason']})" if gpu.get("present") is False else "none"  # no GPU: a fact, not a failure
+
+
+def _repo(repo: dict[str, Any]) -> str:
+    if not repo.get("git"):
+        return "none (not in a git work tree)"
+    dirty = " with local changes" if repo.get("dirty") else ""
+    return f"{repo.get('path')} at {str(repo.get('commit'))[:12]}{dirty} (not in the digest)"
 
 
 def render_summary(snap: Snapshot) -> str:
     py = snap.area("python")
     dists = py.get("distributions") or {}
     drifted = sorted(d["name"] for d in dists.values() if (d.get("integrity") or {}).get("status") == "drifted")
-    gpu = snap.area("gpu")
-    gpus = gpu.get("devices") or []
     errors = sorted(name for name, area in snap.facts.items() if isinstance(area, dict) and "error" in area)
-    no_gpu = f"none ({gpu['reason']})" if gpu.get("present") is False else "none"  # a fact, not a failure
     lines = [
         f"snapshot {snap.digest}",
         f"  python {(py.get('interpreter') or {}).get('version', '?')}: {len(dists)} distributions, "
         f"{snap.timing.get('integrity', {}).get('files', 0)} files verified, "
         f"{len(drifted)} with drift{': ' + ', '.join(drifted) if drifted else ''}",
-        f"  gpu: {', '.join(str(g.get('name')) for g in gpus) or no_gpu}",
+        f"  gpu: {_gpus(snap.area('gpu'))}",
         f"  checkouts: {len(snap.area('checkouts'))}",
     ]
+    if isinstance(snap.live.get("repo"), dict):
+        lines.append(f"  training repository: {_repo(snap.live['repo'])}")
     if errors:
         lines.append(f"  collectors that failed: {', '.join(errors)}")
     lines.append(f"  took {snap.timing.get('total', 0):.2f}s")
