@@ -49,3 +49,60 @@ def test_foreign_and_future_documents_are_refused(tmp_path):
         load_snapshot(path)
     with pytest.raises(VerificationError, match="no such snapshot file"):
         load_snapshot(tmp_path / "missing.json")
+
+
+V1_FACTS = {
+    "gpu": {
+        "source": "nvml",
+        "driver_version": "580.95.05",
+        "cuda_driver_api": "13.0",
+        "nvml_error": "",
+        "devices": [
+            {"index": 0, "name": "NVIDIA A100-SXM4-80GB", "compute_capability": "8.0", "sm_count": 54,
+             "memory_total_mib": 81920, "uuid_hash": "sha256:0123456789abcdef"},
+        ],
+    },
+    "system": {"os": {"id": "debian"}, "kernel": "6.1", "machine": "x86_64", "glibc": "glibc 2.36",
+               "cpu_model": "AMD EPYC", "cpu_count": 2},
+}  # fmt: skip
+
+
+def _v1_document() -> dict:
+    """A schema_version 1 document as megacpp-env wrote it before issue 14 (no ``live``), its digest
+    computed here by version 1's rule, independently of the code under test."""
+    import hashlib
+
+    canonical = json.dumps({"schema_version": 1, "facts": V1_FACTS}, sort_keys=True, separators=(",", ":"))
+    digest = "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
+    return {"schema": "megacpp-env/snapshot", "schema_version": 1, "digest": digest, "facts": V1_FACTS,
+            "host": {"hostname": "gpu01"}, "timing": {"total": 0.4}}  # fmt: skip
+
+
+def test_version_1_documents_are_still_read(tmp_path):
+    path = tmp_path / "golden-v1.json"
+    path.write_text(json.dumps(_v1_document(), indent=2, sort_keys=True) + "\n")
+    snap = load_snapshot(path)
+    assert (snap.schema_version, snap.live, snap.digest) == (1, {}, _v1_document()["digest"])
+    assert json.loads(snap.to_json()) == _v1_document()  # written back as it was: no live section
+    with_live = _v1_document() | {"live": {}}
+    path.write_text(json.dumps(with_live))
+    with pytest.raises(VerificationError, match="a schema_version 1 snapshot has no live section"):
+        load_snapshot(path)
+
+
+def test_a_version_1_golden_against_a_version_2_snapshot_says_what_to_do():
+    from megacpp_env.snapshot.diff import diff_snapshots
+
+    old = Snapshot.from_dict(_v1_document())
+    facts = json.loads(json.dumps(V1_FACTS))
+    facts["gpu"]["devices"][0]["sm_count"] = 108  # version 2: the right table
+    del facts["gpu"]["nvml_error"]
+    new = Snapshot(facts=facts)
+    report = diff_snapshots(old, new)
+    assert report.drift and old.digest != Snapshot(facts=V1_FACTS).digest  # the version is in the digest
+    notes = [f.message for f in report.findings if f.key == "host.schema_version"]
+    assert notes == [
+        "snapshot schema_version 1 -> 2: the facts version 2 added show as differences; take the older "
+        "snapshot again with this megacpp-env (a golden: megacpp-env snapshot --golden NAME)"
+    ]
+    assert "gpu 0 (NVIDIA A100-SXM4-80GB): sm_count: 54 -> 108" in [f.message for f in report.findings]
