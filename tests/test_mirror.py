@@ -308,7 +308,11 @@ def test_mirror_cli_refuses_a_traversal_name_in_a_committed_lock(tmp_path, capsy
     lock_file = layout.lock_path(spec.parent, "smoke", "linux/amd64")
     lock_file.parent.mkdir(parents=True, exist_ok=True)
     evil = whl.parent.as_uri() + "/..%2F..%2F..%2FVICTIM.txt"
-    lock_file.write_text(render_pylock(_lock_of(evil, sha)))
+    # the writer refuses such a name (packaging.pylock): the attacker edits the committed text instead
+    good = whl.parent.as_uri() + "/" + whl.name
+    text = render_pylock(_lock_of(good, sha))
+    assert text.count(good) == 1
+    lock_file.write_text(text.replace(good, evil))
     dest = tmp_path / "repo" / "m1" / "m2"
     rc = main(["mirror", "smoke", "--platform", "linux/amd64", "--to", str(dest), "--spec", str(spec)])
     err = capsys.readouterr().err
