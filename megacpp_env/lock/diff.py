@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 from packaging.version import InvalidVersion, Version
 
-from megacpp_env.lock.pylock import Lock, LockedPackage, LockFormatError, lock_from_data
+from megacpp_env.lock.pylock import Lock, LockedPackage, LockFormatError, lock_from_data, read_pylock_text
 from megacpp_env.lock.reqtxt import read_requirements_text
 from megacpp_env.records import as_dict, parse_toml, read_text
 
