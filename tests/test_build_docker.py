@@ -158,7 +158,10 @@ def test_a_fetch_in_a_source_step_fails_and_succeeds_with_a_network(docker_daemo
     assert "  | lo\n" in str(exc.value) + "\n" and "eth0" not in log  # the step's only network interface
     from dataclasses import replace
 
-    networked = replace(plan.request, network="host", build_args=(), labels=(), tag="megacpp-test/smoke:networked")
+    # the whole Dockerfile in one networked build: its lock stage then runs with the host network (another
+    # cache key than step 2's), so it needs the CA bundle step 2 gets
+    networked = replace(plan.request, network="host", build_args=(), labels=(), secrets=plan.deps_request.secrets,
+                        tag="megacpp-test/smoke:networked")
     lines: list[str] = []
     rc, log2 = docker.stream(docker.build_argv(networked, docker=docker.binary()), cwd=str(repo_copy),
                              on_line=lines.append)
