@@ -19,6 +19,7 @@ from megacpp_env.fsutil import atomic_write_bytes, canonical_hash, sha256_bytes
 from megacpp_env.layout import platform_arch
 from megacpp_env.spec.model import Source, Spec, Target
 from megacpp_env.srcbuild import closure
+from megacpp_env.srcbuild.plan import SourcePlan
 from megacpp_env.templating import TemplateValueError, render_template
 
 TEMPLATE = "Dockerfile.j2"
@@ -87,7 +88,7 @@ def _split_on_arch(path: Path, root: Path) -> dict[str, str]:
     return {"prefix": prefix, "suffix": suffix, "name_prefix": prefix.rpartition("/")[2]}
 
 
-def _source_view(root: Path, target: Target, src: Source) -> dict[str, Any]:
+def _source_view(root: Path, target: Target, src: Source, plan: SourcePlan) -> dict[str, Any]:
     return {
         "name": src.name,
         "commit": src.commit,
@@ -99,6 +100,9 @@ def _source_view(root: Path, target: Target, src: Source) -> dict[str, Any]:
         "plan": sourceplans.plan_path(root, target.name, src.name).relative_to(root).as_posix(),
         "mirror": f"{layout.SOURCE_MIRROR}/sources/{src.name}",
         "image_mirror": f"{layout.IMAGE_SOURCE_MIRROR}/sources/{src.name}",
+        # shown in the stage's header comment (the plan file is what the stage reads)
+        "build_env": sorted(plan.build_env.items()),
+        "fetches": [(f.env, f.name) for f in plan.fetches],
     }
 
 
@@ -161,7 +165,7 @@ def view(spec: Spec, target: Target, templates: Path) -> dict[str, Any]:
         "lock_export": _split_on_arch(layout.requirements_export_path(root, target.name, sentinel), root),
         "lock_pylock": _split_on_arch(layout.lock_path(root, target.name, sentinel), root),
         "extra_index_urls": [i.url for i in _explicit_indexes(spec, target)],
-        "sources": [_source_view(root, target, s) for s in target.sources],
+        "sources": [_source_view(root, target, s, sourceplans.plan_of(spec, target, s)) for s in target.sources],
         "srcbuild": layout.IMAGE_SRCBUILD,
         "srcbuild_closure": _closure_view(),
         "plans_dir": layout.IMAGE_PLANS,
