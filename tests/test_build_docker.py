@@ -274,14 +274,14 @@ def test_build_from_a_mirror_only(docker_daemon, smoke_source_server, repo_copy,
 
 
 def test_a_project_without_the_tool_source_builds_from_a_staged_context(smoke_image, tmp_path, capsys):
-    """A project with only stack.yaml, images/, locks/ and overlays/ (megacpp-env installed, not
+    """A project with only stack.yaml, images/, locks/, overlays/ and facts/ (megacpp-env installed, not
     vendored): build stages the project's files and the running tool's source. The inputs, and so
     the tag, are those of the build from this repository; the image verifies."""
     import shutil
 
     project = tmp_path / "project"
     project.mkdir()
-    for name in ("stack.yaml", "images", "locks", "overlays"):
+    for name in ("stack.yaml", "images", "locks", "overlays", "facts"):
         src = REPO_ROOT / name
         (shutil.copytree if src.is_dir() else shutil.copy2)(src, project / name)
     result = build_smoke("linux/amd64", root=project, tag="megacpp/smoke-staged:test")
