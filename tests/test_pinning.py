@@ -260,7 +260,7 @@ def test_a_moved_tag_is_drift_for_check_and_build(pushed_base, registry_host, re
     assert pin_cmd.run(_pin_args(path, check=True)) == 1
     assert capsys.readouterr().out == f"drift: {drift}\n"
     args = _build_args(path)
-    assert dispatch(argparse.Namespace(verb="build", **vars(args))) == 1  # JSON on failure: cli's one handler
+    assert dispatch(args) == 1  # JSON on failure: cli's one handler
     refused = f"refusing to build: {drift}; --skip-base-check builds from the pinned digest anyway"
     assert json.loads(capsys.readouterr().out) == {"ok": False, "error": refused}
     args.json = False
@@ -280,10 +280,11 @@ def test_a_moved_tag_is_drift_for_check_and_build(pushed_base, registry_host, re
     assert pin_cmd.run(_pin_args(path, check=True)) == 0
 
 
-def _build_args(path: Path, **kw) -> argparse.Namespace:
+def _build_args(path: Path) -> argparse.Namespace:
+    """``build smoke --json`` parsed by the real parser (a hand-made Namespace misses new options)."""
+    from megacpp_env.cli import build_parser, canonical_argv
     from tests.fixtures.docker import ca_bundle
 
-    base = {"spec": str(path), "target": "smoke", "platform": "", "base_image": "", "tag": "", "registry": "",
-            "push": False, "builder": "", "cache_from": [], "cache_to": [], "network": "", "ca_bundle": ca_bundle(),
-            "mirror": "", "dry_run": False, "no_cache": False, "json": True, "skip_base_check": False}
-    return argparse.Namespace(**{**base, **kw})
+    ca = ca_bundle()
+    argv = canonical_argv(["build", "smoke", "--spec", str(path), "--json", *(["--ca-bundle", ca] if ca else [])])
+    return build_parser(argv).parse_args(argv)
