@@ -26,11 +26,11 @@ apt_install() {
   [ "${#missing[@]}" -eq 0 ] && return 0
   log "installing: ${missing[*]}"
   if [ "$apt_updated" -eq 0 ]; then
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get update -q </dev/null
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get update -q </dev/null >&2
     apt_updated=1
   fi
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
-    --no-install-recommends "${missing[@]}" </dev/null
+    --no-install-recommends "${missing[@]}" </dev/null >&2
 }
 
 # debian_mirror: print the Debian archive URI ($DEBIAN_MIRROR, else the first
