@@ -166,6 +166,30 @@ def test_setup_py_project(setup_repo):
     assert [t.name for t in f.tools] == ["torch.utils.cpp_extension"]
 
 
+def test_compile_units_and_a_jobs_division_are_facts(tmp_path):
+    # the jobs formula's inputs: the files each extension compiles, and vLLM-style `jobs // nvcc_threads`
+    setup_py = SETUP_PY.replace(
+        'sources=[])', 'sources=["csrc/a.cpp", "csrc/b.cu", "csrc/c.cu", "README.md"])'
+    ).replace(
+        "def get_package_version():",
+        "def compute_num_jobs(num_jobs, nvcc_threads):\n    return max(1, num_jobs // nvcc_threads)\n\n\n"
+        "def get_package_version():",
+    )
+    path = tmp_path / "units"
+    f = extract(request(path, make_repo(path, {**SETUP_FILES, "setup.py": setup_py})))
+    assert (f.arch.compile_units, f.arch.compile_units_at) == (3, ("setup.py:40",))
+    assert f.arch.jobs_divided_at == "setup.py:27"
+    text = render_facts(f)
+    assert "compile_units = 3" in text and 'jobs_divided_at = "setup.py:27"' in text
+
+
+def test_facts_without_units_write_no_unit_keys(setup_repo):
+    path, commit = setup_repo
+    f = extract(request(path, commit))
+    assert (f.arch.compile_units, f.arch.jobs_divided_at) == (0, "")
+    assert "compile_units" not in render_facts(f) and "jobs_divided_at" not in render_facts(f)
+
+
 def test_pyproject_project_with_cmake_fetch_and_submodule(pyproject_repo):
     path, commit = pyproject_repo
     git.run_git(["submodule", "update", "--init"], path, config=FILE_OK)

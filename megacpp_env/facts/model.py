@@ -218,29 +218,52 @@ class ToolUse:
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ArchFlags:
     """Hard-coded device code targets in the build files (``-gencode arch=compute_90,code=sm_90``)
-    and a hard-coded ``nvcc --threads N``; empty/0 when the build takes them from the environment."""
+    and a hard-coded ``nvcc --threads N``; empty/0 when the build takes them from the environment.
+
+    How the build parallelises (the jobs formula reads these): ``compile_units``, the source files its
+    extensions compile (``sources=[...]`` of a torch cpp_extension build; 0: not known, e.g. a CMake
+    build); ``jobs_divided_at``, where the build divides its job count by the nvcc thread count (vLLM's
+    ``compute_num_jobs``: it runs MAX_JOBS // NVCC_THREADS jobs). Written only when found."""
 
     gencode: tuple[str, ...] = ()
     gencode_at: tuple[str, ...] = ()
     nvcc_threads: int = 0
     nvcc_threads_at: str = ""
+    compile_units: int = 0
+    compile_units_at: tuple[str, ...] = ()
+    jobs_divided_at: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "gencode": list(self.gencode),
             "gencode_at": list(self.gencode_at),
             "nvcc_threads": self.nvcc_threads,
             "nvcc_threads_at": self.nvcc_threads_at,
         }
+        if self.compile_units:
+            out["compile_units"] = self.compile_units
+            out["compile_units_at"] = list(self.compile_units_at)
+        if self.jobs_divided_at:
+            out["jobs_divided_at"] = self.jobs_divided_at
+        return out
 
     @classmethod
     def from_table(cls, t: Table) -> ArchFlags:
-        t.only(("gencode", "gencode_at", "nvcc_threads", "nvcc_threads_at"))
+        t.only(
+            ("gencode", "gencode_at", "nvcc_threads", "nvcc_threads_at", "compile_units", "compile_units_at",
+             "jobs_divided_at")
+        )  # fmt: skip
+        units = t.number("compile_units", 0)
+        if not 0 <= units <= 100_000:
+            t.fail(f"expected an integer in [0, 100000], got {units}", "compile_units")
         return cls(
             gencode=t.texts("gencode"),
             gencode_at=t.texts("gencode_at"),
             nvcc_threads=t.number("nvcc_threads", 0),
             nvcc_threads_at=t.text("nvcc_threads_at", ""),
+            compile_units=units,
+            compile_units_at=t.texts("compile_units_at"),
+            jobs_divided_at=t.text("jobs_divided_at", ""),
         )
 
 

@@ -3,7 +3,8 @@
 ``scan_file`` walks one file's AST and returns what the facts need from it: environment variables
 read (``os.getenv``/``os.environ.get``/``os.environ[...]``/``in os.environ``, also through helper
 functions that pass a parameter on to one of those), literal ``-gencode`` targets, a hard-coded
-``nvcc --threads N``, build tools imported (torch's cpp_extension, setuptools-scm's ``get_version``),
+``nvcc --threads N``, the source files each extension compiles (``sources=[...]``), a division of
+the job count by the nvcc thread count, build tools imported (torch's cpp_extension, setuptools-scm's ``get_version``),
 local modules imported and file paths spelled out as string parts (``ROOT / "vllm" / "envs.py"``).
 """
 
@@ -18,6 +19,7 @@ from pathlib import Path
 
 GENCODE_RE = re.compile(r"arch=compute_([0-9]+[a-z]?),code=(?:sm|compute)_([0-9]+[a-z]?)")
 THREADS_RE = re.compile(r"^--threads[= ]([0-9]+)$")
+UNIT_SUFFIXES = (".cu", ".cpp", ".cc", ".cxx", ".c")
 ENV_FUNCS = {("os", "getenv"), ("os.environ", "get")}
 
 
@@ -35,6 +37,8 @@ class FileScan:
     env: list[EnvHit] = field(default_factory=list)
     gencode: list[tuple[str, int]] = field(default_factory=list)
     threads: tuple[int, int] | None = None  # (count, line)
+    units: list[tuple[int, int]] = field(default_factory=list)  # (source files, line) per ``sources=[...]``
+    divides: int | None = None  # line of ``jobs // nvcc_threads`` (the build splits its jobs among nvcc threads)
     tools: list[tuple[str, int, str]] = field(default_factory=list)  # (name, line, detail)
     imports: list[tuple[str, int]] = field(default_factory=list)  # (dotted module, level), module level
     nested_imports: list[tuple[str, int]] = field(default_factory=list)  # inside functions
@@ -141,6 +145,21 @@ class _Scanner(ast.NodeVisitor):
             self.out.env.append(EnvHit(name=name, line=node.lineno, default=default, compared=self.compared(node)))
         self.tool_call(node)
         self.path_parts(node)
+        self.compile_units(node)
+        self.generic_visit(node)
+
+    def compile_units(self, node: ast.Call) -> None:
+        """``Extension(..., sources=["a.cpp", "b.cu"])``: the translation units one extension compiles."""
+        for kw in node.keywords:
+            if kw.arg == "sources" and isinstance(kw.value, (ast.List, ast.Tuple)):
+                files = [t for e in kw.value.elts if (t := self.text(e)) is not None and t.endswith(UNIT_SUFFIXES)]
+                if files:
+                    self.out.units.append((len(files), kw.value.lineno))
+
+    def visit_BinOp(self, node: ast.BinOp) -> None:
+        # vLLM's setup.py compute_num_jobs: ``num_jobs = max(1, num_jobs // nvcc_threads)``
+        if isinstance(node.op, ast.FloorDiv) and "nvcc_threads" in _dotted(node.right).lower():
+            self.out.divides = self.out.divides or node.lineno
         self.generic_visit(node)
 
     def compared(self, node: ast.expr) -> tuple[str, ...]:

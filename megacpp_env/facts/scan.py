@@ -109,6 +109,8 @@ def scan_build(project: Path, root: Path) -> BuildScan:
     tools: list[ToolUse] = []
     gencode: list[tuple[str, str]] = []
     threads: tuple[int, str] | None = None
+    units: list[tuple[int, str]] = []
+    divides = ""
     for path in files:
         r = rel(path, root)
         scan = pyscan.scan_file(path, r)
@@ -120,6 +122,9 @@ def scan_build(project: Path, root: Path) -> BuildScan:
             gencode += [(g, f"{r}:{line}") for g, line in scan.gencode]
             if scan.threads:
                 threads = (scan.threads[0], f"{r}:{scan.threads[1]}")
+            units += [(count, f"{r}:{line}") for count, line in scan.units]
+        if path in entries and scan.divides and not divides:
+            divides = f"{r}:{scan.divides}"
     fetches: list[Fetch] = []
     for path in cmake_files(project):
         r = rel(path, root)
@@ -132,7 +137,7 @@ def scan_build(project: Path, root: Path) -> BuildScan:
     return BuildScan(
         env=tuple(_env_records(reads)),
         tools=tuple(sorted(set(tools), key=lambda t: (t.name, t.at))),
-        arch=_arch(gencode, threads),
+        arch=_arch(gencode, threads, units, divides),
         fetches=tuple(fetches),
         files=tuple(rel(p, root) for p in files),
     )
@@ -165,7 +170,9 @@ def _env_records(reads: dict[str, dict[str, set[str]]]) -> list[EnvRead]:
     ]
 
 
-def _arch(gencode: list[tuple[str, str]], threads: tuple[int, str] | None) -> ArchFlags:
+def _arch(
+    gencode: list[tuple[str, str]], threads: tuple[int, str] | None, units: list[tuple[int, str]], divides: str
+) -> ArchFlags:
     seen: dict[str, str] = {}
     for flag, at in gencode:
         seen.setdefault(flag, at)
@@ -175,6 +182,9 @@ def _arch(gencode: list[tuple[str, str]], threads: tuple[int, str] | None) -> Ar
         gencode_at=tuple(ats),
         nvcc_threads=threads[0] if threads else 0,
         nvcc_threads_at=threads[1] if threads else "",
+        compile_units=sum(count for count, _ in units),
+        compile_units_at=tuple(sorted((at for _, at in units), key=_at_key)),
+        jobs_divided_at=divides,
     )
 
 
