@@ -6,20 +6,68 @@ never load. Never prints.
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from pathlib import Path
 
 from megacpp_env import layout
 from megacpp_env.errors import SpecError
+from megacpp_env.rules.readers import overlay_arch_var, readers, spec_facts
 from megacpp_env.spec.model import Source, Spec, Target
 from megacpp_env.srcbuild.mirror import MirrorRequest, Pin
-from megacpp_env.srcbuild.plan import SourcePlan, plan_for
+from megacpp_env.srcbuild.plan import JOBS_ENV, THREADS_ENV, JobsPlan, SourcePlan, plan_for, target_jobs
+
+ARCH_LIST_RE = re.compile(r"[\s;,]+")
 
 
 def plan_of(spec: Spec, target: Target, source: Source) -> SourcePlan:
     """The plan of ``source`` on ``target``, with the target's own sanity checks for it added."""
     checked = replace(source, sanity=target.sanity_for(source))
-    return plan_for(target, checked, {name: spec.source(name) for name in source.fetches.values()})
+    fetched = {name: spec.source(name) for name in source.fetches.values()}
+    return plan_for(target, checked, fetched, jobs_inputs(spec, target, source))
+
+
+def jobs_inputs(spec: Spec, target: Target, source: Source) -> JobsPlan:
+    """The jobs formula's inputs, read from the source's facts (``facts/<name>.toml``), its overlay and
+    the build tools the facts show it uses: the parallelism variables the build reads (nothing when it
+    has no facts), a hard-coded ``--threads``, the files it compiles, the archs each is compiled for,
+    and whether it divides MAX_JOBS by NVCC_THREADS. Never a hand-written list."""
+    facts = spec_facts(spec).get(source.name)
+    if facts is None:
+        return target_jobs(target, nvcc_threads=source.jobs.nvcc_threads)
+    names = readers(spec, source, facts).names
+    reads = tuple(sorted(name for name in JOBS_ENV if name in names))
+    reads_threads = any(name in reads for name in THREADS_ENV)
+    hard = 0 if reads_threads else (facts.arch.nvcc_threads or source.jobs.nvcc_threads)
+    return target_jobs(
+        target,
+        reads=reads,
+        nvcc_threads=hard,
+        units=facts.arch.compile_units,
+        archs=_archs(spec, target, source, names, len(facts.arch.gencode)) if target.uses_cuda else 0,
+        divides=bool(facts.arch.jobs_divided_at) and reads_threads,
+    )
+
+
+def _archs(spec: Spec, target: Target, source: Source, names: dict[str, str], hard_coded: int) -> int:
+    """How many archs each file is compiled for: the overlay's arch variable, else a hard-coded
+    -gencode list, else the first CUDA arch list the build reads (FLASHINFER_CUDA_ARCH_LIST,
+    TORCH_CUDA_ARCH_LIST); 1 when none says."""
+    env = {"TORCH_CUDA_ARCH_LIST": target.gpu.torch_cuda_arch_list} if target.gpu is not None else {}
+    env.update(target.build_env_for(source))
+    var = overlay_arch_var(spec, source)
+    if var and var in env:
+        return _count_archs(env[var])
+    if hard_coded:
+        return hard_coded
+    for name in sorted(names):
+        if "ARCH" in name and "CUDA" in name and name in env:
+            return _count_archs(env[name])
+    return 1
+
+
+def _count_archs(value: str) -> int:
+    return max(1, len([a for a in ARCH_LIST_RE.split(value) if a]))
 
 
 def target_plans(spec: Spec, target: Target) -> list[SourcePlan]:

@@ -193,10 +193,14 @@ def _plan(spec, target: str, source: str) -> dict:
 
 def test_spec_build_settings_reach_the_plans_and_the_jobs_formula_runs_in_the_stage(golden_spec):
     assert _plan(golden_spec, "cloud", "vllm")["jobs"] == {
-        "cuda": True, "max_jobs": 16, "mem_per_job_gib": 4, "nvcc_threads": 0, "nvcc_threads_override": 4, "reads": [],
+        "cuda": True, "max_jobs": 16, "mem_per_job_gib": 4, "nvcc_threads": 0, "nvcc_threads_override": 4,
+        "reads": ["MAX_JOBS", "NVCC_THREADS"],  # from facts/vllm.toml (vllm/envs.py), never a hand-written list
+        "units": 0, "archs": 3, "divides": False,
     }  # fmt: skip
     gb10 = _plan(golden_spec, "gb10", "causal_conv1d")["jobs"]
-    assert (gb10["max_jobs"], gb10["nvcc_threads"], gb10["reads"]) == (0, 4, ["MAX_JOBS"])  # derived where built
+    # derived where built: MAX_JOBS from torch's cpp_extension, --threads 4, 4 files, 12 hard-coded archs (facts)
+    assert (gb10["max_jobs"], gb10["nvcc_threads"], gb10["reads"]) == (0, 4, ["MAX_JOBS"])
+    assert (gb10["units"], gb10["archs"]) == (4, 12)
     assert "MemAvailable" not in _text(golden_spec, "gb10")  # the formula is Python (srcbuild.jobs), not shell
 
 

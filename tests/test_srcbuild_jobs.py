@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from megacpp_env.errors import RefusedError
 from megacpp_env.srcbuild.jobs import GIB, Resources, decide, read_resources
 from megacpp_env.srcbuild.plan import JobsPlan
 
@@ -122,10 +124,56 @@ def test_upstream_hard_coded_nvcc_threads_divide_the_jobs() -> None:
     assert "hard-coded by the build" in d.why
 
 
-def test_reads_nvcc_threads_gets_two_when_memory_allows() -> None:
-    policy = JobsPlan(reads=("MAX_JOBS", "NVCC_THREADS"), cuda=True, mem_per_job_gib=4)
-    assert decide(policy, res(128, 8)).env == {"MAX_JOBS": "8", "NVCC_THREADS": "2"}
-    assert decide(policy, res(40, 8)).env == {"MAX_JOBS": "8", "NVCC_THREADS": "1"}
+def test_causal_conv1d_two_archs_on_16_cores_gets_4_jobs_of_2_threads() -> None:
+    """The H200 case: 4 compile units, 2 archs, 16 cores, ~124 GiB available (31 slots < 32). The old
+    formula picked 1 thread (over 580 s); the units leave 12 cores idle, so each nvcc splits its 2 archs."""
+    policy = JobsPlan(reads=("MAX_JOBS", "NVCC_THREADS"), cuda=True, mem_per_job_gib=4, units=4, archs=2)
+    for gib in (124.5, 128):
+        d = decide(policy, res(gib, 16))
+        assert (d.max_jobs, d.nvcc_threads, d.env) == (4, 2, {"MAX_JOBS": "4", "NVCC_THREADS": "2"}), gib
+    assert decide(replace(policy, archs=1), res(128, 16)).nvcc_threads == 1  # one arch: nothing to split
+
+
+def test_threads_use_only_the_cores_the_units_leave_idle() -> None:
+    policy = JobsPlan(reads=("MAX_JOBS", "NVCC_THREADS"), cuda=True, mem_per_job_gib=4, units=10, archs=4)
+    assert (decide(policy, res(128, 20)).max_jobs, decide(policy, res(128, 20)).nvcc_threads) == (10, 2)
+    unknown = replace(policy, units=0)  # a CMake build: units not known, as many jobs as cpus
+    assert (decide(unknown, res(512, 20)).max_jobs, decide(unknown, res(512, 20)).nvcc_threads) == (20, 1)
+
+
+@pytest.mark.parametrize("gib", [1, 7, 9, 31, 33, 64, 127, 500])
+@pytest.mark.parametrize("cpus", [1, 2, 3, 16, 20, 64])
+@pytest.mark.parametrize(("units", "archs"), [(0, 1), (1, 4), (4, 2), (10, 3), (400, 2)])
+def test_the_memory_bound_holds_whenever_the_formula_chooses(gib: int, cpus: int, units: int, archs: int) -> None:
+    policy = JobsPlan(reads=("MAX_JOBS", "NVCC_THREADS"), cuda=True, mem_per_job_gib=4, units=units, archs=archs)
+    d = decide(policy, res(gib, cpus))
+    assert 1 <= d.max_jobs <= cpus and 1 <= d.nvcc_threads <= max(1, archs)
+    assert d.max_jobs * d.nvcc_threads * 4 <= max(gib, 4)  # (at least one job of one thread)
+    assert d.max_jobs * d.nvcc_threads <= max(cpus, d.max_jobs)
+
+
+def test_vllm_divides_max_jobs_by_nvcc_threads_so_max_jobs_is_jobs_times_threads() -> None:
+    # vLLM's setup.py compute_num_jobs runs max(1, MAX_JOBS // NVCC_THREADS) jobs
+    policy = JobsPlan(reads=("MAX_JOBS", "NVCC_THREADS"), cuda=True, mem_per_job_gib=4, divides=True,
+                      nvcc_threads_override=2)  # fmt: skip
+    d = decide(policy, res(128, 20))
+    assert (d.max_jobs, d.nvcc_threads, d.env) == (16, 2, {"MAX_JOBS": "32", "NVCC_THREADS": "2"})
+    assert "MAX_JOBS // NVCC_THREADS" in d.why
+    assert decide(policy, res(128, 20), jobs=3).env == {"MAX_JOBS": "6", "NVCC_THREADS": "2"}  # --jobs 3: 3 run
+    assert decide(replace(policy, reads=("MAX_JOBS",)), res(128, 20)).env == {"MAX_JOBS": "16"}  # no threads read
+
+
+def test_negative_jobs_are_refused() -> None:
+    with pytest.raises(RefusedError, match="--jobs -3: expected a positive number"):
+        decide(JobsPlan(reads=("MAX_JOBS",)), res(64, 8), jobs=-3)
+
+
+def test_an_injected_tree_gives_its_own_cpu_list(tmp_path: Path) -> None:
+    proc, sys = fake_v2(tmp_path, available_gib=64, levels={}, path="/")
+    write(proc, {"self/status": "Name:\tx\nCpus_allowed_list:\t0-19,24\n"})
+    assert read_resources(proc=proc, sys=sys).cpus == 21
+    write(proc, {"self/status": "Cpus_allowed_list:\t7-3\n"})  # malformed: one CPU, never more
+    assert read_resources(proc=proc, sys=sys).cpus == 1
 
 
 @pytest.mark.parametrize(

@@ -28,7 +28,10 @@ def test_plan_merges_target_and_source_env_and_carries_the_jobs_facts(spec) -> N
     assert plan.build_env["CAUSAL_CONV1D_FORCE_BUILD"] == "TRUE"
     assert plan.build_env["TORCH_CUDA_ARCH_LIST"] == cloud.build_env["TORCH_CUDA_ARCH_LIST"]
     # the arch overlay makes setup.py read NVCC_THREADS (upstream hard-codes 4) and the target's archs
+    # (from the facts: torch's cpp_extension reads MAX_JOBS; the overlay's setup.py reads NVCC_THREADS)
     assert (plan.jobs.nvcc_threads, plan.jobs.reads, plan.jobs.cuda) == (0, ("MAX_JOBS", "NVCC_THREADS"), True)
+    # 4 files compiled (facts: setup.py sources=[...]), each for the 2 archs of MEGACPP_CUDA_ARCHS
+    assert (plan.jobs.units, plan.jobs.archs, plan.jobs.divides) == (4, 2, False)
     assert plan.build_env["MEGACPP_CUDA_ARCHS"] == "90a 100a" and plan.overlay == "causal-conv1d-archs"
     assert plan.commit == "9e4ace0b1d53ede275308abf25f64a1fc04c5fd4" and plan.dist == "causal-conv1d"
 
@@ -86,10 +89,28 @@ def test_a_fetched_source_must_fetch_nothing(stack_data) -> None:
         load_data(stack_data)
 
 
-def test_nvcc_threads_and_reading_nvcc_threads_conflict(stack_data) -> None:
-    stack_data["sources"]["mamba_ssm"]["jobs"] = {"nvcc_threads": 4, "reads": ["NVCC_THREADS"]}
-    with pytest.raises(SpecError, match=r"sources\.mamba_ssm\.jobs\.nvcc_threads: the build reads NVCC_THREADS"):
+def test_a_hand_written_reads_list_is_refused(stack_data) -> None:
+    stack_data["sources"]["mamba_ssm"]["jobs"] = {"reads": ["NVCC_THREADS"]}
+    with pytest.raises(SpecError, match=r"sources\.mamba_ssm\.jobs\.reads: the parallelism variables a build reads "
+                                        r"are not written by hand: they come from its facts"):  # fmt: skip
         load_data(stack_data)
+
+
+@pytest.mark.parametrize("target", ["cloud", "gb10"])
+def test_every_plans_reads_equal_what_its_facts_say_the_build_reads(spec, target) -> None:
+    from megacpp_env.rules.readers import readers, spec_facts
+    from megacpp_env.srcbuild.plan import JOBS_ENV
+
+    facts = spec_facts(spec)
+    for source in spec.target(target).sources:
+        f = facts.get(source.name)
+        assert f is not None, source.name
+        names = readers(spec, source, f).names
+        assert plan_of(spec, spec.target(target), source).jobs.reads == tuple(n for n in sorted(JOBS_ENV) if n in names)
+    vllm = plan_of(spec, spec.target(target), spec.source("vllm")).jobs
+    assert vllm.reads == ("MAX_JOBS", "NVCC_THREADS")  # vllm/envs.py, read by setup.py compute_num_jobs
+    jit = plan_of(spec, spec.target(target), spec.source("flashinfer_jit_cache")).jobs
+    assert jit.reads == ("FLASHINFER_NVCC_THREADS", "MAX_JOBS")  # flashinfer/jit/cpp_ext.py
 
 
 def test_target_for_needs_target_when_ambiguous(spec) -> None:
@@ -113,7 +134,9 @@ def _doc(spec) -> dict:
         (lambda d: d.update(schema_version=2), "p.json: schema_version: unsupported schema_version 2"),
         (lambda d: d.update(install="egg"), "p.json: install: expected 'wheel' or 'path', got 'egg'"),
         (lambda d: d["jobs"].update(reads=["MAKEFLAGS"]),
-         "p.json: jobs.reads[0]: expected one of CMAKE_BUILD_PARALLEL_LEVEL, MAX_JOBS, NVCC_THREADS, got 'MAKEFLAGS'"),
+         "p.json: jobs.reads[0]: expected one of CMAKE_BUILD_PARALLEL_LEVEL, FLASHINFER_NVCC_THREADS, MAX_JOBS, "
+         "NVCC_THREADS, got 'MAKEFLAGS'"),
+        (lambda d: d["jobs"].update(units=-1), "p.json: jobs.units: expected an integer in [0, 100000], got -1"),
         (lambda d: d["build_env"].update({"A": "x\ny"}), "p.json: build_env.A: control character"),
         (lambda d: d["fetches"].append({"env": "X"}), "p.json: fetches[0].name: missing (expected a string)"),
     ],

@@ -19,7 +19,6 @@ from megacpp_env.spec import fields as F
 from megacpp_env.spec.model import (
     FEATURES,
     INSTALL_MODES,
-    JOBS_ENV,
     SCHEMA_VERSION,
     Alignment,
     ArtifactSet,
@@ -346,16 +345,17 @@ def _artifact_set(r: F.Reader, value: Any, key: str, name: str) -> ArtifactSet:
 
 
 def _jobs(r: F.Reader, value: Any, key: str) -> SourceJobs:
-    d = r.mapping(value, key, allowed=("nvcc_threads", "reads"))
-    reads = r.str_list(d.get("reads", []), join_key(key, "reads"), lambda v, ik: r.choice(v, ik, JOBS_ENV))
-    threads = r.integer(d.get("nvcc_threads", 0), join_key(key, "nvcc_threads"), maximum=256)
-    if threads and "NVCC_THREADS" in reads:
+    if isinstance(value, dict) and "reads" in value:
         raise r.fail(
-            join_key(key, "nvcc_threads"),
-            "the build reads NVCC_THREADS, so the tool chooses the thread count",
-            "drop nvcc_threads, or drop NVCC_THREADS from reads if the build hard-codes --threads",
+            join_key(key, "reads"),
+            "the parallelism variables a build reads are not written by hand: they come from its facts "
+            "(facts/<source>.toml), its overlay and the build tools the facts show it uses",
+            "drop jobs.reads; re-extract the facts if the build reads something they miss "
+            "(`megacpp-env facts extract SOURCE --from CHECKOUT`)",
         )
-    return SourceJobs(nvcc_threads=threads, reads=tuple(sorted(reads)))
+    d = r.mapping(value, key, allowed=("nvcc_threads",))
+    threads = r.integer(d.get("nvcc_threads", 0), join_key(key, "nvcc_threads"), maximum=256)
+    return SourceJobs(nvcc_threads=threads)
 
 
 def _sanity(r: F.Reader, value: Any, key: str) -> SanityCheck:

@@ -105,20 +105,14 @@ class SanityCheck:
         return as_dict(self)
 
 
-# Parallelism variables a source's build may read; only those a source declares are exported to it.
-JOBS_ENV = ("MAX_JOBS", "NVCC_THREADS", "CMAKE_BUILD_PARALLEL_LEVEL")
-
-
 @dataclass(frozen=True, kw_only=True, slots=True)
 class SourceJobs:
-    """How a source's build really parallelises (read from its build files at the pin).
-
-    ``nvcc_threads``: the ``nvcc --threads`` the build passes whatever the environment says (causal-conv1d
-    and mamba hard-code 4); 0 when the build reads ``NVCC_THREADS`` or compiles no CUDA. ``reads``: the
-    parallelism variables the build reads (``MAX_JOBS`` is read by torch's cpp_extension)."""
+    """How a source's build parallelises, beyond its facts. What the build reads (MAX_JOBS,
+    NVCC_THREADS, ...), the files it compiles and a hard-coded ``--threads`` come from its facts
+    (``sourceplans.jobs_inputs``); ``nvcc_threads`` is only for a source without facts: the
+    ``nvcc --threads`` its build passes whatever the environment says."""
 
     nvcc_threads: int = 0
-    reads: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return as_dict(self)

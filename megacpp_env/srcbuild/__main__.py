@@ -38,7 +38,7 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--overlays", type=Path, default=None, help="the directory holding overlays/<name>")
     b.add_argument("--install", action="store_true", help="install into the venv and run the sanity checks")
     b.add_argument("--no-sanity", action="store_true")
-    b.add_argument("--jobs", type=int, default=0)
+    b.add_argument("--jobs", type=_positive, default=0)
     c = sub.add_parser("collect", help="install every source's result, dependency check, sanity of all")
     c.add_argument("--plan", type=Path, action="append", required=True, dest="plans")
     c.add_argument("--venv", required=True)
@@ -51,6 +51,13 @@ def _parser() -> argparse.ArgumentParser:
     for sp in (b, c, j):
         sp.add_argument("--json", action="store_true")
     return p
+
+
+def _positive(text: str) -> int:
+    value = int(text) if text.strip().isdigit() else -1
+    if not 1 <= value <= 4096:
+        raise argparse.ArgumentTypeError(f"expected a number of compile jobs from 1 to 4096, got {text!r}")
+    return value
 
 
 def _line(text: str) -> None:

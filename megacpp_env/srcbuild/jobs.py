@@ -2,18 +2,27 @@
 
     memory  = min(MemAvailable, every cgroup limit on the way up minus its working set)
     cpus    = min(CPUs this process may run on, the cgroup CPU quota rounded up)
-    threads = the source's real nvcc thread count: what its build hard-codes (causal-conv1d and mamba
-              pass ``--threads 4``), else the target's fixed number, else 2 when memory allows two
-              threads per job on every CPU, else 1 (1 for a build without CUDA)
-    per job = mem_per_job_gib * threads
-    jobs    = the target's fixed number, else clamp(1, cpus, floor(memory / per job))
+    slots   = floor(memory / mem_per_job_gib): how many single-threaded compiles fit in memory
+    units   = the files the build compiles (its facts; not known: as many as the cpus)
+    jobs    = the target's fixed number, else clamp(1, min(units, cpus, slots / threads when those are fixed))
+    threads = what the build hard-codes (upstream causal-conv1d and mamba pass ``--threads 4``), else
+              the target's fixed number, else 1 for a build that reads no threads variable (or compiles
+              no CUDA), else the cores the jobs leave idle, up to the archs each file is compiled for
+              (nvcc's ``--threads`` splits a file by arch) and within memory:
+              min(archs, cpus // jobs, slots // jobs), at least 1
+
+so jobs x threads x mem_per_job_gib <= memory whenever the formula chooses. What is exported models
+what the build does with the numbers: a build that runs ``MAX_JOBS // NVCC_THREADS`` jobs (vLLM's
+``compute_num_jobs``) gets MAX_JOBS = jobs x threads. Only the variables the build reads
+(``plan.jobs.reads``, from its facts) are exported.
 
 The working set of a cgroup is its usage minus its inactive page cache (what the kernel reclaims
 first; the same rule container runtimes use), so a build cache filling the page cache does not
-starve the next build. Only the variables the build reads (``plan.jobs.reads``) are exported.
+starve the next build.
 
-``read_resources`` takes the roots of ``/proc`` and ``/sys`` so tests can give it fake trees.
-Stdlib only; never prints.
+``read_resources`` takes the roots of ``/proc`` and ``/sys`` so tests (and ``build-source
+--resources-root``) can give it fake trees; the CPUs this process may run on then come from that
+tree's ``self/status`` (``Cpus_allowed_list``). Stdlib only; never prints.
 """
 
 from __future__ import annotations
@@ -24,7 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from megacpp_env.srcbuild.plan import JobsPlan
+from megacpp_env.errors import RefusedError
+from megacpp_env.srcbuild.plan import THREADS_ENV, JobsPlan
 
 GIB = 1 << 30
 UNLIMITED = 1 << 60  # cgroup v1 reports "no limit" as a huge number near 2**63
@@ -72,41 +82,57 @@ class JobsDecision:
 
 
 def decide(policy: JobsPlan, res: Resources, *, jobs: int = 0) -> JobsDecision:
-    """MAX_JOBS and nvcc threads for one build; ``jobs`` (``--jobs N``) overrides the job count."""
-    slots = res.memory // (policy.mem_per_job_gib * GIB)
-    threads, threads_why = _threads(policy, slots, res.cpus)
-    per_job = policy.mem_per_job_gib * threads
+    """MAX_JOBS and nvcc threads for one build; ``jobs`` (``--jobs N``, N >= 1) overrides the job count."""
+    if jobs < 0:
+        raise RefusedError(f"--jobs {jobs}: expected a positive number of compile jobs (or none: the formula)")
+    slots = max(1, res.memory // (policy.mem_per_job_gib * GIB))
+    units = policy.units or res.cpus
+    units_why = f"{policy.units} units" if policy.units else "units not known"
     fixed = jobs or policy.max_jobs
-    count = fixed or max(1, min(res.cpus, res.memory // (per_job * GIB)))
-    why = (
-        f"fixed at {fixed}"
-        if fixed
-        else f"min({res.cpus} cpus, {res.memory / GIB:.1f} GiB / {per_job} GiB per job), at least 1"
-    )
+    threads, threads_why = _fixed_threads(policy)
+    if threads:
+        count = fixed or max(1, min(units, res.cpus, slots // threads))
+        jobs_why = f"min({units_why}, {res.cpus} cpus, {slots} memory slots / {threads} threads)"
+    else:
+        count = fixed or max(1, min(units, res.cpus, slots))
+        jobs_why = f"min({units_why}, {res.cpus} cpus, {slots} memory slots)"
+        archs = max(1, policy.archs)
+        threads = max(1, min(archs, res.cpus // count, slots // count))
+        threads_why = f"min({archs} archs, {res.cpus} cpus // {count} jobs, {slots} slots // {count} jobs)"
+    why = f"fixed at {fixed}" if fixed else f"{jobs_why} of {policy.mem_per_job_gib} GiB"
+    divided = policy.divides and any(name in policy.reads for name in THREADS_ENV)
+    if divided:
+        threads_why += f"; the build runs MAX_JOBS // NVCC_THREADS jobs, so MAX_JOBS = {count} x {threads}"
     return JobsDecision(
         max_jobs=count,
         nvcc_threads=threads,
-        per_job_gib=per_job,
-        env=_exported(policy, count, threads),
+        per_job_gib=policy.mem_per_job_gib * threads,
+        env=_exported(policy, count * threads if divided else count, count, threads),
         why=f"{why}; nvcc threads {threads} ({threads_why})",
         resources=res,
     )
 
 
-def _threads(policy: JobsPlan, slots: int, cpus: int) -> tuple[int, str]:
+def _fixed_threads(policy: JobsPlan) -> tuple[int, str]:
+    """The threads when the build or the target fixes them; (0, "") when the formula chooses."""
     if policy.nvcc_threads:
         return policy.nvcc_threads, "hard-coded by the build"
     if not policy.cuda:
         return 1, "no CUDA"
     if policy.nvcc_threads_override:
         return policy.nvcc_threads_override, "the target's build.nvcc_threads"
-    if "NVCC_THREADS" not in policy.reads:
-        return 1, "the build does not read NVCC_THREADS"
-    return (2, "memory for 2 per job on every cpu") if slots >= 2 * cpus else (1, "memory for 1 per job")
+    if not any(name in policy.reads for name in THREADS_ENV):
+        return 1, "the build reads no nvcc threads variable"
+    return 0, ""
 
 
-def _exported(policy: JobsPlan, jobs: int, threads: int) -> dict[str, str]:
-    values = {"MAX_JOBS": jobs, "CMAKE_BUILD_PARALLEL_LEVEL": jobs, "NVCC_THREADS": threads}
+def _exported(policy: JobsPlan, max_jobs: int, jobs: int, threads: int) -> dict[str, str]:
+    values = {
+        "MAX_JOBS": max_jobs,
+        "CMAKE_BUILD_PARALLEL_LEVEL": jobs,
+        "NVCC_THREADS": threads,
+        "FLASHINFER_NVCC_THREADS": threads,
+    }
     return {name: str(values[name]) for name in sorted(policy.reads) if name in values}
 
 
@@ -115,7 +141,7 @@ def _exported(policy: JobsPlan, jobs: int, threads: int) -> dict[str, str]:
 
 def read_resources(*, proc: Path = Path("/proc"), sys: Path = Path("/sys"), affinity: int | None = None) -> Resources:
     """Memory and CPUs available to this process: /proc/meminfo, the cgroup (v2 or v1) and the affinity."""
-    cpus = affinity if affinity is not None else len(os.sched_getaffinity(0))
+    cpus = affinity if affinity is not None else _affinity(proc)
     memory, memory_from = _meminfo_available(proc)
     cpus_from = "cpu affinity"
     for limit, where in _cgroup_memory(proc, sys):
@@ -125,6 +151,28 @@ def read_resources(*, proc: Path = Path("/proc"), sys: Path = Path("/sys"), affi
     if quota is not None and quota[0] < cpus:
         cpus, cpus_from = quota
     return Resources(memory=max(0, memory), memory_from=memory_from, cpus=max(1, cpus), cpus_from=cpus_from)
+
+
+def _affinity(proc: Path) -> int:
+    """CPUs this process may run on: the scheduler's answer, or a given tree's ``Cpus_allowed_list``."""
+    if proc == Path("/proc"):
+        return len(os.sched_getaffinity(0))
+    for line in _read(proc / "self" / "status").splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "Cpus_allowed_list":
+            return _count_cpu_list(value.strip())
+    return 1
+
+
+def _count_cpu_list(text: str) -> int:
+    """``0-19,24`` -> 21; anything malformed counts as 1 CPU (never more than the tree says)."""
+    total = 0
+    for part in text.split(","):
+        low, _, high = part.strip().partition("-")
+        if not low.isdigit() or (high and not high.isdigit()) or (high and int(high) < int(low)):
+            return 1
+        total += int(high) - int(low) + 1 if high else 1
+    return max(1, min(total, 1 << 16))
 
 
 def _meminfo_available(proc: Path) -> tuple[int, str]:

@@ -27,7 +27,8 @@ SCHEMA = 1
 SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-JOBS_ENV = ("CMAKE_BUILD_PARALLEL_LEVEL", "MAX_JOBS", "NVCC_THREADS")
+JOBS_ENV = ("CMAKE_BUILD_PARALLEL_LEVEL", "FLASHINFER_NVCC_THREADS", "MAX_JOBS", "NVCC_THREADS")
+THREADS_ENV = ("FLASHINFER_NVCC_THREADS", "NVCC_THREADS")  # the nvcc --threads a build passes on
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -78,11 +79,15 @@ class SanityPlan:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class JobsPlan:
-    """Inputs of the jobs formula (``srcbuild.jobs``) that come from the spec.
+    """Inputs of the jobs formula (``srcbuild.jobs``), from the source's facts and the target.
 
-    ``nvcc_threads``: threads each nvcc really runs when the build hard-codes them (0: it reads
-    ``NVCC_THREADS``, or compiles no CUDA). ``reads``: the parallelism variables the build reads; only
-    those are exported. ``max_jobs``/``nvcc_threads_override``: the target's fixed numbers (0: derive)."""
+    ``reads``: the parallelism variables the build reads (its facts, its overlay's files and the build
+    tools the facts show it uses); only those are exported. ``nvcc_threads``: threads each nvcc really
+    runs when the build hard-codes them (0: it reads a threads variable, or compiles no CUDA).
+    ``units``: the files it compiles (0: not known). ``archs``: the CUDA archs each file is compiled
+    for (what nvcc's ``--threads`` splits). ``divides``: the build runs ``MAX_JOBS // NVCC_THREADS``
+    jobs (vLLM's ``compute_num_jobs``). ``max_jobs``/``nvcc_threads_override``: the target's fixed
+    numbers (0: derive)."""
 
     reads: tuple[str, ...] = ()
     nvcc_threads: int = 0
@@ -90,6 +95,9 @@ class JobsPlan:
     mem_per_job_gib: int = 4
     max_jobs: int = 0
     nvcc_threads_override: int = 0
+    units: int = 0
+    archs: int = 0
+    divides: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -99,6 +107,9 @@ class JobsPlan:
             "mem_per_job_gib": self.mem_per_job_gib,
             "max_jobs": self.max_jobs,
             "nvcc_threads_override": self.nvcc_threads_override,
+            "units": self.units,
+            "archs": self.archs,
+            "divides": self.divides,
         }
 
 
@@ -180,8 +191,10 @@ def _with_remedy(read: Callable[[], T]) -> T:
 # ---- from the spec ------------------------------------------------------------------------------
 
 
-def plan_for(target: Target, source: Source, fetched: Mapping[str, Source]) -> SourcePlan:
-    """The plan of ``source`` in ``target``; ``fetched`` maps the names in ``source.fetches`` to sources."""
+def plan_for(target: Target, source: Source, fetched: Mapping[str, Source], jobs: JobsPlan | None = None) -> SourcePlan:
+    """The plan of ``source`` in ``target``; ``fetched`` maps the names in ``source.fetches`` to sources.
+    ``jobs``: the jobs formula's inputs from the facts (``sourceplans.jobs_inputs``); None: only the
+    target's settings, nothing read (nothing exported)."""
     env = {"TORCH_CUDA_ARCH_LIST": target.gpu.torch_cuda_arch_list} if target.gpu is not None else {}
     env.update(target.build_env_for(source))
     return SourcePlan(
@@ -200,15 +213,19 @@ def plan_for(target: Target, source: Source, fetched: Mapping[str, Source]) -> S
         sanity=SanityPlan(
             imports=source.sanity.imports, statements=source.sanity.statements, vllm_models=source.sanity.vllm_models
         ),
-        jobs=JobsPlan(
-            reads=tuple(sorted(source.jobs.reads)),
-            nvcc_threads=source.jobs.nvcc_threads,
-            cuda=target.uses_cuda,
-            mem_per_job_gib=target.build.mem_per_job_gib,
-            max_jobs=target.build.max_jobs,
-            nvcc_threads_override=target.build.nvcc_threads,
-        ),
+        jobs=jobs or target_jobs(target, nvcc_threads=source.jobs.nvcc_threads),
         fetches=tuple(_fetch(env_name, fetched[name]) for env_name, name in sorted(source.fetches.items())),
+    )
+
+
+def target_jobs(target: Target, **facts: Any) -> JobsPlan:
+    """The jobs inputs with ``target``'s settings; ``facts``: the source's own (reads, units, ...)."""
+    return JobsPlan(
+        cuda=target.uses_cuda,
+        mem_per_job_gib=target.build.mem_per_job_gib,
+        max_jobs=target.build.max_jobs,
+        nvcc_threads_override=target.build.nvcc_threads,
+        **facts,
     )
 
 
@@ -223,7 +240,10 @@ _PLAN_KEYS = (
     "schema_version", "generated_by", "target", "name", "dist", "repo", "commit", "ref", "submodules", "install",
     "overlay", "subdir", "build_env", "pre_build", "sanity", "jobs", "fetches",
 )  # fmt: skip
-_JOBS_KEYS = ("reads", "nvcc_threads", "cuda", "mem_per_job_gib", "max_jobs", "nvcc_threads_override")
+_JOBS_KEYS = (
+    "reads", "nvcc_threads", "cuda", "mem_per_job_gib", "max_jobs", "nvcc_threads_override", "units", "archs",
+    "divides",
+)  # fmt: skip
 _FETCH_KEYS = ("env", "name", "repo", "commit", "ref", "submodules")
 _DIST_RE = re.compile(r"^[a-z][a-z0-9-]*$")
 _OVERLAY_RE = re.compile(r"^$|^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -306,6 +326,9 @@ def _jobs(t: Table) -> JobsPlan:
         mem_per_job_gib=_bounded(t, "mem_per_job_gib", 1, 1024),
         max_jobs=_bounded(t, "max_jobs", 0, 4096),
         nvcc_threads_override=_bounded(t, "nvcc_threads_override", 0, 256),
+        units=_bounded(t, "units", 0, 100_000),
+        archs=_bounded(t, "archs", 0, 64),
+        divides=t.flag("divides"),
     )
 
 
