@@ -43,7 +43,7 @@ def test_verb_builds_the_smoke_extension_with_its_overlay(smoke_mirror, scratch_
     args = argparse.Namespace(
         spec=str(REPO_ROOT / "stack.yaml"), name="megacpp-smoke-ext", target="", venv=str(scratch_venv.parent.parent),
         mirror=smoke_mirror, workdir=tmp_path / "src" / "megacpp-smoke-ext", wheel_dir=tmp_path / "wheels",
-        install=True, no_sanity=False, jobs=0, json=True,
+        install=True, no_sanity=False, jobs=0, json=True, dry_run=False, resources_root=None,
     )  # fmt: skip
     assert build_source_cmd.run(args) == 0
     report = json.loads(capsys.readouterr().out)

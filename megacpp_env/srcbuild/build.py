@@ -7,9 +7,13 @@ Steps, each timed and reported through ``progress``:
   verify     HEAD is the pin, no changes but a recorded overlay, submodules at their pinned commits
   overlay    apply, then verify, the plan's overlay (``overlays/<name>``)
   fetches    a verified checkout of each declared build-time fetch, its path in the named variable
-  pre_build  the plan's commands (``bash -c``) in the checkout
+  pre_build  the plan's commands (``bash -c``), in the build copy for a wheel source
   wheel      ``python -m pip wheel --no-deps --no-build-isolation --no-index`` with the plan's build
-             env and the jobs formula's variables; the build's leftovers are removed afterwards
+             env and the jobs formula's variables, out of tree: in a copy of the verified checkout
+             (``<parent>/.<name>.build/src``, its TMPDIR and pip's output beside it), so a killed
+             build never dirties the checkout; the next run (holding the same ``flock``) removes a
+             killed run's copy. The wheel goes into ``--wheel-dir``, replacing only the wheels of
+             the distribution this tool wrote there (``.megacpp-wheels.json``), never a user's own
   install    (optional) the wheel with ``--no-deps --no-index``, or a ``.pth`` for a path source
   sanity     (after install) ``python -P -m megacpp_env.sanity`` with the target's Python, the
              tool's source-build closure alone on its ``PYTHONPATH``
@@ -18,8 +22,12 @@ Never prints, never exits.
 
 from __future__ import annotations
 
+import fcntl
+import json
 import os
 import shutil
+import stat
+import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -28,8 +36,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from megacpp_env import checkout, git, overlay
+from megacpp_env import checkout, overlay
 from megacpp_env.errors import RefusedError, VerificationError
+from megacpp_env.fsutil import atomic_write_text, sha256_file
 from megacpp_env.srcbuild import closure, mirror
 from megacpp_env.srcbuild.jobs import JobsDecision, Resources, decide, read_resources
 from megacpp_env.srcbuild.plan import FetchPlan, SourcePlan
@@ -124,14 +133,15 @@ def build_source(plan: SourcePlan, inputs: BuildInputs, *, progress: Progress | 
         fetched = {f.env: str(_fetch(f, inputs.workdir.parent, config)) for f in plan.fetches}
     decision = decide(plan.jobs, inputs.resources or read_resources(), jobs=inputs.jobs)
     env = _build_env(plan, decision, fetched)
-    for i, command in enumerate(plan.pre_build):
-        with clock.step(f"pre_build[{i}]", command):
-            stream(["bash", "-c", command], cwd=inputs.workdir, env=env, source=plan.name, step=f"pre_build[{i}]",
-                   on_line=say)  # fmt: skip
     wheel = ""
     if plan.install == "wheel":
-        with clock.step("wheel", f"{decision.max_jobs} job(s): {decision.why}"):
-            wheel = str(_wheel(plan, inputs, env, say))
+        with _build_area(plan, inputs.workdir) as area:
+            env["TMPDIR"] = str(area / "tmp")
+            _pre_build(plan, area / "src", env, clock, say)
+            with clock.step("wheel", f"{decision.max_jobs} job(s): {decision.why}"):
+                wheel = str(_wheel(plan, inputs, area, env, say))
+    else:
+        _pre_build(plan, inputs.workdir, env, clock, say)
     sanity: tuple[str, ...] = ()
     if inputs.install:
         with clock.step("install"):
@@ -201,45 +211,131 @@ def _build_env(plan: SourcePlan, decision: JobsDecision, fetched: Mapping[str, s
     return env
 
 
-def _wheel(plan: SourcePlan, inputs: BuildInputs, env: dict[str, str], say: Progress) -> Path:
-    before = _untracked(inputs.workdir)
-    with tempfile.TemporaryDirectory(prefix=f"megacpp-{plan.dist}-wheel-") as tmp:
-        argv = [str(inputs.python), "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
-                "--wheel-dir", tmp, str(inputs.workdir / plan.subdir)]  # fmt: skip
+def _pre_build(plan: SourcePlan, cwd: Path, env: dict[str, str], clock: _Clock, say: Progress) -> None:
+    for i, command in enumerate(plan.pre_build):
+        with clock.step(f"pre_build[{i}]", command):
+            stream(["bash", "-c", command], cwd=cwd, env=env, source=plan.name, step=f"pre_build[{i}]", on_line=say)
+
+
+@contextmanager
+def _build_area(plan: SourcePlan, workdir: Path) -> Iterator[Path]:
+    """``<parent>/.<name>.build``: ``src`` (a copy of the verified checkout, ``.git`` included, so a
+    build that asks git for its version still can), ``tmp`` and ``dist``. One build at a time per
+    checkout (a ``flock`` on ``.<name>.build.lock``, which the kernel drops when its holder dies);
+    whoever holds it first removes a killed run's area. The path is the same every run, so compiler
+    caches keyed on paths still hit. Removed when the build ends, whatever the outcome."""
+    area = workdir.parent / f".{workdir.name}.build"
+    lock = workdir.parent / f".{workdir.name}.build.lock"
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        raise RefusedError(f"{plan.name}: cannot open the build lock {lock}: {exc.strerror or exc}") from None
+    try:
         try:
-            stream(argv, cwd=inputs.workdir / plan.subdir, env=env, source=plan.name, step="wheel", on_line=say)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            raise RefusedError(
+                f"{plan.name}: another build of {workdir} is running (it holds {lock}); wait for it to end"
+            ) from None
+        _remove(area)  # a killed run's copy: its holder is gone, we hold the lock
+        area.mkdir(mode=0o700)
+        try:
+            _copy_tree(workdir, area / "src")
+            (area / "tmp").mkdir()
+            (area / "dist").mkdir()
+            yield area
         finally:
-            _remove_leftovers(inputs.workdir, before)
-        built = sorted(Path(tmp).glob("*.whl"))
-        if len(built) != 1:
-            raise VerificationError(f"{plan.name}: pip wheel made {len(built)} wheels, expected exactly one")
-        return _keep_wheel(built[0], inputs.wheel_dir)
+            _remove(area)
+    finally:
+        os.close(fd)
+
+
+def _remove(path: Path) -> None:
+    """Remove ``path`` without following a symlink at it (a planted link is unlinked, not chased)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISDIR(st.st_mode):
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def _copy_tree(src: Path, dest: Path) -> None:
+    """A full copy, symlinks kept as links, modes and times kept (``cp -a``, copy-on-write where the
+    filesystem offers it); Python's copytree where ``cp`` is missing or fails."""
+    try:
+        done = subprocess.run(["cp", "-a", "--reflink=auto", "--", str(src), str(dest)], capture_output=True,
+                              check=False, timeout=3600).returncode == 0  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        done = False
+    if not done:
+        _remove(dest)
+        shutil.copytree(src, dest, symlinks=True)
+
+
+def _wheel(plan: SourcePlan, inputs: BuildInputs, area: Path, env: dict[str, str], say: Progress) -> Path:
+    src, out = area / "src" / plan.subdir, area / "dist"
+    argv = [str(inputs.python), "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
+            "--wheel-dir", str(out), str(src)]  # fmt: skip
+    stream(argv, cwd=src, env=env, source=plan.name, step="wheel", on_line=say)
+    built = sorted(out.glob("*.whl"))
+    if len(built) != 1:
+        raise VerificationError(f"{plan.name}: pip wheel made {len(built)} wheels, expected exactly one")
+    return _keep_wheel(built[0], inputs.wheel_dir)
+
+
+RECORD = ".megacpp-wheels.json"  # in --wheel-dir: {file name: sha256} of the wheels this tool wrote there
 
 
 def _keep_wheel(wheel: Path, wheel_dir: Path) -> Path:
-    """Move ``wheel`` into ``wheel_dir``, replacing earlier wheels of the same distribution."""
+    """Move ``wheel`` into ``wheel_dir``, replacing the earlier wheels of its distribution that this
+    tool wrote there (named in the record with the same content); a user's own wheel is never removed,
+    and one with the new wheel's name is refused."""
     wheel_dir.mkdir(parents=True, exist_ok=True)
+    record = _read_record(wheel_dir / RECORD)
     dist = wheel.name.split("-", 1)[0]
-    for old in wheel_dir.glob(f"{dist}-*.whl"):
-        old.unlink()
     dest = wheel_dir / wheel.name
+    ours = {name for name, digest in record.items() if _same_file(wheel_dir / name, digest)}
+    if (dest.exists() or dest.is_symlink()) and wheel.name not in ours:
+        raise RefusedError(
+            f"{dest} exists and was not written by megacpp-env (not in {wheel_dir / RECORD} with its content): "
+            "move it away or pass another --wheel-dir"
+        )
+    for name in sorted(ours):
+        if name.split("-", 1)[0] == dist:
+            (wheel_dir / name).unlink(missing_ok=True)
+    kept = {name: digest for name, digest in record.items() if name in ours and name.split("-", 1)[0] != dist}
     shutil.move(str(wheel), dest)
+    kept[wheel.name] = sha256_file(dest)
+    atomic_write_text(wheel_dir / RECORD, json.dumps(dict(sorted(kept.items())), indent=2) + "\n")
     return dest.resolve()
 
 
-def _untracked(root: Path) -> set[str]:
-    """Untracked paths, ignored ones included, directories collapsed (what a build may leave behind)."""
-    raw = git.run_git(["ls-files", "--others", "--directory", "-z"], root).stdout
-    return {os.fsdecode(p).rstrip("/") for p in raw.split(b"\0") if p}
+def _read_record(path: Path) -> dict[str, str]:
+    """The record, or {} when it is missing, not a regular file or malformed (then nothing is ours)."""
+    try:
+        st = os.lstat(path)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > 1 << 20:
+            return {}
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {
+        k: v
+        for k, v in data.items()
+        if isinstance(k, str) and isinstance(v, str) and k.endswith(".whl") and "/" not in k and not k.startswith(".")
+    }
 
 
-def _remove_leftovers(root: Path, before: set[str]) -> None:
-    for rel in sorted(_untracked(root) - before):
-        path = root / rel
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            path.unlink(missing_ok=True)
+def _same_file(path: Path, digest: str) -> bool:
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode) and sha256_file(path) == digest
+    except OSError:
+        return False
 
 
 def _install(plan: SourcePlan, inputs: BuildInputs, wheel: str) -> None:
