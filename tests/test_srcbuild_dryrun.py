@@ -92,7 +92,7 @@ def test_vllm_division_shows_in_max_jobs(tmp_path, capsys) -> None:
     assert "MAX_JOBS // NVCC_THREADS" in doc["jobs"]["why"]
 
 
-@pytest.mark.parametrize("value", ["-3", "0", "x", "99999"])
+@pytest.mark.parametrize("value", ["-3", "0", "x", "99999", "\u0663", "+2", ""])
 def test_bad_jobs_is_a_usage_error(tmp_path, capsys, value) -> None:
     code = main(["build-source", "causal_conv1d", "--target", "cloud", f"--jobs={value}", "--dry-run",
                  "--spec", str(REPO_ROOT / "stack.yaml")])  # fmt: skip

@@ -36,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def positive_int(text: str) -> int:
     """``--jobs N``: a whole number >= 1 (a usage error otherwise: exit 2, nothing built)."""
-    value = int(text) if text.strip().isdigit() else -1
+    value = int(text) if text.isascii() and text.isdigit() else -1
     if not 1 <= value <= 4096:
         raise argparse.ArgumentTypeError(f"expected a number of compile jobs from 1 to 4096, got {text!r}")
     return value

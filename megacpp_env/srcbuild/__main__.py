@@ -54,7 +54,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _positive(text: str) -> int:
-    value = int(text) if text.strip().isdigit() else -1
+    value = int(text) if text.isascii() and text.isdigit() else -1
     if not 1 <= value <= 4096:
         raise argparse.ArgumentTypeError(f"expected a number of compile jobs from 1 to 4096, got {text!r}")
     return value
