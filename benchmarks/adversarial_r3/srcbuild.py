@@ -127,7 +127,11 @@ class Run:
     def rerun_ok(self, plan: Path, root: Path) -> None:
         """The run after a kill must build, and leave the checkout pristine and no build copy behind."""
         rc, out, _err = self.call(self.argv(plan, root))
-        if rc != 0 or not Path(json.loads(out or "{}").get("wheel", "/nonexistent")).is_file():
+        try:
+            wheel = Path(json.loads(out).get("wheel", "/nonexistent")) if rc == 0 else None
+        except (ValueError, AttributeError):
+            wheel = None
+        if wheel is None or not wheel.is_file():
             self.counts["wedges"] += 1
             return
         leftovers = [p.name for p in (root / "src").iterdir() if p.name.endswith(".build")]
@@ -208,7 +212,8 @@ def planted(r: Run) -> None:
             area.mkdir()
             (area / "escape").symlink_to(outside)
         r.rerun_ok(plan, root)
-        if (outside / "keep.txt").read_text() != "mine\n" or sorted(p.name for p in outside.iterdir()) != ["keep.txt"]:
+        kept = (outside / "keep.txt").is_file() and (outside / "keep.txt").read_bytes() == b"mine\n"
+        if not kept or not outside.is_dir() or sorted(p.name for p in outside.iterdir()) != ["keep.txt"]:
             r.counts["escapes"] += 1
 
 
@@ -259,16 +264,14 @@ def wheel_dir(r: Run) -> None:
             r.counts["wedges"] += 1
             return
     made = Path(json.loads(out)["wheel"])
-    if any((wheels / n).read_text() != t for n, t in own.items() if (wheels / n).exists()) or not all(
-        (wheels / n).exists() for n in own
-    ):
+    if any(not (wheels / n).is_file() or (wheels / n).read_bytes() != t.encode() for n, t in own.items()):
         r.counts["escapes"] += 1
     made.unlink()
     made.write_text("the user's build with the same name\n")
     (wheels / ".megacpp-wheels.json").write_text("{}")
     rc, _out, _err = r.call(r.argv(plan, root))
     r.counts["false_oks"] += rc == 0
-    if made.read_text() != "the user's build with the same name\n":
+    if made.read_bytes() != b"the user's build with the same name\n":
         r.counts["escapes"] += 1
 
 
