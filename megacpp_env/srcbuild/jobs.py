@@ -7,11 +7,14 @@
     jobs    = the target's fixed number, else clamp(1, min(units, cpus, slots / threads when those are fixed))
     threads = what the build hard-codes (upstream causal-conv1d and mamba pass ``--threads 4``), else
               the target's fixed number, else 1 for a build that reads no threads variable (or compiles
-              no CUDA), else the cores the jobs leave idle, up to the archs each file is compiled for
-              (nvcc's ``--threads`` splits a file by arch) and within memory:
-              min(archs, cpus // jobs, slots // jobs), at least 1
+              no CUDA), else the cores each job has (cpus / jobs, to the nearest whole number), up to
+              the archs each file is compiled for (nvcc's ``--threads`` splits a file by arch) and
+              within memory: min(archs, round(cpus / jobs), slots // jobs), at least 1
 
-so jobs x threads x mem_per_job_gib <= memory whenever the formula chooses. What is exported models
+so jobs x threads x mem_per_job_gib <= memory whenever the formula chooses, and jobs x threads <=
+1.5 x cpus. Rounding to the nearest (not down) is what uses the idle cores: mamba's 10 files on 16
+cores get 2 threads, not 1, and its heaviest files, which finish last, keep two cores busy each
+(causal-conv1d's 4 files on 16 cores: 4 x 2, the archs being the limit). What is exported models
 what the build does with the numbers: a build that runs ``MAX_JOBS // NVCC_THREADS`` jobs (vLLM's
 ``compute_num_jobs``) gets MAX_JOBS = jobs x threads. Only the variables the build reads
 (``plan.jobs.reads``, from its facts) are exported.
@@ -97,8 +100,9 @@ def decide(policy: JobsPlan, res: Resources, *, jobs: int = 0) -> JobsDecision:
         count = fixed or max(1, min(units, res.cpus, slots))
         jobs_why = f"min({units_why}, {res.cpus} cpus, {slots} memory slots)"
         archs = max(1, policy.archs)
-        threads = max(1, min(archs, res.cpus // count, slots // count))
-        threads_why = f"min({archs} archs, {res.cpus} cpus // {count} jobs, {slots} slots // {count} jobs)"
+        per_job = (2 * res.cpus + count) // (2 * count)  # cpus / jobs, to the nearest (halves up)
+        threads = max(1, min(archs, per_job, slots // count))
+        threads_why = f"min({archs} archs, {res.cpus} cpus / {count} jobs ~ {per_job}, {slots} slots // {count} jobs)"
     why = f"fixed at {fixed}" if fixed else f"{jobs_why} of {policy.mem_per_job_gib} GiB"
     divided = policy.divides and any(name in policy.reads for name in THREADS_ENV)
     if divided:
