@@ -15,17 +15,18 @@ from tests.fixtures.spec import REPO_ROOT
 GIB = 1 << 30
 
 
-def cgroup_fixture(root: Path) -> Path:
-    """A machine of 64 CPUs and ~500 GiB whose build cgroup allows 20 CPUs and 128 GiB."""
+def cgroup_fixture(root: Path, *, cpus: int = 20, anon_gib: int = 0) -> Path:
+    """A machine of 64 CPUs and ~500 GiB whose build cgroup allows ``cpus`` CPUs and 128 GiB
+    (minus ``anon_gib`` already in use)."""
     files = {
         "proc/meminfo": "MemTotal: 528482304 kB\nMemFree: 500000000 kB\nMemAvailable: 520000000 kB\n",
         "proc/self/status": "Name:\tpython3\nCpus_allowed_list:\t0-63\n",
         "proc/self/cgroup": "0::/build\n",
         "sys/fs/cgroup/cgroup.controllers": "cpuset cpu memory\n",
         "sys/fs/cgroup/build/memory.max": f"{128 * GIB}\n",
-        "sys/fs/cgroup/build/memory.current": f"{3 * GIB}\n",
-        "sys/fs/cgroup/build/memory.stat": f"anon 0\ninactive_file {3 * GIB}\n",  # page cache only: reclaimable
-        "sys/fs/cgroup/build/cpu.max": "2000000 100000\n",
+        "sys/fs/cgroup/build/memory.current": f"{(3 + anon_gib) * GIB}\n",
+        "sys/fs/cgroup/build/memory.stat": f"anon {anon_gib * GIB}\ninactive_file {3 * GIB}\n",  # cache: reclaimable
+        "sys/fs/cgroup/build/cpu.max": f"{cpus * 100000} 100000\n",
     }
     for rel, text in files.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -98,3 +99,15 @@ def test_bad_jobs_is_a_usage_error(tmp_path, capsys, value) -> None:
                  "--spec", str(REPO_ROOT / "stack.yaml")])  # fmt: skip
     assert code == 2
     assert "expected a number of compile jobs from 1 to 4096" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("source", "expected"), [("causal_conv1d", (4, 2)), ("mamba_ssm", (10, 2))])
+def test_the_h200_shape_two_archs_on_16_cores(tmp_path, capsys, source, expected) -> None:
+    """Issue 17's measurement: 16 cores, 128 GB with ~4 GiB in use (31 slots < 32). causal-conv1d's 4
+    files: 4 jobs x 2 threads (the old formula chose 1 thread and ran over 580 s)."""
+    root = cgroup_fixture(tmp_path / "host", cpus=16, anon_gib=4)
+    doc = dry_run(capsys, source, "--target", "cloud", "--resources-root", str(root), "--spec",
+                  str(REPO_ROOT / "stack.yaml"))  # fmt: skip
+    assert (doc["jobs"]["resources"]["cpus"], doc["jobs"]["resources"]["memory_gib"]) == (16, 124.0)
+    assert (doc["jobs"]["max_jobs"], doc["jobs"]["nvcc_threads"]) == expected
+    assert doc["jobs"]["env"] == {"MAX_JOBS": str(expected[0]), "NVCC_THREADS": str(expected[1])}
