@@ -83,6 +83,21 @@ def test_the_for_vllm_pretend_version_is_flagged_and_the_generic_one_is_not(stac
     assert "SETUPTOOLS_SCM_PRETEND_VERSION" in found[0][2]  # the remedy names the variable that is read
 
 
+def test_vllm_gets_its_version_from_upstreams_override_without_a_cuda_suffix(stack_data, root):
+    """setup.py:1251 takes VLLM_VERSION_OVERRIDE as the version and returns before it appends +cuNNN
+    (nvcc 13.2 differs from VLLM_MAIN_CUDA_VERSION); it equals the release the facts read at the pin."""
+    from megacpp_env.rules.readers import spec_facts
+
+    spec = load(stack_data, root)
+    facts = spec_facts(spec).facts["vllm"]
+    assert facts.verified and facts.distribution.version == "0.29.0"
+    assert [e.at for e in facts.env if e.name == "VLLM_VERSION_OVERRIDE"] == [("setup.py:1251",)]
+    for target in ("gb10", "cloud"):
+        env = spec.target(target).build_env_for(spec.source("vllm"))
+        assert env["VLLM_VERSION_OVERRIDE"] == facts.distribution.version
+        assert not any(k.startswith("SETUPTOOLS_SCM_PRETEND_VERSION") for k in env)
+
+
 @pytest.mark.parametrize(
     ("source", "var", "flagged"),
     [
@@ -241,13 +256,14 @@ def test_provisional_facts_are_a_warning_naming_their_origin(stack_data, root):
     found = list(facts_provisional(load(stack_data, root)))
     fetched = ["vllm_cutlass", "vllm_deepgemm", "vllm_flash_attn", "vllm_flashkda", "vllm_flashmla", "vllm_fmha_sm100",
                "vllm_qutlass", "vllm_tml_fa4"]  # fmt: skip
-    assert sorted(keys(found)) == sorted(
-        ["sources.vllm", "sources.vllm_cutlass", "sources.vllm.unpinned_fetches.TRITON_KERNELS_SRC_DIR"]
-        + [f"sources.{n}.provisional" for n in fetched]
-    )
+    # vLLM's facts are verified (the sdist's commit record names the pin) and its fetch pins are read there
+    assert sorted(keys(found)) == ["sources.vllm.unpinned_fetches.TRITON_KERNELS_SRC_DIR", "sources.vllm_cutlass"]
     by_key = {k: m for k, m, _ in found}
-    assert "read from the sdist vllm-0.29.0.tar.gz (sha256 c03feb07943e...), not from the pin" in by_key["sources.vllm"]
     assert "lacks one blob" in by_key["sources.vllm_cutlass"]  # its facts, unverified and why
+    data = copy.deepcopy(stack_data)
+    data["sources"][fetched[1]]["provisional"] = "not yet re-read"
+    found = {k: m for k, m, _ in facts_provisional(load(data, root))}
+    assert "is provisional: not yet re-read" in found[f"sources.{fetched[1]}.provisional"]
 
 
 # ---- CUTLASS, fetches, couplings, artifacts ----------------------------------------------------------
