@@ -290,6 +290,24 @@ def test_requirements_a_shipped_file_lists_but_install_requires_drops_are_record
     assert f.distribution.dropped_from.startswith("requirements/cuda.txt (-r followed) list them; PKG-INFO")
 
 
+REGISTRY_PY = """\
+import sys
+_TEXT = {"LlamaForCausalLM": ("llama", "LlamaForCausalLM"), "Qwen3_5ForCausalLM": ("qwen3_5", "Q")}
+_MM: dict[str, tuple[str, str]] = {"LlavaForConditionalGeneration": ("llava", "L")}
+_UNLISTED = {"NotServed": ("x", "X")}
+_VLLM_MODELS = {**_TEXT, **_MM, "Extra": ("e", "E")}
+"""
+
+
+def test_a_vllm_style_model_registry_is_read_statically(tmp_path):
+    sdist = _sdist(tmp_path, {"vllm/model_executor/models/registry.py": REGISTRY_PY})
+    f = extract(request(sdist, PIN, unverified="no record"))
+    assert f.models == ("Extra", "LlamaForCausalLM", "LlavaForConditionalGeneration", "Qwen3_5ForCausalLM")
+    assert f.models_at == "vllm/model_executor/models/registry.py:5 _VLLM_MODELS"
+    (tmp_path / "plain").mkdir()
+    assert "models" not in extract(request(_sdist(tmp_path / "plain"), PIN, unverified="no record")).to_dict()
+
+
 def test_a_wheel_adds_its_metadata_and_must_match(setup_repo, tmp_path):
     path, pin = setup_repo
     wheel = make_wheel(tmp_path / "w", "demo_ext", "1.2.3+cu132", requires=("torch>=2.4", "packaging", 'pytest; extra == "dev"'))

@@ -20,7 +20,14 @@ from megacpp_env.rules.env import (
     unread_env,
 )
 from megacpp_env.rules.facts import facts_current, facts_provisional
-from megacpp_env.rules.sources import artifact_pins, couplings, cutlass_content, pinned_fetches
+from megacpp_env.rules.sources import (
+    artifact_pins,
+    couplings,
+    cutlass_content,
+    empty_overlays,
+    pinned_fetches,
+    sanity_can_pass,
+)
 from tests.fixtures.spec import REPO_ROOT, load_data
 
 ARCH_OVERLAY_SETUP = (
@@ -416,3 +423,33 @@ def test_resolutions_must_apply(stack_data, root):
     found = list(resolutions_apply(load(data, root)))
     assert keys(found) == ["targets.gb10.resolutions.overrides[5]"]
     assert "uv resolves an overridden requirement without its index" in found[0][1]
+
+
+# ---- UP011 / UP012: empty overlays, sanity checks that can never pass ----------------------------------
+
+
+def test_an_empty_overlay_attached_to_a_source_is_a_warning_naming_it(stack_data, root):
+    found = list(empty_overlays(load(stack_data, root)))
+    assert keys(found) == ["sources.vllm.overlay"]  # overlays/vllm: files = [] until the team's files land
+    assert found[0][1] == (
+        "overlay vllm of vllm lists no files (overlays/vllm/manifest.toml files = []): it changes nothing in the build"
+    )
+    assert "megacpp-env overlay new vllm --from <checkout> --force" in found[0][2]
+
+
+def test_a_sanity_model_the_pinned_registry_lacks_is_an_error_until_the_overlay_registers_it(stack_data, root):
+    assert list(sanity_can_pass(load(stack_data, root))) == []  # Qwen3_5ForCausalLM: upstream's registry has it
+    data = copy.deepcopy(stack_data)
+    data["sources"]["vllm"]["sanity"]["vllm_models"] = ["Qwen3_5ForCausalLM", "Qwen3_5ForCausalLMTextOnly"]
+    found = list(sanity_can_pass(load(data, root)))
+    assert keys(found) == ["sources.vllm.sanity.vllm_models"]
+    assert found[0][1] == (
+        "vllm's sanity resolves Qwen3_5ForCausalLMTextOnly, which its registry at 98dff2a81d74 lacks (facts/vllm.toml "
+        "models, from vllm/model_executor/models/registry.py:745 _VLLM_MODELS) and overlay vllm adds no file that "
+        "names it: the check can never pass"
+    )
+    # the team's patched registry, once captured into the overlay, provides it
+    files = root / "overlays" / "vllm" / "files" / "vllm" / "model_executor" / "models"
+    files.mkdir(parents=True)
+    (files / "registry.py").write_text('_X = {"Qwen3_5ForCausalLMTextOnly": ("qwen3_5", "Qwen3_5ForCausalLM")}\n')
+    assert list(sanity_can_pass(load(data, root))) == []

@@ -38,7 +38,7 @@ def test_shipped_spec_loads_every_pin():
     assert commits["vllm"] == "98dff2a81d747d1dba01a47f939f48c3526d4206"
     assert spec.sources["flashinfer"].submodules
     assert spec.sources["vllm"].overlay == "vllm"
-    assert spec.sources["vllm"].sanity.vllm_models == ("Qwen3_5ForCausalLMTextOnly",)
+    assert spec.sources["vllm"].sanity.vllm_models == ("Qwen3_5ForCausalLM",)
     assert spec.sources["mamba_ssm"].build_env["MAMBA_FORCE_BUILD"] == "TRUE"
     assert spec.sources["megatron_lm"].install == "path"
     assert smoke.base_image("linux/arm64").tag == "arm64"

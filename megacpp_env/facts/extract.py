@@ -24,6 +24,7 @@ from megacpp_env.errors import RefusedError, VerificationError
 from megacpp_env.facts import project as P
 from megacpp_env.facts.distribution import Inputs, read_distribution
 from megacpp_env.facts.model import Component, Distribution, ReadFrom, SourceFacts, Submodule, WheelMetadata
+from megacpp_env.facts.registry import read_registry
 from megacpp_env.facts.scan import artifact_manifests, components, scan_build
 from megacpp_env.facts.sdist import find_record
 from megacpp_env.fsutil import sha256_file
@@ -64,6 +65,7 @@ def extract(req: ExtractRequest) -> SourceFacts:
             dist = replace(dist, wheel=_wheel(req.wheel, dist.name, dist.version))
         build = scan_build(project, root)
         subs = _submodules(root) if read_from.kind == "git" else ()
+        registry = read_registry(project)
         return SourceFacts(
             source=req.source,
             commit=req.commit,
@@ -79,6 +81,8 @@ def extract(req: ExtractRequest) -> SourceFacts:
             fetches=build.fetches,
             components=tuple(_components(root, subs)),
             artifacts=tuple(artifact_manifests(_artifact_candidates(project), root)),
+            models=registry.models if registry is not None else (),
+            models_at=registry.at if registry is not None else "",
         )
 
 

@@ -374,6 +374,9 @@ class SourceFacts:
     fetches: tuple[Fetch, ...] = ()
     components: tuple[Component, ...] = ()
     artifacts: tuple[ArtifactManifest, ...] = ()
+    # architecture names a model registry maps (vLLM's ``_VLLM_MODELS``), where the source has one
+    models: tuple[str, ...] = ()
+    models_at: str = ""
     schema_version: int = SCHEMA_VERSION
 
     def env_read(self, name: str) -> EnvRead | None:
@@ -383,6 +386,13 @@ class SourceFacts:
         return next((t for t in self.tools if t.name == name), None)
 
     def to_dict(self) -> dict[str, Any]:
+        out = self._to_dict()
+        if self.models_at:
+            out["models_at"] = self.models_at
+            out["models"] = list(self.models)
+        return out
+
+    def _to_dict(self) -> dict[str, Any]:
         return {
             "schema_version": self.schema_version,
             "source": self.source,
@@ -420,6 +430,8 @@ class SourceFacts:
                 "fetches",
                 "components",
                 "artifacts",
+                "models",
+                "models_at",
             )
         )
         version = t.number("schema_version")
@@ -445,4 +457,6 @@ class SourceFacts:
             fetches=tuple(Fetch.from_table(x) for x in t.tables("fetches")),
             components=tuple(Component.from_table(x) for x in t.tables("components")),
             artifacts=tuple(ArtifactManifest.from_table(x) for x in t.tables("artifacts")),
+            models=t.texts("models"),
+            models_at=t.text("models_at", ""),
         )

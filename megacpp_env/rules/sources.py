@@ -161,3 +161,63 @@ def artifact_pins(spec: Spec) -> Iterator[tuple[str, str, str]]:
                 f"{art.source} at {f.commit[:12]} also pins {directory} ({pinned[directory].at}); the set lacks it",
                 f"add {directory}: {pinned[directory].checksums_sha256}",
             )
+
+
+@upstream_rule("UP011", "warning", "an overlay attached to a source lays files over it")
+def empty_overlays(spec: Spec) -> Iterator[tuple[str, str, str]]:
+    from megacpp_env.layout import overlay_dir
+    from megacpp_env.worktree.manifest import ManifestError, load_manifest
+
+    for src in spec.sources.values():
+        directory = overlay_dir(spec.root, src.overlay) if src.overlay else None
+        if directory is None or not directory.is_dir():
+            continue  # no overlay, or TC007 reports the missing directory
+        try:
+            manifest = load_manifest(directory)
+        except (ManifestError, OSError):
+            continue  # `overlay status` names what is wrong with it
+        if not manifest.files:
+            yield (
+                f"sources.{src.name}.overlay",
+                f"overlay {src.overlay} of {src.name} lists no files (overlays/{src.overlay}/manifest.toml "
+                "files = []): it changes nothing in the build",
+                f"capture the patched files: megacpp-env overlay new {src.overlay} --from <checkout> --force",
+            )
+
+
+def _overlay_mentions(spec: Spec, src: Source, name: str) -> str:
+    """The overlay file of ``src`` that holds ``name`` as a quoted literal (a registry entry), or ''."""
+    from megacpp_env.layout import overlay_dir
+
+    if not src.overlay:
+        return ""
+    files = overlay_dir(spec.root, src.overlay) / "files"
+    needles = (f'"{name}"'.encode(), f"'{name}'".encode())
+    for path in sorted(files.rglob("*")) if files.is_dir() else ():
+        try:
+            data = path.read_bytes() if path.is_file() and not path.is_symlink() else b""
+        except OSError:
+            continue
+        if any(n in data for n in needles):
+            return path.relative_to(files).as_posix()
+    return ""
+
+
+@upstream_rule("UP012", "error", "sanity checks name what the pinned source (or its overlay) provides")
+def sanity_can_pass(spec: Spec) -> Iterator[tuple[str, str, str]]:
+    facts = spec_facts(spec).facts
+    for src in spec.sources.values():
+        f = facts.get(src.name)
+        if f is None or not f.models_at or f.commit != src.commit:
+            continue  # no registry read at the pin (FA001 reports stale or missing facts)
+        known = set(f.models)
+        for model in src.sanity.vllm_models:
+            if model in known or _overlay_mentions(spec, src, model):
+                continue
+            overlay = f"overlay {src.overlay} adds no file that names it" if src.overlay else "no overlay adds it"
+            yield (
+                f"sources.{src.name}.sanity.vllm_models",
+                f"{src.name}'s sanity resolves {model}, which its registry at {f.commit[:12]} lacks "
+                f"(facts/{src.name}.toml models, from {f.models_at}) and {overlay}: the check can never pass",
+                "check an architecture the pinned registry has, or capture the overlay whose files register it",
+            )
