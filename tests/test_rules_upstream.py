@@ -338,6 +338,26 @@ def test_a_fetched_source_must_be_pinned_where_the_build_pins_it(stack_data, roo
                            "(cmake/external_projects/flashmla.cmake:19); source vllm_flashmla is a8f794d1251c")  # fmt: skip
 
 
+def test_a_fetched_source_points_where_the_build_expects_it(stack_data, root):
+    """TRITON_KERNELS_SRC_DIR names python/triton_kernels/triton_kernels inside triton (SOURCE_SUBDIR in
+    vLLM's CMake, facts fetches.subdir): a source declared for it must set that subdir. The commit is a
+    stand-in for this test; the shipped spec cannot pin triton's v3.5.1 yet."""
+    data = copy.deepcopy(stack_data)
+    vllm = data["sources"]["vllm"]
+    vllm.pop("unpinned_fetches")
+    vllm["fetches"]["TRITON_KERNELS_SRC_DIR"] = "vllm_triton"
+    data["sources"]["vllm_triton"] = {"repo": "https://github.com/triton-lang/triton.git", "ref": "v3.5.1",
+                                      "commit": "0123456789abcdef0123456789abcdef01234567"}  # fmt: skip
+    found = list(pinned_fetches(load(data, root)))
+    assert keys(found) == ["sources.vllm_triton.subdir"]
+    assert found[0][1] == (
+        "vllm's build expects TRITON_KERNELS_SRC_DIR to point at python/triton_kernels/triton_kernels inside "
+        "triton_kernels (cmake/external_projects/triton_kernels.cmake:22); source vllm_triton has subdir (none)"
+    )
+    data["sources"]["vllm_triton"]["subdir"] = "python/triton_kernels/triton_kernels"
+    assert list(pinned_fetches(load(data, root))) == []
+
+
 def test_a_declared_coupling_must_be_built_first(stack_data, root):
     assert list(couplings(load(stack_data, root))) == []
     data = copy.deepcopy(stack_data)

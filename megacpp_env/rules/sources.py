@@ -105,6 +105,15 @@ def _fetch_pin(spec: Spec, src: Source, fetch: object, name: str) -> Iterator[tu
             f"source {name} is {pinned.ref or pinned.commit[:12]}",
             f"pin {name} to what {src.name} asks for at its own pin, or record why not in its `provisional`",
         )
+    want = str(getattr(fetch, "subdir", ""))
+    if want and pinned.subdir != want:
+        env = str(getattr(fetch, "env", ""))
+        yield (
+            f"sources.{name}.subdir",
+            f"{src.name}'s build expects {env} to point at {want} inside {getattr(fetch, 'name', name)} "
+            f"({getattr(fetch, 'at', '')}); source {name} has subdir {pinned.subdir or '(none)'}",
+            f"set sources.{name}.subdir: {want} (the checkout's directory the variable names)",
+        )
 
 
 @upstream_rule("UP009", "error", "declared run-time couplings are built into the same target")
