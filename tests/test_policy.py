@@ -72,6 +72,7 @@ TRIPS = {
     # rules on upstream facts, overlays and the dependency graph (megacpp_env/rules; tests/test_rules_upstream.py)
     "FA001": lambda d: d["sources"]["causal_conv1d"].__setitem__("commit", "9e4ace0b1d53ede275308abf25f64a1fc04c5fd5"),
     "FA002": None,  # vllm_cutlass's facts are provisional on the shipped spec; see tests/test_rules_upstream.py
+    "UP013": lambda d: d["sources"]["vllm"]["build_env"].__setitem__("VLLM_VERSION_OVERRIDE", "0.29.1"),
     "UP011": None,  # overlays/vllm is empty on the shipped spec; see tests/test_rules_upstream.py
     "UP012": lambda d: d["sources"]["vllm"]["sanity"]["vllm_models"].append("Qwen3_5ForCausalLMTextOnly"),
     "UP001": lambda d: d["sources"]["flashinfer"]["build_env"].__setitem__("FLASHINFER_ENABLE_AOT", "1"),

@@ -27,6 +27,7 @@ from megacpp_env.rules.sources import (
     empty_overlays,
     pinned_fetches,
     sanity_can_pass,
+    version_override,
 )
 from tests.fixtures.spec import REPO_ROOT, load_data
 
@@ -103,6 +104,16 @@ def test_vllm_gets_its_version_from_upstreams_override_without_a_cuda_suffix(sta
         env = spec.target(target).build_env_for(spec.source("vllm"))
         assert env["VLLM_VERSION_OVERRIDE"] == facts.distribution.version
         assert not any(k.startswith("SETUPTOOLS_SCM_PRETEND_VERSION") for k in env)
+    assert list(version_override(spec)) == []
+    data = copy.deepcopy(stack_data)
+    data["sources"]["vllm"]["build_env"]["VLLM_VERSION_OVERRIDE"] = "0.28.1.dev0+gbf8e762"  # the former guess
+    found = list(version_override(load(data, root)))
+    assert keys(found) == ["sources.vllm.build_env.VLLM_VERSION_OVERRIDE"]
+    assert found[0][1] == (
+        "VLLM_VERSION_OVERRIDE=0.28.1.dev0+gbf8e762 would name the wheel of vllm 0.28.1.dev0+gbf8e762, but the pin "
+        "98dff2a81d74 is the release 0.29.0 (PKG-INFO Version)"
+    )
+    assert found[0][2] == 'set VLLM_VERSION_OVERRIDE: "0.29.0"'
 
 
 @pytest.mark.parametrize(

@@ -230,3 +230,39 @@ def sanity_can_pass(spec: Spec) -> Iterator[tuple[str, str, str]]:
                 f"(facts/{src.name}.toml models, from {f.models_at}) and {overlay}: the check can never pass",
                 "check an architecture the pinned registry has, or capture the overlay whose files register it",
             )
+
+
+VERSION_VARS = ("VLLM_VERSION_OVERRIDE", "SETUPTOOLS_SCM_PRETEND_VERSION")
+
+
+@upstream_rule("UP013", "error", "a version override names the release the pin is")
+def version_override(spec: Spec) -> Iterator[tuple[str, str, str]]:
+    return unique(_version_override(spec))
+
+
+def _version_override(spec: Spec) -> Iterator[tuple[str, str, str]]:
+    from packaging.version import InvalidVersion
+
+    facts = spec_facts(spec).facts
+    for t in spec.targets.values():
+        for src in t.sources:
+            f = facts.get(src.name)
+            # only a verified sdist says the release's exact version (PKG-INFO); a checkout's static
+            # version need not be what setuptools-scm would derive at the commit
+            if f is None or not f.verified or f.read_from.kind != "sdist" or f.commit != src.commit:
+                continue
+            env = t.build_env_for(src)
+            for var in VERSION_VARS:
+                if var not in env:
+                    continue
+                try:
+                    same = Version(env[var]) == Version(f.distribution.version)
+                except InvalidVersion:
+                    same = False
+                if not same:
+                    yield (
+                        f"sources.{src.name}.build_env.{var}",
+                        f"{var}={env[var]} would name the wheel of {src.name} {env[var]}, but the pin "
+                        f"{src.commit[:12]} is the release {f.distribution.version} ({f.distribution.version_from})",
+                        f'set {var}: "{f.distribution.version}"',
+                    )
