@@ -289,6 +289,10 @@ def test_requirements_a_shipped_file_lists_but_install_requires_drops_are_record
     assert f.distribution.requires == ("torch==2.13.0",)
     assert f.distribution.dropped == ("packaging", "demo-cubin==1.2.3")
     assert f.distribution.dropped_from.startswith("requirements/cuda.txt (-r followed) list them; PKG-INFO")
+    (tmp_path / "host.txt").write_text("secret-package\n")
+    hostile = _sdist(tmp_path, {"requirements/cuda.txt": f"-r {tmp_path / 'host.txt'}\n"})
+    with pytest.raises(VerificationError, match=r"host.txt: a requirements file outside the tree"):
+        extract(request(hostile, PIN, unverified="no record", listed_requirements_files=("requirements/cuda.txt",)))
 
 
 REGISTRY_PY = """\
