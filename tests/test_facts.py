@@ -271,6 +271,7 @@ def test_an_sdist_whose_commit_record_names_the_pin_is_verified(tmp_path):
         ("1.2.4.dev3+g98dff2a81", "g98dff2a81", "made past a tag or from a dirty tree"),
         ("1.2.3+d20260909", "g98dff2a81", "made past a tag or from a dirty tree"),
         ("1.2.2", "g98dff2a81", "version 1.2.2 differs from the sdist's PKG-INFO version 1.2.3"),
+        ("1.2.3\n[x]", "g98dff2a81", "holds no commit record"),  # not a plain value: no record at all
     ],
 )
 def test_an_sdist_record_that_does_not_tie_it_to_the_pin_is_refused(tmp_path, version, commit_id, why):
@@ -278,6 +279,7 @@ def test_an_sdist_record_that_does_not_tie_it_to_the_pin_is_refused(tmp_path, ve
     with pytest.raises(RefusedError, match="is not tied to the pin") as err:
         extract(request(sdist, PIN))
     assert why in str(err.value)
+    assert "\n" not in extract(request(sdist, PIN, unverified="near the pin")).read_from.record
     assert not extract(request(sdist, PIN, unverified="a release near the pin")).verified
 
 

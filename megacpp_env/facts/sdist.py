@@ -68,6 +68,12 @@ def _read(path: Path) -> tuple[str, str] | None:
             for key, names in _NAMES.items():
                 if isinstance(target, ast.Name) and target.id in names:
                     values[key] = node.value.value
-    if "version" in values and "commit" in values:
+    if "version" in values and "commit" in values and all(_plain(v) for v in values.values()):
         return values["version"], values["commit"]
     return None
+
+
+def _plain(value: str) -> bool:
+    """A short printable ASCII value: what a version or an abbreviated commit is (a hostile file's
+    control characters or megabytes never reach the facts file)."""
+    return 0 < len(value) <= 64 and all(33 <= ord(c) < 127 for c in value)
