@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import shutil
 import subprocess
 import tarfile
@@ -240,12 +241,18 @@ def test_a_dirty_checkout_is_refused_and_unverified_is_refused_at_the_pin(setup_
         extract(request(path, pin))
 
 
-def _sdist(tmp_path: Path) -> Path:
+def _version_py(version: str, commit_id: str) -> str:
+    """What setuptools-scm writes as its version file (the assignments that matter)."""
+    return (f"__version__ = version = {version!r}\n__version_tuple__ = version_tuple = (1, 2, 3)\n"
+            f"__commit_id__ = commit_id = {commit_id!r}\n")  # fmt: skip
+
+
+def _sdist(tmp_path: Path, extra: dict[str, str] | None = None) -> Path:
     out = tmp_path / "demo_ext-1.2.3.tar.gz"
     computed = SETUP_PY.replace('install_requires=["torch", "packaging"]', "install_requires=reqs()")
     files = {**SETUP_FILES, "setup.py": computed,
              "PKG-INFO": "Metadata-Version: 2.1\nName: demo_ext\nVersion: 1.2.3\nRequires-Dist: torch==2.13.0\n"
-                         "Requires-Dist: pytest; extra == \"dev\"\n"}  # fmt: skip
+                         "Requires-Dist: pytest; extra == \"dev\"\n", **(extra or {})}  # fmt: skip
     with tarfile.open(out, "w:gz") as tar:
         for rel, text in sorted(files.items()):
             data = text.encode()
@@ -257,12 +264,79 @@ def _sdist(tmp_path: Path) -> Path:
 
 def test_an_sdist_is_read_with_its_pkg_info_and_must_be_unverified(tmp_path):
     sdist = _sdist(tmp_path)
-    with pytest.raises(RefusedError, match="is not a git checkout"):
+    with pytest.raises(RefusedError, match="holds no commit record"):
         extract(request(sdist, "a" * 40))
     f = extract(request(sdist, "ab" * 20, unverified="the pin is not readable here"))
     assert (f.read_from.kind, f.read_from.path, len(f.read_from.sha256)) == ("sdist", sdist.name, 64)
     assert f.distribution.requires == ("torch==2.13.0",) and f.distribution.extras == {"dev": ("pytest",)}
     assert f.distribution.requires_from == "PKG-INFO Requires-Dist (sdist metadata; setup.py:37 install_requires is computed)"
+
+
+PIN = "98dff2a81d747d1dba01a47f939f48c3526d4206"
+
+
+def test_an_sdist_whose_commit_record_names_the_pin_is_verified(tmp_path):
+    sdist = _sdist(tmp_path, {"demo_ext/_version.py": _version_py("1.2.3", "g98dff2a81")})
+    f = extract(request(sdist, PIN))
+    assert f.verified and f.reason == ""
+    assert f.read_from.record == "demo_ext/_version.py: version 1.2.3, commit_id g98dff2a81"
+    with pytest.raises(RefusedError, match=r"names the pin: drop --unverified"):
+        extract(request(sdist, PIN, unverified="habit"))
+    written = tmp_path / "facts"
+    write_facts(tmp_path, f)
+    assert read_facts(written / "demo.toml") == f  # the record survives the file
+
+
+@pytest.mark.parametrize(
+    ("version", "commit_id", "why"),
+    [
+        ("1.2.3", "g1234567", "commit_id g1234567 is not the pin 98dff2a81d74"),
+        ("1.2.3", "g98df", "commit_id 'g98df' is not an abbreviated commit"),
+        ("1.2.4.dev3+g98dff2a81", "g98dff2a81", "made past a tag or from a dirty tree"),
+        ("1.2.3+d20260909", "g98dff2a81", "made past a tag or from a dirty tree"),
+        ("1.2.2", "g98dff2a81", "version 1.2.2 differs from the sdist's PKG-INFO version 1.2.3"),
+        ("1.2.3\n[x]", "g98dff2a81", "holds no commit record"),  # not a plain value: no record at all
+    ],
+)
+def test_an_sdist_record_that_does_not_tie_it_to_the_pin_is_refused(tmp_path, version, commit_id, why):
+    sdist = _sdist(tmp_path, {"demo_ext/_version.py": _version_py(version, commit_id)})
+    with pytest.raises(RefusedError, match="is not tied to the pin") as err:
+        extract(request(sdist, PIN))
+    assert why in str(err.value)
+    assert "\n" not in extract(request(sdist, PIN, unverified="near the pin")).read_from.record
+    assert not extract(request(sdist, PIN, unverified="a release near the pin")).verified
+
+
+def test_requirements_a_shipped_file_lists_but_install_requires_drops_are_recorded(tmp_path):
+    reqs = {"requirements/common.txt": "packaging\n", "requirements/cuda.txt": "-r common.txt\n"
+            "--extra-index-url https://example.invalid/whl/\ntorch==2.13.0\ndemo-cubin==1.2.3  # dropped\n"}  # fmt: skip
+    sdist = _sdist(tmp_path, reqs)
+    f = extract(request(sdist, PIN, unverified="no record", listed_requirements_files=("requirements/cuda.txt",)))
+    assert f.distribution.requires == ("torch==2.13.0",)
+    assert f.distribution.dropped == ("packaging", "demo-cubin==1.2.3")
+    assert f.distribution.dropped_from.startswith("requirements/cuda.txt (-r followed) list them; PKG-INFO")
+    (tmp_path / "host.txt").write_text("secret-package\n")
+    hostile = _sdist(tmp_path, {"requirements/cuda.txt": f"-r {tmp_path / 'host.txt'}\n"})
+    with pytest.raises(VerificationError, match=r"host.txt: a requirements file outside the tree"):
+        extract(request(hostile, PIN, unverified="no record", listed_requirements_files=("requirements/cuda.txt",)))
+
+
+REGISTRY_PY = """\
+import sys
+_TEXT = {"LlamaForCausalLM": ("llama", "LlamaForCausalLM"), "Qwen3_5ForCausalLM": ("qwen3_5", "Q")}
+_MM: dict[str, tuple[str, str]] = {"LlavaForConditionalGeneration": ("llava", "L")}
+_UNLISTED = {"NotServed": ("x", "X")}
+_VLLM_MODELS = {**_TEXT, **_MM, "Extra": ("e", "E")}
+"""
+
+
+def test_a_vllm_style_model_registry_is_read_statically(tmp_path):
+    sdist = _sdist(tmp_path, {"vllm/model_executor/models/registry.py": REGISTRY_PY})
+    f = extract(request(sdist, PIN, unverified="no record"))
+    assert f.models == ("Extra", "LlamaForCausalLM", "LlavaForConditionalGeneration", "Qwen3_5ForCausalLM")
+    assert f.models_at == "vllm/model_executor/models/registry.py:5 _VLLM_MODELS"
+    (tmp_path / "plain").mkdir()
+    assert "models" not in extract(request(_sdist(tmp_path / "plain"), PIN, unverified="no record")).to_dict()
 
 
 def test_a_wheel_adds_its_metadata_and_must_match(setup_repo, tmp_path):
@@ -337,7 +411,8 @@ def test_the_verb_extracts_shows_and_checks(tmp_path, capsys):
     assert (spec_dir / "facts" / "megacpp_smoke_ext.toml").read_bytes() == (REPO_ROOT / "facts" / "megacpp_smoke_ext.toml").read_bytes()
     assert main(["facts", "check", "--json", "--spec", spec]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["ok"] and {f["source"]: f["state"] for f in report["facts"]}["vllm"] == "provisional"
+    states = {f["source"]: f["state"] for f in report["facts"]}
+    assert report["ok"] and (states["vllm"], states["vllm_cutlass"]) == ("ok", "provisional")
     assert main(["facts", "show", "causal_conv1d", "--json", "--spec", spec]) == 0
     assert json.loads(capsys.readouterr().out)["distribution"]["version"] == "1.6.1"
 
@@ -373,3 +448,19 @@ def test_committed_facts_are_what_extract_reads_at_the_pin(tmp_path, capsys, sou
     assert main(["facts", "extract", source, "--from", str(checkout), "--spec", str(spec_dir / "stack.yaml")]) == 0
     assert capsys.readouterr().out.startswith(f"wrote: facts/{source}.toml")
     assert (spec_dir / "facts" / f"{source}.toml").read_text() == (REPO_ROOT / "facts" / f"{source}.toml").read_text()
+
+
+def test_committed_vllm_facts_are_what_extract_reads_from_the_pypi_sdist(tmp_path, capsys):
+    """facts/vllm.toml was read from vLLM 0.29.0's PyPI sdist (sha256 in the file); 40 MB is not carried
+    here, so the test runs where MEGACPP_VLLM_SDIST names a copy: verified by its own commit record."""
+    sdist = Path(os.environ.get("MEGACPP_VLLM_SDIST", "/nonexistent"))
+    if not sdist.is_file():
+        pytest.skip("set MEGACPP_VLLM_SDIST to vllm-0.29.0.tar.gz from PyPI to re-read the committed facts")
+    spec_dir = tmp_path / "repo"
+    spec_dir.mkdir()
+    shutil.copy(REPO_ROOT / "stack.yaml", spec_dir / "stack.yaml")
+    argv = ["facts", "extract", "vllm", "--from", str(sdist), "--build-requirements", "requirements/build/cuda.txt",
+            "--listed-requirements", "requirements/cuda.txt", "--spec", str(spec_dir / "stack.yaml")]  # fmt: skip
+    assert main(argv) == 0
+    assert capsys.readouterr().out == "wrote: facts/vllm.toml: vllm 0.29.0 at 98dff2a81d74\n"
+    assert (spec_dir / "facts" / "vllm.toml").read_text() == (REPO_ROOT / "facts" / "vllm.toml").read_text()

@@ -271,7 +271,7 @@ def test_empty_overlay_verifies_at_its_commit(upstream, tmp_path: Path) -> None:
 def test_shipped_vllm_manifest_is_valid_and_empty() -> None:
     m = load_manifest(REPO_ROOT / "overlays" / "vllm")
     assert m.source == "vllm" and m.files == ()
-    assert m.commit == "bf8e76246223e2c5e9c4df0c72e24250e9f1db36"
+    assert m.commit == "98dff2a81d747d1dba01a47f939f48c3526d4206"
     assert "overlay new vllm --from" in (REPO_ROOT / "overlays" / "vllm" / "README.md").read_text()
 
 

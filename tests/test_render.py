@@ -86,7 +86,7 @@ def test_header_names_command_and_inputs_hash(spec):
 @pytest.mark.parametrize(
     ("key", "old", "new"),
     [
-        (("sources", "vllm", "commit"), "bf8e76246223e2c5e9c4df0c72e24250e9f1db36", "1" * 40),
+        (("sources", "vllm", "commit"), "98dff2a81d747d1dba01a47f939f48c3526d4206", "1" * 40),
         (("toolchains", "debian-forky-cpu", "uv"), "0.13.9", "0.13.10"),
         (("toolchains", "debian-forky-cpu", "gcc"), "15", "16"),
         (("targets", "gb10", "base_image"), "nvidia/cuda:13.2.0-cudnn-devel-ubuntu24.04", "nvidia/cuda:13.2.1-cudnn-devel-ubuntu24.04"),

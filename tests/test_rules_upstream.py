@@ -20,7 +20,15 @@ from megacpp_env.rules.env import (
     unread_env,
 )
 from megacpp_env.rules.facts import facts_current, facts_provisional
-from megacpp_env.rules.sources import artifact_pins, couplings, cutlass_content, pinned_fetches
+from megacpp_env.rules.sources import (
+    artifact_pins,
+    couplings,
+    cutlass_content,
+    empty_overlays,
+    pinned_fetches,
+    sanity_can_pass,
+    version_override,
+)
 from tests.fixtures.spec import REPO_ROOT, load_data
 
 ARCH_OVERLAY_SETUP = (
@@ -81,6 +89,31 @@ def test_the_for_vllm_pretend_version_is_flagged_and_the_generic_one_is_not(stac
     assert keys(found) == ["sources.vllm.build_env.SETUPTOOLS_SCM_PRETEND_VERSION_FOR_VLLM"]
     assert "vllm does not read SETUPTOOLS_SCM_PRETEND_VERSION_FOR_VLLM" in found[0][1]
     assert "SETUPTOOLS_SCM_PRETEND_VERSION" in found[0][2]  # the remedy names the variable that is read
+
+
+def test_vllm_gets_its_version_from_upstreams_override_without_a_cuda_suffix(stack_data, root):
+    """setup.py:1251 takes VLLM_VERSION_OVERRIDE as the version and returns before it appends +cuNNN
+    (nvcc 13.2 differs from VLLM_MAIN_CUDA_VERSION); it equals the release the facts read at the pin."""
+    from megacpp_env.rules.readers import spec_facts
+
+    spec = load(stack_data, root)
+    facts = spec_facts(spec).facts["vllm"]
+    assert facts.verified and facts.distribution.version == "0.29.0"
+    assert [e.at for e in facts.env if e.name == "VLLM_VERSION_OVERRIDE"] == [("setup.py:1251",)]
+    for target in ("gb10", "cloud"):
+        env = spec.target(target).build_env_for(spec.source("vllm"))
+        assert env["VLLM_VERSION_OVERRIDE"] == facts.distribution.version
+        assert not any(k.startswith("SETUPTOOLS_SCM_PRETEND_VERSION") for k in env)
+    assert list(version_override(spec)) == []
+    data = copy.deepcopy(stack_data)
+    data["sources"]["vllm"]["build_env"]["VLLM_VERSION_OVERRIDE"] = "0.28.1.dev0+gbf8e762"  # the former guess
+    found = list(version_override(load(data, root)))
+    assert keys(found) == ["sources.vllm.build_env.VLLM_VERSION_OVERRIDE"]
+    assert found[0][1] == (
+        "VLLM_VERSION_OVERRIDE=0.28.1.dev0+gbf8e762 would name the wheel of vllm 0.28.1.dev0+gbf8e762, but the pin "
+        "98dff2a81d74 is the release 0.29.0 (PKG-INFO Version)"
+    )
+    assert found[0][2] == 'set VLLM_VERSION_OVERRIDE: "0.29.0"'
 
 
 @pytest.mark.parametrize(
@@ -241,13 +274,14 @@ def test_provisional_facts_are_a_warning_naming_their_origin(stack_data, root):
     found = list(facts_provisional(load(stack_data, root)))
     fetched = ["vllm_cutlass", "vllm_deepgemm", "vllm_flash_attn", "vllm_flashkda", "vllm_flashmla", "vllm_fmha_sm100",
                "vllm_qutlass", "vllm_tml_fa4"]  # fmt: skip
-    assert sorted(keys(found)) == sorted(
-        ["sources.vllm", "sources.vllm_cutlass", "sources.vllm.unpinned_fetches.TRITON_KERNELS_SRC_DIR"]
-        + [f"sources.{n}.provisional" for n in fetched]
-    )
+    # vLLM's facts are verified (the sdist's commit record names the pin) and its fetch pins are read there
+    assert sorted(keys(found)) == ["sources.vllm.unpinned_fetches.TRITON_KERNELS_SRC_DIR", "sources.vllm_cutlass"]
     by_key = {k: m for k, m, _ in found}
-    assert "read from the sdist vllm-0.29.0.tar.gz (sha256 c03feb07943e...), not from the pin" in by_key["sources.vllm"]
     assert "lacks one blob" in by_key["sources.vllm_cutlass"]  # its facts, unverified and why
+    data = copy.deepcopy(stack_data)
+    data["sources"][fetched[1]]["provisional"] = "not yet re-read"
+    found = {k: m for k, m, _ in facts_provisional(load(data, root))}
+    assert "is provisional: not yet re-read" in found[f"sources.{fetched[1]}.provisional"]
 
 
 # ---- CUTLASS, fetches, couplings, artifacts ----------------------------------------------------------
@@ -313,6 +347,26 @@ def test_a_fetched_source_must_be_pinned_where_the_build_pins_it(stack_data, roo
     assert keys(found) == ["sources.vllm_cutlass.commit", "sources.vllm_flashmla.commit"]
     assert found[1][1] == ("vllm's build pins flashmla at 0397728d511c4e3d94ea3a01d8dda8654525a611 "
                            "(cmake/external_projects/flashmla.cmake:19); source vllm_flashmla is a8f794d1251c")  # fmt: skip
+
+
+def test_a_fetched_source_points_where_the_build_expects_it(stack_data, root):
+    """TRITON_KERNELS_SRC_DIR names python/triton_kernels/triton_kernels inside triton (SOURCE_SUBDIR in
+    vLLM's CMake, facts fetches.subdir): a source declared for it must set that subdir. The commit is a
+    stand-in for this test; the shipped spec cannot pin triton's v3.5.1 yet."""
+    data = copy.deepcopy(stack_data)
+    vllm = data["sources"]["vllm"]
+    vllm.pop("unpinned_fetches")
+    vllm["fetches"]["TRITON_KERNELS_SRC_DIR"] = "vllm_triton"
+    data["sources"]["vllm_triton"] = {"repo": "https://github.com/triton-lang/triton.git", "ref": "v3.5.1",
+                                      "commit": "0123456789abcdef0123456789abcdef01234567"}  # fmt: skip
+    found = list(pinned_fetches(load(data, root)))
+    assert keys(found) == ["sources.vllm_triton.subdir"]
+    assert found[0][1] == (
+        "vllm's build expects TRITON_KERNELS_SRC_DIR to point at python/triton_kernels/triton_kernels inside "
+        "triton_kernels (cmake/external_projects/triton_kernels.cmake:22); source vllm_triton has subdir (none)"
+    )
+    data["sources"]["vllm_triton"]["subdir"] = "python/triton_kernels/triton_kernels"
+    assert list(pinned_fetches(load(data, root))) == []
 
 
 def test_a_declared_coupling_must_be_built_first(stack_data, root):
@@ -400,3 +454,33 @@ def test_resolutions_must_apply(stack_data, root):
     found = list(resolutions_apply(load(data, root)))
     assert keys(found) == ["targets.gb10.resolutions.overrides[5]"]
     assert "uv resolves an overridden requirement without its index" in found[0][1]
+
+
+# ---- UP011 / UP012: empty overlays, sanity checks that can never pass ----------------------------------
+
+
+def test_an_empty_overlay_attached_to_a_source_is_a_warning_naming_it(stack_data, root):
+    found = list(empty_overlays(load(stack_data, root)))
+    assert keys(found) == ["sources.vllm.overlay"]  # overlays/vllm: files = [] until the team's files land
+    assert found[0][1] == (
+        "overlay vllm of vllm lists no files (overlays/vllm/manifest.toml files = []): it changes nothing in the build"
+    )
+    assert "megacpp-env overlay new vllm --from <checkout> --force" in found[0][2]
+
+
+def test_a_sanity_model_the_pinned_registry_lacks_is_an_error_until_the_overlay_registers_it(stack_data, root):
+    assert list(sanity_can_pass(load(stack_data, root))) == []  # Qwen3_5ForCausalLM: upstream's registry has it
+    data = copy.deepcopy(stack_data)
+    data["sources"]["vllm"]["sanity"]["vllm_models"] = ["Qwen3_5ForCausalLM", "Qwen3_5ForCausalLMTextOnly"]
+    found = list(sanity_can_pass(load(data, root)))
+    assert keys(found) == ["sources.vllm.sanity.vllm_models"]
+    assert found[0][1] == (
+        "vllm's sanity resolves Qwen3_5ForCausalLMTextOnly, which its registry at 98dff2a81d74 lacks (facts/vllm.toml "
+        "models, from vllm/model_executor/models/registry.py:745 _VLLM_MODELS) and overlay vllm adds no file that "
+        "names it: the check can never pass"
+    )
+    # the team's patched registry, once captured into the overlay, provides it
+    files = root / "overlays" / "vllm" / "files" / "vllm" / "model_executor" / "models"
+    files.mkdir(parents=True)
+    (files / "registry.py").write_text('_X = {"Qwen3_5ForCausalLMTextOnly": ("qwen3_5", "Qwen3_5ForCausalLM")}\n')
+    assert list(sanity_can_pass(load(data, root))) == []

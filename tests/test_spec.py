@@ -35,10 +35,10 @@ def test_shipped_spec_loads_every_pin():
     assert commits["causal_conv1d"] == "9e4ace0b1d53ede275308abf25f64a1fc04c5fd4"
     assert commits["flashinfer"] == "a0a6b019b9b27d49d209f85d028a1ae5a9b347d7"
     assert commits["megatron_lm"] == "5be9626709af2722333bf54797c954c09edeada3"
-    assert commits["vllm"] == "bf8e76246223e2c5e9c4df0c72e24250e9f1db36"
+    assert commits["vllm"] == "98dff2a81d747d1dba01a47f939f48c3526d4206"
     assert spec.sources["flashinfer"].submodules
     assert spec.sources["vllm"].overlay == "vllm"
-    assert spec.sources["vllm"].sanity.vllm_models == ("Qwen3_5ForCausalLMTextOnly",)
+    assert spec.sources["vllm"].sanity.vllm_models == ("Qwen3_5ForCausalLM",)
     assert spec.sources["mamba_ssm"].build_env["MAMBA_FORCE_BUILD"] == "TRUE"
     assert spec.sources["megatron_lm"].install == "path"
     assert smoke.base_image("linux/arm64").tag == "arm64"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -161,3 +162,31 @@ def test_unreadable_plan_files(tmp_path: Path) -> None:
     with pytest.raises(SpecError, match=r"bad.json: not valid JSON: .* \(remedy: re-render it"):
         read_plan(tmp_path / "bad.json")
     assert SourcePlan.from_dict(_doc(load_spec(REPO_ROOT / "stack.yaml"))).name == "megacpp_smoke_ext"
+
+
+def test_a_fetch_that_names_a_subdir_points_the_variable_there(stack_data, tmp_path) -> None:
+    """vLLM's TRITON_KERNELS_SRC_DIR names python/triton_kernels/triton_kernels inside triton's checkout:
+    a fetched source's ``subdir`` reaches the plan (and only then: other plans keep their bytes), and the
+    build points the variable at that directory of the verified checkout, or refuses when it is absent."""
+    from megacpp_env.errors import VerificationError
+    from megacpp_env.srcbuild.build import _fetch
+    from tests.fixtures.git_repos import FILE_OK
+    from tests.fixtures.srcbuild import make_bare_repo
+
+    repo = make_bare_repo(tmp_path / "kernels.git", {"python/kernels/kernels/__init__.py": "X = 1\n"})
+    stack_data["sources"]["kernels_src"] = {"repo": repo.url, "commit": repo.commit, "subdir": "python/kernels/kernels"}
+    stack_data["sources"]["vllm"]["fetches"]["KERNELS_SRC_DIR"] = "kernels_src"
+    spec = load_data(stack_data)
+    plan = plan_of(spec, spec.target("cloud"), spec.source("vllm"))
+    fetch = next(f for f in plan.fetches if f.env == "KERNELS_SRC_DIR")
+    assert fetch.subdir == "python/kernels/kernels"
+    assert [f.to_dict().get("subdir") for f in plan.fetches if f.env != "KERNELS_SRC_DIR"] == [None] * 8
+    path = tmp_path / "plan.json"
+    path.write_text(plan.dumps())
+    assert read_plan(path) == plan
+    got = _fetch(fetch, tmp_path / "src", FILE_OK)
+    assert got == (tmp_path / "src" / "kernels-src" / "python" / "kernels" / "kernels").resolve()
+    assert (got / "__init__.py").read_text() == "X = 1\n"
+    missing = replace(fetch, name="kernels_two", subdir="python/nope")
+    with pytest.raises(VerificationError, match=r"kernels_two: no directory 'python/nope' in its checkout at"):
+        _fetch(missing, tmp_path / "src", FILE_OK)

@@ -37,6 +37,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="extract: a build requirements file to add to [build-system].requires (repeatable)",
     )
     parser.add_argument(
+        "--listed-requirements",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="extract: a requirements file the project ships; what it lists and install_requires drops is recorded",
+    )
+    parser.add_argument(
         "--unverified",
         metavar="REASON",
         default="",
@@ -64,7 +71,11 @@ def _command(src: Source, args: argparse.Namespace) -> str:
     parts = ["megacpp-env", "facts", "extract", src.name, "--from", shown]
     if args.wheel:
         parts += ["--wheel", Path(args.wheel).name]
-    for flag, values in (("--requirements", args.requirements), ("--build-requirements", args.build_requirements)):
+    for flag, values in (
+        ("--requirements", args.requirements),
+        ("--build-requirements", args.build_requirements),
+        ("--listed-requirements", args.listed_requirements),
+    ):
         for value in values:
             parts += [flag, value]
     if args.unverified:
@@ -86,6 +97,7 @@ def _extract(args: argparse.Namespace) -> int:
         wheel=Path(args.wheel) if args.wheel else None,
         requirements_files=tuple(args.requirements),
         build_requirements_files=tuple(args.build_requirements),
+        listed_requirements_files=tuple(args.listed_requirements),
         unverified=args.unverified,
         command=_command(src, args),
     )

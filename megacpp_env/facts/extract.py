@@ -1,9 +1,11 @@
 """``facts extract``: read one source's upstream facts from a checkout (or an sdist) into a
 ``SourceFacts`` record. Static only: nothing from the tree is executed or imported.
 
-A git checkout at exactly the pin, clean, gives ``verified = true``. Anything else (a checkout at
-another commit, a plain directory, an sdist) needs an explicit ``unverified`` reason and is recorded
-as such, so the facts never pass for the pin's when they are not.
+A git checkout at exactly the pin, clean, gives ``verified = true``; so does an sdist whose own
+commit record (setuptools-scm's version file, ``facts/sdist.py``) names the pin as a clean release.
+Anything else (a checkout at another commit, a plain directory, an sdist without such a record)
+needs an explicit ``unverified`` reason and is recorded as such, so the facts never pass for the
+pin's when they are not.
 """
 
 from __future__ import annotations
@@ -21,8 +23,10 @@ from megacpp_env import git
 from megacpp_env.errors import RefusedError, VerificationError
 from megacpp_env.facts import project as P
 from megacpp_env.facts.distribution import Inputs, read_distribution
-from megacpp_env.facts.model import Component, ReadFrom, SourceFacts, Submodule, WheelMetadata
+from megacpp_env.facts.model import Component, Distribution, ReadFrom, SourceFacts, Submodule, WheelMetadata
+from megacpp_env.facts.registry import read_registry
 from megacpp_env.facts.scan import artifact_manifests, components, scan_build
+from megacpp_env.facts.sdist import find_record
 from megacpp_env.fsutil import sha256_file
 
 
@@ -35,17 +39,18 @@ class ExtractRequest:
     wheel: Path | None = None
     requirements_files: tuple[str, ...] = ()
     build_requirements_files: tuple[str, ...] = ()
+    listed_requirements_files: tuple[str, ...] = ()  # shipped requirements install_requires may drop from
     unverified: str = ""  # the reason, when the origin is not a clean checkout at the pin
     command: str = ""
 
 
 def extract(req: ExtractRequest) -> SourceFacts:
     with _tree(req) as (root, read_from):
-        verified = _verified(req, root, read_from)
         project = root / req.subdir if req.subdir else root
         if not project.is_dir():
             raise VerificationError(f"{req.origin}: no directory {req.subdir!r} in the tree")
         pkg_info = _pkg_info(root) if read_from.kind == "sdist" else None
+        verified = _verified(req, root, read_from, str(pkg_info["version"]) if pkg_info else "")
         inputs = Inputs(
             root=root,
             project=project,
@@ -54,10 +59,13 @@ def extract(req: ExtractRequest) -> SourceFacts:
             pkg_info=pkg_info,
         )
         dist = read_distribution(inputs, req.subdir)
+        if req.listed_requirements_files:
+            dist = _with_dropped(dist, inputs, req.listed_requirements_files)
         if req.wheel is not None:
             dist = replace(dist, wheel=_wheel(req.wheel, dist.name, dist.version))
         build = scan_build(project, root)
         subs = _submodules(root) if read_from.kind == "git" else ()
+        registry = read_registry(project)
         return SourceFacts(
             source=req.source,
             commit=req.commit,
@@ -73,6 +81,8 @@ def extract(req: ExtractRequest) -> SourceFacts:
             fetches=build.fetches,
             components=tuple(_components(root, subs)),
             artifacts=tuple(artifact_manifests(_artifact_candidates(project), root)),
+            models=registry.models if registry is not None else (),
+            models_at=registry.at if registry is not None else "",
         )
 
 
@@ -85,7 +95,16 @@ def _tree(req: ExtractRequest) -> Iterator[tuple[Path, ReadFrom]]:
                 tar.extractall(tmp, filter="data")
             tops = [p for p in Path(tmp).iterdir() if p.is_dir()]
             root = tops[0] if len(tops) == 1 else Path(tmp)
-            yield root, ReadFrom(kind="sdist", path=origin.name, sha256=sha256_file(origin))
+            record = find_record(root)
+            yield (
+                root,
+                ReadFrom(
+                    kind="sdist",
+                    path=origin.name,
+                    sha256=sha256_file(origin),
+                    record=record.describe() if record is not None else "",
+                ),
+            )
         return
     if not origin.is_dir():
         raise VerificationError(f"{origin}: neither a directory nor an sdist (.tar.gz)")
@@ -95,14 +114,21 @@ def _tree(req: ExtractRequest) -> Iterator[tuple[Path, ReadFrom]]:
         yield origin, ReadFrom(kind="dir", path=origin.name)
 
 
-def _verified(req: ExtractRequest, root: Path, read_from: ReadFrom) -> bool:
+def _verified(req: ExtractRequest, root: Path, read_from: ReadFrom, sdist_version: str) -> bool:
     if read_from.kind == "git" and read_from.head == req.commit and not git.is_dirty(root, submodule_contents=False):
         if req.unverified:
             raise RefusedError(f"{root} is a clean checkout at the pin {req.commit[:12]}: drop --unverified")
         return True
+    untied = _sdist_untied(req, root, read_from, sdist_version)
+    if read_from.kind == "sdist" and not untied:
+        if req.unverified:
+            raise RefusedError(f"{req.origin}: its commit record ({read_from.record}) names the pin: drop --unverified")
+        return True
     if req.unverified:
         return False
-    if read_from.kind == "git" and read_from.head != req.commit:
+    if read_from.kind == "sdist":
+        why = f"{req.origin} is not tied to the pin {req.commit[:12]}: {untied}"
+    elif read_from.kind == "git" and read_from.head != req.commit:
         why = f"{root} is at {read_from.head[:12] or '(no commit)'}, the pin of {req.source} is {req.commit[:12]}"
     elif read_from.kind == "git":
         why = f"{root} has uncommitted changes (an applied overlay?): facts are upstream's, read them from a clean tree"
@@ -111,6 +137,37 @@ def _verified(req: ExtractRequest, root: Path, read_from: ReadFrom) -> bool:
     raise RefusedError(
         f"{why} (check out the pin with `megacpp-env checkout {req.source}`, or pass --unverified REASON)"
     )
+
+
+def _sdist_untied(req: ExtractRequest, root: Path, read_from: ReadFrom, sdist_version: str) -> str:
+    """Why an sdist is not tied to the pin ('' when its own commit record ties it)."""
+    if read_from.kind != "sdist":
+        return "not an sdist"
+    record = find_record(root)
+    if record is None:
+        return "it holds no commit record (a setuptools-scm version file with version and commit_id)"
+    return record.ties_to(req.commit, sdist_version)
+
+
+def _with_dropped(dist: Distribution, inputs: Inputs, files: tuple[str, ...]) -> Distribution:
+    """``dist`` with the requirements ``files`` list (``-r`` followed) that its requires lack, by name."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    def name(line: str) -> str:
+        try:
+            return canonicalize_name(Requirement(line).name)
+        except InvalidRequirement:
+            return ""
+
+    have = {name(r) for r in dist.requires}
+    listed: list[str] = []
+    for f in files:
+        listed += P.read_requirements_file(inputs.project / f, inputs.root)
+    dropped = tuple(r for r in listed if name(r) and name(r) not in have)
+    shown = ", ".join(P.rel(inputs.project / f, inputs.root) for f in files)
+    why = f"{shown} (-r followed) list them; {dist.requires_from} lacks them"
+    return replace(dist, dropped=dropped, dropped_from=why)
 
 
 def _pkg_info(root: Path) -> dict[str, object] | None:

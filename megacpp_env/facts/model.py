@@ -6,7 +6,8 @@ files read (with file:line), the tools that read more (torch's cpp_extension, se
 find_package(Torch)), hard-coded ``-gencode`` lists and ``nvcc --threads``, submodules, build-time
 fetches (CMake FetchContent with the ``*_SRC_DIR`` variable that replaces each), versions of bundled
 components (CUTLASS's ``version.h``) and pinned artifact manifests. ``verified`` is true only when it
-was read from a git checkout at exactly ``commit``; otherwise ``reason`` says why not.
+was read from a git checkout at exactly ``commit``, or from an sdist whose own commit record names
+``commit`` (``read_from.record``); otherwise ``reason`` says why not.
 """
 
 from __future__ import annotations
@@ -28,23 +29,35 @@ class FactsFormatError(FormatError):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ReadFrom:
-    """How the facts were read: a git checkout (``head`` is its HEAD), an sdist or a plain directory."""
+    """How the facts were read: a git checkout (``head`` is its HEAD), an sdist or a plain directory.
+    ``record`` is an sdist's own commit record (setuptools-scm's version file), when it has one: what
+    ties the sdist to the pinned commit."""
 
     kind: str
     path: str = ""
     sha256: str = ""
     head: str = ""
+    record: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "path": self.path, "sha256": self.sha256, "head": self.head}
+        out = {"kind": self.kind, "path": self.path, "sha256": self.sha256, "head": self.head}
+        if self.record:
+            out["record"] = self.record
+        return out
 
     @classmethod
     def from_table(cls, t: Table) -> ReadFrom:
-        t.only(("kind", "path", "sha256", "head"))
+        t.only(("kind", "path", "sha256", "head", "record"))
         kind = t.text("kind")
         if kind not in READ_KINDS:
             t.fail(f"unknown kind {kind!r} (known: {', '.join(READ_KINDS)})", "kind")
-        return cls(kind=kind, path=t.text("path", ""), sha256=t.text("sha256", ""), head=t.text("head", ""))
+        return cls(
+            kind=kind,
+            path=t.text("path", ""),
+            sha256=t.text("sha256", ""),
+            head=t.text("head", ""),
+            record=t.text("record", ""),
+        )
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -108,6 +121,10 @@ class Distribution:
     build_backend: str = ""
     imports: tuple[str, ...] = ()
     imports_from: str = ""
+    # requirements the project's requirements files list but its install_requires drops (given with
+    # --listed-requirements): needed at run time, yet no resolver sees them through the wheel
+    dropped: tuple[str, ...] = ()
+    dropped_from: str = ""
     wheel: WheelMetadata | None = None
 
     @property
@@ -131,6 +148,9 @@ class Distribution:
             "imports_from": self.imports_from,
             "extras": {k: list(v) for k, v in self.extras.items()},
         }
+        if self.dropped:
+            out["dropped"] = list(self.dropped)
+            out["dropped_from"] = self.dropped_from
         if self.wheel is not None:
             out["wheel"] = self.wheel.to_dict()
         return out
@@ -151,6 +171,8 @@ class Distribution:
             "build_backend",
             "imports",
             "imports_from",
+            "dropped",
+            "dropped_from",
             "wheel",
         )
         t.only(keys)
@@ -169,6 +191,8 @@ class Distribution:
             build_backend=t.text("build_backend", ""),
             imports=t.texts("imports"),
             imports_from=t.text("imports_from", ""),
+            dropped=t.texts("dropped"),
+            dropped_from=t.text("dropped_from", ""),
             wheel=WheelMetadata.from_table(wheel) if wheel is not None else None,
         )
 
@@ -373,6 +397,9 @@ class SourceFacts:
     fetches: tuple[Fetch, ...] = ()
     components: tuple[Component, ...] = ()
     artifacts: tuple[ArtifactManifest, ...] = ()
+    # architecture names a model registry maps (vLLM's ``_VLLM_MODELS``), where the source has one
+    models: tuple[str, ...] = ()
+    models_at: str = ""
     schema_version: int = SCHEMA_VERSION
 
     def env_read(self, name: str) -> EnvRead | None:
@@ -382,6 +409,13 @@ class SourceFacts:
         return next((t for t in self.tools if t.name == name), None)
 
     def to_dict(self) -> dict[str, Any]:
+        out = self._to_dict()
+        if self.models_at:
+            out["models_at"] = self.models_at
+            out["models"] = list(self.models)
+        return out
+
+    def _to_dict(self) -> dict[str, Any]:
         return {
             "schema_version": self.schema_version,
             "source": self.source,
@@ -419,6 +453,8 @@ class SourceFacts:
                 "fetches",
                 "components",
                 "artifacts",
+                "models",
+                "models_at",
             )
         )
         version = t.number("schema_version")
@@ -444,4 +480,6 @@ class SourceFacts:
             fetches=tuple(Fetch.from_table(x) for x in t.tables("fetches")),
             components=tuple(Component.from_table(x) for x in t.tables("components")),
             artifacts=tuple(ArtifactManifest.from_table(x) for x in t.tables("artifacts")),
+            models=t.texts("models"),
+            models_at=t.text("models_at", ""),
         )

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from megacpp_env.errors import VerificationError
 from megacpp_env.facts import pyscan
 
 
@@ -41,6 +42,8 @@ def read_requirements_file(path: Path, root: Path, seen: frozenset[Path] = froze
     comments dropped. Relative ``-r`` paths are relative to the including file."""
     if path.resolve() in seen:
         return []
+    if not path.resolve().is_relative_to(root.resolve()):
+        raise VerificationError(f"{path}: a requirements file outside the tree ({root}) is not read (hostile -r?)")
     out: list[str] = []
     for raw in path.read_text(encoding="utf-8").splitlines():
         line = raw.split(" #", 1)[0].strip()

@@ -105,6 +105,15 @@ def _fetch_pin(spec: Spec, src: Source, fetch: object, name: str) -> Iterator[tu
             f"source {name} is {pinned.ref or pinned.commit[:12]}",
             f"pin {name} to what {src.name} asks for at its own pin, or record why not in its `provisional`",
         )
+    want = str(getattr(fetch, "subdir", ""))
+    if want and pinned.subdir != want:
+        env = str(getattr(fetch, "env", ""))
+        yield (
+            f"sources.{name}.subdir",
+            f"{src.name}'s build expects {env} to point at {want} inside {getattr(fetch, 'name', name)} "
+            f"({getattr(fetch, 'at', '')}); source {name} has subdir {pinned.subdir or '(none)'}",
+            f"set sources.{name}.subdir: {want} (the checkout's directory the variable names)",
+        )
 
 
 @upstream_rule("UP009", "error", "declared run-time couplings are built into the same target")
@@ -161,3 +170,99 @@ def artifact_pins(spec: Spec) -> Iterator[tuple[str, str, str]]:
                 f"{art.source} at {f.commit[:12]} also pins {directory} ({pinned[directory].at}); the set lacks it",
                 f"add {directory}: {pinned[directory].checksums_sha256}",
             )
+
+
+@upstream_rule("UP011", "warning", "an overlay attached to a source lays files over it")
+def empty_overlays(spec: Spec) -> Iterator[tuple[str, str, str]]:
+    from megacpp_env.layout import overlay_dir
+    from megacpp_env.worktree.manifest import ManifestError, load_manifest
+
+    for src in spec.sources.values():
+        directory = overlay_dir(spec.root, src.overlay) if src.overlay else None
+        if directory is None or not directory.is_dir():
+            continue  # no overlay, or TC007 reports the missing directory
+        try:
+            manifest = load_manifest(directory)
+        except (ManifestError, OSError):
+            continue  # `overlay status` names what is wrong with it
+        if not manifest.files:
+            yield (
+                f"sources.{src.name}.overlay",
+                f"overlay {src.overlay} of {src.name} lists no files (overlays/{src.overlay}/manifest.toml "
+                "files = []): it changes nothing in the build",
+                f"capture the patched files: megacpp-env overlay new {src.overlay} --from <checkout> --force",
+            )
+
+
+def _overlay_mentions(spec: Spec, src: Source, name: str) -> str:
+    """The overlay file of ``src`` that holds ``name`` as a quoted literal (a registry entry), or ''."""
+    from megacpp_env.layout import overlay_dir
+
+    if not src.overlay:
+        return ""
+    files = overlay_dir(spec.root, src.overlay) / "files"
+    needles = (f'"{name}"'.encode(), f"'{name}'".encode())
+    for path in sorted(files.rglob("*")) if files.is_dir() else ():
+        try:
+            data = path.read_bytes() if path.is_file() and not path.is_symlink() else b""
+        except OSError:
+            continue
+        if any(n in data for n in needles):
+            return path.relative_to(files).as_posix()
+    return ""
+
+
+@upstream_rule("UP012", "error", "sanity checks name what the pinned source (or its overlay) provides")
+def sanity_can_pass(spec: Spec) -> Iterator[tuple[str, str, str]]:
+    facts = spec_facts(spec).facts
+    for src in spec.sources.values():
+        f = facts.get(src.name)
+        if f is None or not f.models_at or f.commit != src.commit:
+            continue  # no registry read at the pin (FA001 reports stale or missing facts)
+        known = set(f.models)
+        for model in src.sanity.vllm_models:
+            if model in known or _overlay_mentions(spec, src, model):
+                continue
+            overlay = f"overlay {src.overlay} adds no file that names it" if src.overlay else "no overlay adds it"
+            yield (
+                f"sources.{src.name}.sanity.vllm_models",
+                f"{src.name}'s sanity resolves {model}, which its registry at {f.commit[:12]} lacks "
+                f"(facts/{src.name}.toml models, from {f.models_at}) and {overlay}: the check can never pass",
+                "check an architecture the pinned registry has, or capture the overlay whose files register it",
+            )
+
+
+VERSION_VARS = ("VLLM_VERSION_OVERRIDE", "SETUPTOOLS_SCM_PRETEND_VERSION")
+
+
+@upstream_rule("UP013", "error", "a version override names the release the pin is")
+def version_override(spec: Spec) -> Iterator[tuple[str, str, str]]:
+    return unique(_version_override(spec))
+
+
+def _version_override(spec: Spec) -> Iterator[tuple[str, str, str]]:
+    from packaging.version import InvalidVersion
+
+    facts = spec_facts(spec).facts
+    for t in spec.targets.values():
+        for src in t.sources:
+            f = facts.get(src.name)
+            # only a verified sdist says the release's exact version (PKG-INFO); a checkout's static
+            # version need not be what setuptools-scm would derive at the commit
+            if f is None or not f.verified or f.read_from.kind != "sdist" or f.commit != src.commit:
+                continue
+            env = t.build_env_for(src)
+            for var in VERSION_VARS:
+                if var not in env:
+                    continue
+                try:
+                    same = Version(env[var]) == Version(f.distribution.version)
+                except InvalidVersion:
+                    same = False
+                if not same:
+                    yield (
+                        f"sources.{src.name}.build_env.{var}",
+                        f"{var}={env[var]} would name the wheel of {src.name} {env[var]}, but the pin "
+                        f"{src.commit[:12]} is the release {f.distribution.version} ({f.distribution.version_from})",
+                        f'set {var}: "{f.distribution.version}"',
+                    )

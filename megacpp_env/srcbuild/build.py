@@ -196,10 +196,14 @@ def _overlay(plan: SourcePlan, inputs: BuildInputs) -> None:
 
 
 def _fetch(fetch: FetchPlan, parent: Path, config: Mapping[str, str]) -> Path:
+    """A verified checkout of the fetch; the variable points at its ``subdir`` when the plan names one."""
     dest = parent / fetch.name.replace("_", "-")
     checkout.checkout_source(fetch, dest, git_config=config)
     _verify(fetch, dest)
-    return dest.resolve()
+    target = (dest / fetch.subdir).resolve() if fetch.subdir else dest.resolve()
+    if not target.is_dir() or not target.is_relative_to(dest.resolve()):
+        raise VerificationError(f"{fetch.name}: no directory {fetch.subdir!r} in its checkout at {fetch.commit[:12]}")
+    return target
 
 
 def _build_env(plan: SourcePlan, decision: JobsDecision, fetched: Mapping[str, str]) -> dict[str, str]:

@@ -33,7 +33,8 @@ THREADS_ENV = ("FLASHINFER_NVCC_THREADS", "NVCC_THREADS")  # the nvcc --threads 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class FetchPlan:
-    """A build-time fetch made hermetic: ``env`` points the build at a checkout of source ``name``."""
+    """A build-time fetch made hermetic: ``env`` points the build at a checkout of source ``name``, or at
+    ``subdir`` inside it (vLLM's ``TRITON_KERNELS_SRC_DIR`` names triton's python/triton_kernels/triton_kernels)."""
 
     env: str
     name: str
@@ -41,9 +42,10 @@ class FetchPlan:
     commit: str
     ref: str = ""
     submodules: bool = False
+    subdir: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "env": self.env,
             "name": self.name,
             "repo": self.repo,
@@ -51,6 +53,9 @@ class FetchPlan:
             "ref": self.ref,
             "submodules": self.submodules,
         }
+        if self.subdir:
+            out["subdir"] = self.subdir
+        return out
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -230,7 +235,15 @@ def target_jobs(target: Target, **facts: Any) -> JobsPlan:
 
 
 def _fetch(env: str, src: Source) -> FetchPlan:
-    return FetchPlan(env=env, name=src.name, repo=src.repo, commit=src.commit, ref=src.ref, submodules=src.submodules)
+    return FetchPlan(
+        env=env,
+        name=src.name,
+        repo=src.repo,
+        commit=src.commit,
+        ref=src.ref,
+        submodules=src.submodules,
+        subdir=src.subdir,
+    )
 
 
 # ---- validating reader --------------------------------------------------------------------------
@@ -244,7 +257,7 @@ _JOBS_KEYS = (
     "reads", "nvcc_threads", "cuda", "mem_per_job_gib", "max_jobs", "nvcc_threads_override", "units", "archs",
     "divides",
 )  # fmt: skip
-_FETCH_KEYS = ("env", "name", "repo", "commit", "ref", "submodules")
+_FETCH_KEYS = ("env", "name", "repo", "commit", "ref", "submodules", "subdir")
 _DIST_RE = re.compile(r"^[a-z][a-z0-9-]*$")
 _OVERLAY_RE = re.compile(r"^$|^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _SUBDIR_RE = re.compile(r"^$|^[A-Za-z0-9_][A-Za-z0-9._-]*(/[A-Za-z0-9_][A-Za-z0-9._-]*)*$")
@@ -348,4 +361,5 @@ def _read_fetch(t: Table) -> FetchPlan:
         commit=_match(t, "commit", SHA_RE, "a 40-hex commit SHA"),
         ref=_line(t, "ref"),
         submodules=t.flag("submodules"),
+        subdir=_match(t, "subdir", _SUBDIR_RE, "a relative directory or empty") if t.has("subdir") else "",
     )
