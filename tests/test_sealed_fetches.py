@@ -6,7 +6,6 @@ anything, naming the fetch."""
 from __future__ import annotations
 
 import copy
-import hashlib
 import shutil
 
 import pytest
@@ -17,24 +16,11 @@ from megacpp_env.policy import run_rules
 from megacpp_env.render import render_target
 from tests.fixtures.spec import REPO_ROOT, load_data
 
-# A stand-in pin for triton's v3.5.1 tag, for these tests only: the shipped spec cannot pin it yet
-# (the tag's commit is not readable here), so it keeps TRITON_KERNELS_SRC_DIR in unpinned_fetches.
-TRITON_STAND_IN = hashlib.sha1(b"test stand-in for triton v3.5.1").hexdigest()
 VLLM_FETCHES = ["VLLM_CUTLASS_SRC_DIR", "VLLM_FLASH_ATTN_SRC_DIR", "FLASH_MLA_SRC_DIR", "QUTLASS_SRC_DIR",
                 "DEEPGEMM_SRC_DIR", "FLASH_KDA_SRC_DIR", "FMHA_SM100_SRC_DIR", "TML_FA4_SRC_DIR",
                 "TRITON_KERNELS_SRC_DIR"]  # fmt: skip
-
-
-def all_pinned(data):
-    data = copy.deepcopy(data)
-    vllm = data["sources"]["vllm"]
-    vllm.pop("unpinned_fetches")
-    vllm["fetches"]["TRITON_KERNELS_SRC_DIR"] = "vllm_triton"
-    data["sources"]["vllm_triton"] = {
-        "repo": "https://github.com/triton-lang/triton.git", "ref": "v3.5.1", "commit": TRITON_STAND_IN,
-        "subdir": "python/triton_kernels/triton_kernels",
-    }  # fmt: skip
-    return data
+# triton's v3.5.1 tag, as facts/README.md ("triton_kernels") says how it was tied
+TRITON_V351 = "0add68262ab0a2e33b84524346cb27cbb2787356"
 
 
 def unpin(data, env):
@@ -58,27 +44,36 @@ def errors(data, root, rule="FA003"):
     return [f for f in run_rules(load_data(data, root / "stack.yaml")) if f.rule == rule]
 
 
-def test_the_shipped_spec_reports_the_unpinned_triton_fetch_as_an_error(stack_data, project):
-    (found,) = errors(stack_data, project)
+def test_the_shipped_spec_pins_every_fetch_of_vllm(stack_data, project):
+    vllm = stack_data["sources"]["vllm"]
+    assert "unpinned_fetches" not in vllm and sorted(vllm["fetches"]) == sorted(VLLM_FETCHES)
+    triton = stack_data["sources"][vllm["fetches"]["TRITON_KERNELS_SRC_DIR"]]
+    assert triton == {
+        "repo": "https://github.com/triton-lang/triton.git", "ref": "v3.5.1", "commit": TRITON_V351,
+        "subdir": "python/triton_kernels/triton_kernels",
+    }  # fmt: skip
+    assert errors(stack_data, project) == [] and errors(stack_data, project, "UP008") == []
+    spec = load_data(stack_data, project / "stack.yaml")
+    assert render_target(spec, "cloud") and render_target(spec, "gb10")
+
+
+def test_an_unpinned_fetch_is_an_error_naming_the_fetch_and_the_remedy(stack_data, project):
+    (found,) = errors(unpin(stack_data, "TRITON_KERNELS_SRC_DIR"), project)
     assert found.severity == "error" and found.key == "sources.vllm.unpinned_fetches.TRITON_KERNELS_SRC_DIR"
     assert found.message.startswith(
         "vllm is built without network in gb10, cloud, but its build downloads triton_kernels "
         "(https://github.com/triton-lang/triton.git @ v3.5.1, cmake/external_projects/triton_kernels.cmake:22) "
-        "unless TRITON_KERNELS_SRC_DIR points at a pinned tree ("
+        "unless TRITON_KERNELS_SRC_DIR points at a pinned tree (moved here by the test)"
     )
-    assert found.remedy == "declare a pinned source for it and move it to `fetches: {TRITON_KERNELS_SRC_DIR: <that source>}`"
-
-
-def test_with_every_fetch_pinned_there_is_no_error_and_the_targets_render(stack_data, project):
-    data = all_pinned(stack_data)
-    assert errors(data, project) == [] and errors(data, project, "UP008") == []
-    spec = load_data(data, project / "stack.yaml")
-    assert render_target(spec, "cloud") and render_target(spec, "gb10")
+    assert (
+        found.remedy
+        == "declare a pinned source for it and move it to `fetches: {TRITON_KERNELS_SRC_DIR: <that source>}`"
+    )
 
 
 @pytest.mark.parametrize("env", VLLM_FETCHES)
 def test_moving_a_fetch_into_unpinned_fetches_fails_check_render_and_build(stack_data, project, capsys, env):
-    data = unpin(all_pinned(stack_data), env)
+    data = unpin(stack_data, env)
     (project / "stack.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
     spec = str(project / "stack.yaml")
     key = f"sources.vllm.unpinned_fetches.{env}"
