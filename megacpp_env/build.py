@@ -49,6 +49,7 @@ from megacpp_env.errors import RefusedError, StaleError, ToolError, ToolNotFound
 from megacpp_env.fsutil import canonical_hash, owned_tempdir, sha256_bytes
 from megacpp_env.layout import platform_arch
 from megacpp_env.pipmirror import free_port, mirror_links, serve_mirror
+from megacpp_env.rules.facts import refuse_unpinned_fetches
 from megacpp_env.spec.model import Spec, Target
 from megacpp_env.srcbuild.mirror import MirrorRequest, insteadof_config, mirror_sources, parse_rewrite
 
@@ -315,6 +316,7 @@ def _source_rewrites(spec: Spec, target: Target, opts: BuildOptions) -> tuple[tu
 def plan_build(spec: Spec, opts: BuildOptions, *, docker_bin: str = "docker") -> BuildPlan:
     _check_paths(opts)
     target = spec.target(opts.target)
+    refuse_unpinned_fetches(spec, target.name)  # before any Docker call, --dry-run included
     platform = resolve_platform(target, opts.platform)
     digest = content_hash(spec, target, platform, opts.base_image)
     staged = () if uses_spec_root(spec) else tuple(context_files(spec, target, platform).items())

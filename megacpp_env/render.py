@@ -17,6 +17,7 @@ from megacpp_env import layout, sourceplans
 from megacpp_env.errors import MegacppEnvError
 from megacpp_env.fsutil import atomic_write_bytes, canonical_hash, sha256_bytes
 from megacpp_env.layout import platform_arch
+from megacpp_env.rules.facts import refuse_unpinned_fetches
 from megacpp_env.spec.model import Source, Spec, Target
 from megacpp_env.srcbuild import closure
 from megacpp_env.srcbuild.plan import SourcePlan
@@ -199,6 +200,7 @@ def render_target(spec: Spec, name: str, *, templates: Path | None = None) -> tu
     """Every file ``images/<name>/`` holds, rendered in memory: the Dockerfile, then one source build
     plan per source (``sources/<source>.json``, what that source's stage reads)."""
     target = spec.target(name)
+    refuse_unpinned_fetches(spec, name)  # a stage known to fail without network is never written
     tpl = templates or layout.templates_dir()
     if not (tpl / TEMPLATE).is_file():
         raise MegacppEnvError(

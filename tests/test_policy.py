@@ -36,6 +36,13 @@ def tc(d):
     return d["toolchains"]["cuda132-ubuntu2404"]
 
 
+def _unpin(d, env):
+    """Move a pinned build-time fetch of vLLM back into unpinned_fetches (its stage has no network)."""
+    vllm = d["sources"]["vllm"]
+    vllm.setdefault("unpinned_fetches", {})[env] = "unpinned by the test"
+    del d["sources"][vllm["fetches"].pop(env)]
+
+
 def _set_env(d, name, value):
     gb10(d)["env"]["runtime"][name] = value
 
@@ -74,6 +81,7 @@ TRIPS = {
     "FA002": None,  # vllm_cutlass's facts are provisional on the shipped spec; see tests/test_rules_upstream.py
     "UP013": lambda d: d["sources"]["vllm"]["build_env"].__setitem__("VLLM_VERSION_OVERRIDE", "0.29.1"),
     "UP011": None,  # overlays/vllm is empty on the shipped spec; see tests/test_rules_upstream.py
+    "FA003": lambda d: _unpin(d, "TRITON_KERNELS_SRC_DIR"),  # every fetch: tests/test_sealed_fetches.py
     "UP012": lambda d: d["sources"]["vllm"]["sanity"]["vllm_models"].append("Qwen3_5ForCausalLMTextOnly"),
     "UP001": lambda d: d["sources"]["flashinfer"]["build_env"].__setitem__("FLASHINFER_ENABLE_AOT", "1"),
     "UP002": lambda d: (

@@ -195,7 +195,7 @@ def test_spec_build_settings_reach_the_plans_and_the_jobs_formula_runs_in_the_st
     assert _plan(golden_spec, "cloud", "vllm")["jobs"] == {
         "cuda": True, "max_jobs": 16, "mem_per_job_gib": 4, "nvcc_threads": 0, "nvcc_threads_override": 4,
         "reads": ["MAX_JOBS", "NVCC_THREADS"],  # from facts/vllm.toml (vllm/envs.py), never a hand-written list
-        "units": 0, "archs": 3, "divides": False,
+        "units": 0, "archs": 3, "divides": True,
     }  # fmt: skip
     gb10 = _plan(golden_spec, "gb10", "causal_conv1d")["jobs"]
     # derived where built: MAX_JOBS from torch's cpp_extension, --threads 4, 4 files, 12 hard-coded archs (facts)

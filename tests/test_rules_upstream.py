@@ -273,9 +273,10 @@ def test_stale_missing_unreadable_and_mismatched_facts(stack_data, root):
 def test_provisional_facts_are_a_warning_naming_their_origin(stack_data, root):
     found = list(facts_provisional(load(stack_data, root)))
     fetched = ["vllm_cutlass", "vllm_deepgemm", "vllm_flash_attn", "vllm_flashkda", "vllm_flashmla", "vllm_fmha_sm100",
-               "vllm_qutlass", "vllm_tml_fa4"]  # fmt: skip
-    # vLLM's facts are verified (the sdist's commit record names the pin) and its fetch pins are read there
-    assert sorted(keys(found)) == ["sources.vllm.unpinned_fetches.TRITON_KERNELS_SRC_DIR", "sources.vllm_cutlass"]
+               "vllm_qutlass", "vllm_tml_fa4", "vllm_triton_kernels"]  # fmt: skip
+    # vLLM's facts are verified (the sdist's commit record names the pin) and its fetch pins are read there;
+    # triton's v3.5.1 is pinned too (facts/README.md), so no unpinned fetch is left to report
+    assert sorted(keys(found)) == ["sources.vllm_cutlass"]
     by_key = {k: m for k, m, _ in found}
     assert "lacks one blob" in by_key["sources.vllm_cutlass"]  # its facts, unverified and why
     data = copy.deepcopy(stack_data)
@@ -317,7 +318,6 @@ def test_every_redirectable_vllm_fetch_must_be_pinned(stack_data, root):
     assert list(pinned_fetches(load(stack_data, root))) == []
     data = copy.deepcopy(stack_data)
     data["sources"]["vllm"].pop("fetches")
-    data["sources"]["vllm"].pop("unpinned_fetches")
     found = list(pinned_fetches(load(data, root)))
     names = sorted(re.match(r"vllm downloads (\S+)", m).group(1) for m in messages(found))
     assert names == [
@@ -351,22 +351,20 @@ def test_a_fetched_source_must_be_pinned_where_the_build_pins_it(stack_data, roo
 
 def test_a_fetched_source_points_where_the_build_expects_it(stack_data, root):
     """TRITON_KERNELS_SRC_DIR names python/triton_kernels/triton_kernels inside triton (SOURCE_SUBDIR in
-    vLLM's CMake, facts fetches.subdir): a source declared for it must set that subdir. The commit is a
-    stand-in for this test; the shipped spec cannot pin triton's v3.5.1 yet."""
+    vLLM's CMake, facts fetches.subdir): the source declared for it must set that subdir."""
+    assert list(pinned_fetches(load(stack_data, root))) == []
     data = copy.deepcopy(stack_data)
-    vllm = data["sources"]["vllm"]
-    vllm.pop("unpinned_fetches")
-    vllm["fetches"]["TRITON_KERNELS_SRC_DIR"] = "vllm_triton"
-    data["sources"]["vllm_triton"] = {"repo": "https://github.com/triton-lang/triton.git", "ref": "v3.5.1",
-                                      "commit": "0123456789abcdef0123456789abcdef01234567"}  # fmt: skip
+    assert data["sources"]["vllm"]["fetches"]["TRITON_KERNELS_SRC_DIR"] == "vllm_triton_kernels"
+    assert data["sources"]["vllm_triton_kernels"].pop("subdir") == "python/triton_kernels/triton_kernels"
     found = list(pinned_fetches(load(data, root)))
-    assert keys(found) == ["sources.vllm_triton.subdir"]
+    assert keys(found) == ["sources.vllm_triton_kernels.subdir"]
     assert found[0][1] == (
         "vllm's build expects TRITON_KERNELS_SRC_DIR to point at python/triton_kernels/triton_kernels inside "
-        "triton_kernels (cmake/external_projects/triton_kernels.cmake:22); source vllm_triton has subdir (none)"
+        "triton_kernels (cmake/external_projects/triton_kernels.cmake:22); source vllm_triton_kernels has subdir (none)"
     )
-    data["sources"]["vllm_triton"]["subdir"] = "python/triton_kernels/triton_kernels"
-    assert list(pinned_fetches(load(data, root))) == []
+    data["sources"]["vllm_triton_kernels"]["subdir"] = "python/triton_kernels"
+    (found,) = pinned_fetches(load(data, root))
+    assert found[0] == "sources.vllm_triton_kernels.subdir" and "has subdir python/triton_kernels" in found[1]
 
 
 def test_a_declared_coupling_must_be_built_first(stack_data, root):

@@ -1,12 +1,14 @@
-"""Rules on the facts files themselves: present, readable, read at the pin; provisional ones said so."""
+"""Rules on the facts files themselves: present, readable, read at the pin; provisional ones said so;
+and no build-time fetch left unpinned in a source a sealed stage builds."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-from megacpp_env.facts.check import check_facts
+from megacpp_env.errors import RefusedError
+from megacpp_env.facts.check import check_facts, spec_facts
 from megacpp_env.rules import upstream_rule
-from megacpp_env.spec.model import Spec
+from megacpp_env.spec.model import Source, Spec, Target
 
 
 @upstream_rule("FA001", "error", "every source has upstream facts read at its pin")
@@ -22,15 +24,51 @@ def facts_provisional(spec: Spec) -> Iterator[tuple[str, str, str]]:
         if f.state in ("provisional", "orphan"):
             yield (f"sources.{f.source}" if f.state != "orphan" else "sources", f.message, f.remedy)
     for src in spec.sources.values():
-        for env, reason in src.unpinned_fetches.items():
-            yield (
-                f"sources.{src.name}.unpinned_fetches.{env}",
-                f"{src.name}'s build still downloads what {env} would point at: {reason}; a sealed build fails there",
-                f"declare a pinned source and `fetches: {{{env}: <that source>}}`",
-            )
         if src.provisional:
             yield (
                 f"sources.{src.name}.provisional",
                 f"the pin of {src.name} ({src.commit[:12]}) is provisional: {src.provisional}",
                 "verify the commit against the source it stands for, then drop `provisional`",
             )
+
+
+def sealed(target: Target, src: Source) -> bool:
+    """Whether ``target`` builds ``src`` in a sealed stage: every built source (``install: wheel``) is
+    built in the image's second build, which runs with ``--network none`` (docs/SPEC.md)."""
+    return src.install == "wheel" and any(s.name == src.name for s in target.sources)
+
+
+def unpinned_sealed_fetches(spec: Spec, targets: tuple[str, ...] = ()) -> list[tuple[str, str, str]]:
+    """(key, message, remedy) for each fetch a sealed stage of ``targets`` (default: all) leaves unpinned."""
+    facts = spec_facts(spec).facts
+    out: list[tuple[str, str, str]] = []
+    for src in spec.sources.values():
+        where = [t.name for t in spec.targets.values() if (not targets or t.name in targets) and sealed(t, src)]
+        if not where:
+            continue
+        known = {f.env: f for f in facts[src.name].fetches} if src.name in facts else {}
+        for env, reason in sorted(src.unpinned_fetches.items()):
+            fetch = known.get(env)
+            what = f"{fetch.name} ({fetch.repo} @ {fetch.ref}, {fetch.at})" if fetch else "a tree"
+            out.append(
+                (
+                    f"sources.{src.name}.unpinned_fetches.{env}",
+                    f"{src.name} is built without network in {', '.join(where)}, but its build downloads {what} "
+                    f"unless {env} points at a pinned tree ({reason}): the sealed build fails there",
+                    f"declare a pinned source for it and move it to `fetches: {{{env}: <that source>}}`",
+                )
+            )
+    return out
+
+
+@upstream_rule("FA003", "error", "a source built in a sealed stage has no unpinned fetch")
+def sealed_fetches(spec: Spec) -> Iterator[tuple[str, str, str]]:
+    yield from unpinned_sealed_fetches(spec)
+
+
+def refuse_unpinned_fetches(spec: Spec, target: str) -> None:
+    """``render`` and ``build`` (``--dry-run`` too) refuse a target whose sealed stage would fail on a fetch."""
+    found = unpinned_sealed_fetches(spec, (target,))
+    if found:
+        detail = "; ".join(f"{key}: {message}" for key, message, _remedy in found)
+        raise RefusedError(f"target {target}: {detail} (remedy: {found[0][2]})")

@@ -80,7 +80,7 @@ def _pinned_fetches(spec: Spec) -> Iterator[tuple[str, str, str]]:
             env = t.build_env_for(src)
             for fetch in f.fetches:
                 if not fetch.env or fetch.env in src.unpinned_fetches:
-                    continue  # no variable can redirect it, or the spec says why not yet (FA002 reports it)
+                    continue  # no variable can redirect it, or the spec says why not yet (FA003 reports it)
                 if fetch.env not in declared and fetch.env not in env:
                     yield (
                         f"sources.{src.name}",

@@ -1,0 +1,87 @@
+"""FA003 and the refusals of ``render`` and ``build``: a source built without network (every
+``install: wheel`` source of a target) whose build still downloads a tree (``unpinned_fetches``) is an
+error in ``check``, and ``render`` / ``build --dry-run`` refuse the target before writing or running
+anything, naming the fetch."""
+
+from __future__ import annotations
+
+import copy
+import shutil
+
+import pytest
+import yaml
+
+from megacpp_env.cli import main
+from megacpp_env.policy import run_rules
+from megacpp_env.render import render_target
+from tests.fixtures.spec import REPO_ROOT, load_data
+
+VLLM_FETCHES = ["VLLM_CUTLASS_SRC_DIR", "VLLM_FLASH_ATTN_SRC_DIR", "FLASH_MLA_SRC_DIR", "QUTLASS_SRC_DIR",
+                "DEEPGEMM_SRC_DIR", "FLASH_KDA_SRC_DIR", "FMHA_SM100_SRC_DIR", "TML_FA4_SRC_DIR",
+                "TRITON_KERNELS_SRC_DIR"]  # fmt: skip
+# triton's v3.5.1 tag, as facts/README.md ("triton_kernels") says how it was tied
+TRITON_V351 = "0add68262ab0a2e33b84524346cb27cbb2787356"
+
+
+def unpin(data, env):
+    data = copy.deepcopy(data)
+    vllm = data["sources"]["vllm"]
+    name = vllm["fetches"].pop(env)
+    del data["sources"][name]
+    vllm["unpinned_fetches"] = {env: "moved here by the test"}
+    return data
+
+
+@pytest.fixture
+def project(tmp_path):
+    for name in ("facts", "overlays", "images", "locks"):
+        if (REPO_ROOT / name).is_dir():
+            shutil.copytree(REPO_ROOT / name, tmp_path / name)
+    return tmp_path
+
+
+def errors(data, root, rule="FA003"):
+    return [f for f in run_rules(load_data(data, root / "stack.yaml")) if f.rule == rule]
+
+
+def test_the_shipped_spec_pins_every_fetch_of_vllm(stack_data, project):
+    vllm = stack_data["sources"]["vllm"]
+    assert "unpinned_fetches" not in vllm and sorted(vllm["fetches"]) == sorted(VLLM_FETCHES)
+    triton = stack_data["sources"][vllm["fetches"]["TRITON_KERNELS_SRC_DIR"]]
+    assert triton == {
+        "repo": "https://github.com/triton-lang/triton.git", "ref": "v3.5.1", "commit": TRITON_V351,
+        "subdir": "python/triton_kernels/triton_kernels",
+    }  # fmt: skip
+    assert errors(stack_data, project) == [] and errors(stack_data, project, "UP008") == []
+    spec = load_data(stack_data, project / "stack.yaml")
+    assert render_target(spec, "cloud") and render_target(spec, "gb10")
+
+
+def test_an_unpinned_fetch_is_an_error_naming_the_fetch_and_the_remedy(stack_data, project):
+    (found,) = errors(unpin(stack_data, "TRITON_KERNELS_SRC_DIR"), project)
+    assert found.severity == "error" and found.key == "sources.vllm.unpinned_fetches.TRITON_KERNELS_SRC_DIR"
+    assert found.message.startswith(
+        "vllm is built without network in gb10, cloud, but its build downloads triton_kernels "
+        "(https://github.com/triton-lang/triton.git @ v3.5.1, cmake/external_projects/triton_kernels.cmake:22) "
+        "unless TRITON_KERNELS_SRC_DIR points at a pinned tree (moved here by the test)"
+    )
+    assert (
+        found.remedy
+        == "declare a pinned source for it and move it to `fetches: {TRITON_KERNELS_SRC_DIR: <that source>}`"
+    )
+
+
+@pytest.mark.parametrize("env", VLLM_FETCHES)
+def test_moving_a_fetch_into_unpinned_fetches_fails_check_render_and_build(stack_data, project, capsys, env):
+    data = unpin(stack_data, env)
+    (project / "stack.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    spec = str(project / "stack.yaml")
+    key = f"sources.vllm.unpinned_fetches.{env}"
+    assert main(["check", "--spec", spec]) == 1
+    out = capsys.readouterr()
+    assert f"error FA003 {key}: vllm is built without network in gb10, cloud" in out.out + out.err
+    for argv in (["render", "--check", "--spec", spec], ["build", "cloud", "--dry-run", "--spec", spec]):
+        assert main(argv) == 1, argv
+        out = capsys.readouterr()
+        assert f"target cloud: {key}: vllm is built without network" in out.err, argv
+        assert "docker" not in out.out  # refused before any command line is printed
