@@ -39,6 +39,7 @@ wait_daemon() {
 }
 
 main() {
+  stdout_is_result   # no result: stdout stays empty
   [ -x "$DOCKER" ] || apt_install docker.io
   [ -x "$DOCKER" ] || die "$DOCKER missing after installing docker.io"
   if daemon_up; then

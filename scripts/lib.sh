@@ -10,6 +10,13 @@ export DOCKER="${MEGACPP_DOCKER:-/usr/bin/docker}"
 log() { printf '[%s] %s\n' "${0##*/}" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
+# A script's stdout carries its result only (an address, a commit, an image tag): callers read it
+# with $(bash scripts/X.sh). stdout_is_result, called first in main, sends everything else the
+# script and the tools it runs write to stdout (apt, debootstrap, docker, git) to stderr; `result`
+# then writes to the real stdout. (A fresh machine once read apt-get's "Get:1 ..." as an address.)
+stdout_is_result() { exec {RESULT_FD}>&1 1>&2; }
+result() { printf '%s\n' "$*" >&"${RESULT_FD:-1}"; }
+
 # Run as root, or through sudo when available.
 as_root() {
   if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo -n "$@"; fi

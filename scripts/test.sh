@@ -29,6 +29,7 @@ bash scripts/smoke-source.sh --serve
 # The real OCI registry on loopback that the registry tests push to (pin-base, build --push, cache).
 if [ -z "${MEGACPP_TEST_REGISTRY:-}" ]; then
   registry="$(bash scripts/registry-up.sh)"
+  [[ "$registry" =~ ^127\.0\.0\.1:[0-9]+$ ]] || die "scripts/registry-up.sh printed '$registry', expected 127.0.0.1:PORT"
   export MEGACPP_TEST_REGISTRY="$registry"
 fi
 # The runtime patches are also tested on real torch when a CPU wheel for this Python is at hand

@@ -14,7 +14,7 @@ from tests.fixtures.docker import skip_or_fail
 
 REPO = Path(__file__).resolve().parent.parent
 SCRIPTS = REPO / "scripts"
-SHELL_FILES = [SCRIPTS / n for n in ("binfmt-up.sh", "docker-up.sh", "lib.sh", "make-base-image.sh", "registry-up.sh")]
+SHELL_FILES = sorted(SCRIPTS.glob("*.sh"))
 DOCKER = "/usr/bin/docker"
 BASE = "megacpp-base/debian-forky"
 
@@ -115,6 +115,7 @@ def test_docker_up_is_idempotent() -> None:
     assert result.returncode == 0, result.stderr
     assert "already answering" in result.stderr
     assert "server 20.10" in result.stderr
+    assert result.stdout == ""  # no result: the version line is a log (stderr)
 
 
 @pytest.mark.docker
@@ -139,6 +140,7 @@ def test_make_base_image_uses_cache() -> None:
     result = _sh("CI=true scripts/make-base-image.sh amd64 </dev/null")
     assert result.returncode == 0, result.stderr
     assert "is up to date" in result.stderr
+    assert result.stdout == f"{BASE}:amd64\n"  # stdout: the image tag, nothing else
     assert time.monotonic() - start < 30
 
 
