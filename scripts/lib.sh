@@ -40,6 +40,9 @@ apt_install() {
     --no-install-recommends "${missing[@]}" </dev/null >&2
 }
 
+# apt_available PKG: the archive has a real package PKG (apt_install runs `apt-get update` first).
+apt_available() { apt-cache show "$1" >/dev/null 2>&1; }
+
 # debian_mirror: print the Debian archive URI ($DEBIAN_MIRROR, else the first
 # URI of the host's apt configuration that serves the 'debian' archive, i.e.
 # whose path ends in /debian). deb822 *.sources files first, then one-line lists.
