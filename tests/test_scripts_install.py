@@ -32,6 +32,8 @@ DOCKER = "/usr/bin/docker"
 BASE = "megacpp-base/debian-forky:amd64"
 CA = "/etc/ssl/certs/ca-certificates.crt"
 SOCKET = "/var/run/docker.sock"
+# Mounted beside, not over, the container's own bundle: installing ca-certificates rewrites that one.
+HOST_CA = "/run/megacpp-host-ca.crt"
 
 
 def _docker(*args: str, timeout: int = 60) -> subprocess.CompletedProcess[str]:
@@ -77,7 +79,7 @@ def _start(apt_cache: Path, *extra: str) -> Fresh:
         *extra,
     ]
     if Path(CA).is_file():
-        mounts.append(f"--volume={CA}:{CA}:ro")
+        mounts.append(f"--volume={CA}:{HOST_CA}:ro")
     started = _docker("run", "--detach", "--rm", f"--name={name}", "--network=host", *mounts, BASE,
                       "sleep", "infinity")  # fmt: skip
     assert started.returncode == 0, started.stderr
@@ -153,7 +155,7 @@ def test_bootstrap_installs_python_and_apt_packages_and_prints_nothing(fresh: Fr
     copy = fresh.sh("mkdir /work && tar -C /src --exclude=./.venv --exclude=./.megacpp --exclude=./.git "
                     "--exclude=__pycache__ -cf - . | tar -C /work -xf -")  # fmt: skip
     assert copy.returncode == 0, copy.stderr
-    env = {"PIP_CERT": CA, "PIP_DISABLE_PIP_VERSION_CHECK": "1", "MEGACPP_WHEELHOUSE": "/tmp/wheelhouse"}
+    env = {"PIP_CERT": HOST_CA, "PIP_DISABLE_PIP_VERSION_CHECK": "1", "MEGACPP_WHEELHOUSE": "/tmp/wheelhouse"}
     proc = fresh.sh("bash /work/scripts/bootstrap.sh", env=env, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     _ran_install(proc, *packages)
