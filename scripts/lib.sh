@@ -22,13 +22,21 @@ as_root() {
   if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo -n "$@"; fi
 }
 
+# apt_present PKG: PKG is installed, or an installed package provides it (forky's qemu-user-binfmt
+# provides qemu-user-static; apt installs the one provider when asked for the virtual name).
+apt_present() {
+  dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed' && return 0
+  dpkg-query -W -f='${Status}|${Provides}\n' 2>/dev/null | awk -F'|' -v p="$1" '
+    $1 == "install ok installed" { n = split($2, a, /, */); for (i = 1; i <= n; i++) { split(a[i], w, " "); if (w[1] == p) found = 1 } }
+    END { exit !found }'
+}
+
 apt_updated=0
 # apt_install PKG...: install the packages that are missing, non-interactively.
 apt_install() {
   local missing=() p
   for p in "$@"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' \
-      || missing+=("$p")
+    apt_present "$p" || missing+=("$p")
   done
   [ "${#missing[@]}" -eq 0 ] && return 0
   log "installing: ${missing[*]}"

@@ -106,6 +106,18 @@ def fresh_with_dockerd(apt_cache: Path) -> Iterator[Fresh]:
         _docker("rm", "--force", box.name)
 
 
+@pytest.fixture
+def fresh_with_binfmt(apt_cache: Path) -> Iterator[Fresh]:
+    """A fresh forky container that may mount binfmt_misc (CAP_SYS_ADMIN, unconfined) (the kernel's one table: the host's entries)."""
+    box = _start(
+        apt_cache, "--cap-add=SYS_ADMIN", "--security-opt=apparmor=unconfined", "--security-opt=seccomp=unconfined"
+    )
+    try:
+        yield box
+    finally:
+        _docker("rm", "--force", box.name)
+
+
 def _ran_install(proc: subprocess.CompletedProcess[str], *packages: str) -> None:
     assert f"installing: {' '.join(packages)}" in proc.stderr, proc.stderr[-2000:]
     assert re.search(r"^(Get|Hit|Ign):\d", proc.stderr, re.MULTILINE), "apt's own output belongs on stderr"
@@ -162,3 +174,23 @@ def test_bootstrap_installs_python_and_apt_packages_and_prints_nothing(fresh: Fr
     assert all(fresh.installed(p) for p in packages)
     assert proc.stdout == ""
     assert fresh.sh("/work/.venv/bin/megacpp-env --version").returncode == 0
+
+
+@pytest.mark.arm64
+def test_binfmt_up_installs_qemu_and_prints_nothing(fresh_with_binfmt: Fresh) -> None:
+    """binfmt-up.sh installs qemu-user-static (on forky: its one provider, qemu-user-binfmt) and
+    binfmt-support, mounts binfmt_misc and finds the host's qemu-aarch64 entry enabled. Runs only where
+    the host already has that entry (the arm64 lane's binfmt-up.sh): binfmt_misc is one table for the
+    whole kernel, and a registration made here would outlive the container."""
+    if not Path("/proc/sys/fs/binfmt_misc/qemu-aarch64").is_file():
+        skip_or_fail("the host has no qemu-aarch64 binfmt entry (run scripts/binfmt-up.sh)")
+    box = fresh_with_binfmt
+    assert not box.installed("binfmt-support")
+    proc = box.sh("bash /src/scripts/binfmt-up.sh")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    _ran_install(proc, "qemu-user-static", "binfmt-support")
+    assert proc.stdout == ""
+    assert "qemu-aarch64: interpreter" in proc.stderr
+    again = box.sh("bash /src/scripts/binfmt-up.sh")  # installed (a provider counts): no second install
+    assert (again.returncode, again.stdout) == (0, ""), again.stderr[-2000:]
+    assert "installing:" not in again.stderr
