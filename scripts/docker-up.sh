@@ -23,7 +23,7 @@ start_dockerd() {
   log "starting $dockerd (log: $DOCKERD_LOG)"
   as_root mkdir -p "$(dirname "$DOCKERD_LOG")"
   # Detach fully: new session, no stdin, output to the log, survives this shell.
-  as_root setsid nohup "$dockerd" </dev/null >>"$DOCKERD_LOG" 2>&1 &
+  as_root setsid nohup "$dockerd" </dev/null >>"$DOCKERD_LOG" 2>&1 {RESULT_FD}>&- &
   disown || true
 }
 

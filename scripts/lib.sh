@@ -14,6 +14,8 @@ die() { log "error: $*"; exit 1; }
 # with $(bash scripts/X.sh). stdout_is_result, called first in main, sends everything else the
 # script and the tools it runs write to stdout (apt, debootstrap, docker, git) to stderr; `result`
 # then writes to the real stdout. (A fresh machine once read apt-get's "Get:1 ..." as an address.)
+# A daemon the script leaves running must not inherit that descriptor, or a caller's $(...) waits for
+# the daemon's exit: start it with `{RESULT_FD}>&-` on its command line.
 stdout_is_result() { exec {RESULT_FD}>&1 1>&2; }
 result() { printf '%s\n' "$*" >&"${RESULT_FD:-1}"; }
 

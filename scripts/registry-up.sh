@@ -75,7 +75,7 @@ start_registry() {
   [ -x "$BINARY" ] || die "$BINARY missing after installing docker-registry"
   write_config
   log "starting $BINARY on 127.0.0.1:$PORT (storage $DIR/data, log $DIR/registry.log)"
-  setsid nohup "$BINARY" serve "$DIR/config.yml" </dev/null >>"$DIR/registry.log" 2>&1 &
+  setsid nohup "$BINARY" serve "$DIR/config.yml" </dev/null >>"$DIR/registry.log" 2>&1 {RESULT_FD}>&- &
   echo $! >"$PIDFILE"
   disown || true
 }

@@ -74,7 +74,7 @@ serve() {
   if [ "$(served_commit)" = "$commit" ]; then log "already serving $commit on port $PORT"; return 0; fi
   log "serving $GIT_ROOT on git://127.0.0.1:$PORT/"
   git_clean daemon --export-all --base-path="$GIT_ROOT" --listen=127.0.0.1 --port="$PORT" \
-    --reuseaddr --detach --pid-file="$PIDFILE" "$GIT_ROOT"
+    --reuseaddr --detach --pid-file="$PIDFILE" "$GIT_ROOT" {RESULT_FD}>&-
   for i in $(seq 1 50); do
     [ "$(served_commit)" = "$commit" ] && return 0
     sleep 0.2
