@@ -162,6 +162,17 @@ def require_floor() -> str:
     return have
 
 
+def pin_mismatch(have: str, pinned: set[str]) -> str | None:
+    """A warning (with its remedy) when ``have`` is not every uv the spec's toolchains pin."""
+    if not pinned - {have}:
+        return None
+    want = ", ".join(sorted(pinned))
+    return (
+        f"warning: resolved with uv {have}; the toolchain pins uv {want} (a lock made with another uv may "
+        f"differ: pip install 'uv=={min(pinned)}' in megacpp-env's environment, or point MEGACPP_ENV_UV at it)"
+    )
+
+
 def python_platform(platform: str) -> str:
     """``linux/arm64`` -> ``aarch64-manylinux_2_28`` (uv's ``--python-platform``)."""
     return f"{PLATFORM_ARCH[platform]}-{MANYLINUX}"

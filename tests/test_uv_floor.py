@@ -46,6 +46,11 @@ def test_the_floor_uv_locks_and_the_release_before_it_is_refused_with_a_remedy(
     floor = _uv_release(uv.UV_FLOOR, tmp_path)
     monkeypatch.setenv("MEGACPP_ENV_UV", str(floor))
     assert main(["lock", "gpu", "--spec", str(spec)]) == 0, capsys.readouterr()
+    out, err = capsys.readouterr()
+    assert (  # the spec's toolchain pins uv 0.13.9: a warning with its remedy, not a failure
+        f"warning: resolved with uv {uv.UV_FLOOR}; the toolchain pins uv 0.13.9 (a lock made with another uv may "
+        "differ: pip install 'uv==0.13.9' in megacpp-env's environment, or point MEGACPP_ENV_UV at it)"
+    ) in out + err
     lock = read_pylock(spec.parent / "locks" / "pylock.gpu-linux-arm64.toml")
     assert lock.by_name()["torch"].version == "2.13.0.dev20261101+cu132"  # --prerelease-package torch=allow
     assert uv.uv_version() == uv.UV_FLOOR
