@@ -15,7 +15,6 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 start=$SECONDS
 bash scripts/bootstrap.sh
 activate_tool_env
-apt_install shellcheck || log "shellcheck unavailable: its test will be skipped"
 bash scripts/docker-up.sh
 bash scripts/make-base-image.sh amd64
 markers=()
