@@ -8,7 +8,7 @@ Each test starts its own container (`--network host`: apt reaches the archive, a
 starts listens on the host's loopback; the host's CA bundle is mounted read-only for TLS, never baked
 in). The session shares one apt list directory and one .deb cache between the containers, so the archive
 is downloaded once per session and each script's own `apt-get update` only revalidates it.
-Cost (2 cores, warm apt cache): see docs/BENCHMARKS.md ("fresh-machine install tests").
+Cost (2 cores, warm apt cache): docs/BENCHMARKS.md, "fresh machine (issue 18)".
 """
 
 from __future__ import annotations
