@@ -69,9 +69,13 @@ def inspected_python(snap: Snapshot) -> dict[str, str]:
 
 
 def say_inspected_python(snap: Snapshot) -> None:
-    """One stderr line, always: the interpreter inspected, why, and how to pick another."""
+    """One stderr line, unless -q: the interpreter inspected, why, and how to pick another (the snapshot
+    and `doctor --json` carry it too)."""
     from megacpp_env.snapshot.python_env import PICK_ANOTHER
+    from megacpp_env.ui import QUIET, settings
 
+    if settings().verbosity <= QUIET:
+        return
     found = inspected_python(snap)
     why = f" ({found['reason']})" if found["reason"] else ""
     print(f"megacpp-env: inspected {found['path']}{why}; {PICK_ANOTHER}", file=sys.stderr)
