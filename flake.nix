@@ -25,9 +25,9 @@
             # [project].dependencies of pyproject.toml (tests/test_flake.py keeps them equal). `uv` is
             # nixpkgs' python wrapper of nixpkgs' uv binary: uv.find_uv_bin() finds it, so `lock`
             # runs without uv on PATH. The stack pins uv ${pins.uv} for the images; nixpkgs at this
-            # revision has an older uv, so the ">=0.9.0" floor is relaxed here (pythonRelaxDeps) and
-            # `lock` under Nix resolves with that uv. Set MEGACPP_ENV_UV to a uv ${pins.uv} binary to
-            # reproduce the committed locks byte for byte.
+            # revision has an older uv, so the ">=0.12.1" floor is relaxed here (pythonRelaxDeps) for
+            # the other verbs; `lock` refuses a uv below the floor and says so. Set MEGACPP_ENV_UV to a
+            # uv ${pins.uv} binary to lock, and to reproduce the committed locks byte for byte.
             dependencies = with python.pkgs; [ jinja2 pyyaml packaging uv tomli-w nvidia-ml-py ];
             pythonRelaxDeps = [ "uv" ];
             # git for checkout/gate, docker for build: found on PATH like any user's tools.

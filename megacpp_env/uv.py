@@ -8,6 +8,9 @@ uv is always run with ``--no-config`` (no user/system ``uv.toml`` changes a lock
 environment variables ``UV_DEFAULT_INDEX`` and ``UV_CACHE_DIR`` still apply: tests point the default
 index at a local PEP 503 index with them. A uv run that takes longer than ``timeout()`` seconds
 (default 900, env ``MEGACPP_ENV_UV_TIMEOUT``) is killed and reported as a ToolError.
+
+Before it resolves, ``pip_compile`` checks the uv it found against ``UV_FLOOR``, the oldest uv that
+takes every argument ``compile_args`` passes (tests/test_uv_floor.py runs that uv and the one before it).
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from packaging.version import InvalidVersion, Version
+
 from megacpp_env.errors import ToolError, ToolNotFoundError
 from megacpp_env.layout import PLATFORM_ARCH
 
@@ -33,6 +38,9 @@ PYPI_SIMPLE = "https://pypi.org/simple"
 MANYLINUX = "manylinux_2_28"  # the glibc floor of every image (Ubuntu 24.04: 2.39, Debian forky: 2.41)
 TIMEOUT_ENV = "MEGACPP_ENV_UV_TIMEOUT"
 DEFAULT_TIMEOUT_S = 900.0
+# The oldest uv megacpp-env works with: 0.12.1 added `--prerelease-package` (compile_args). Keep it equal
+# to the floor in pyproject.toml and .ci/tool-requirements.in (tests/test_uv_floor.py checks all three).
+UV_FLOOR = "0.12.1"
 COMMANDS: list[tuple[str, ...]] = []  # every argv run, in order (read by tests)
 _LOCK = threading.Lock()
 _FIND_LOCK = threading.Lock()
@@ -122,14 +130,47 @@ def _error_lines(stderr: str) -> str:
     return "\n".join(lines[-40:]) or "(no output)"
 
 
-@functools.cache
 def uv_version() -> str:
-    """The version of the uv on PATH (``0.13.9``)."""
+    """The version of the uv megacpp-env runs (``uv_executable()``: ``0.13.9``)."""
+    return _version_of(uv_executable())
+
+
+@functools.cache
+def _version_of(exe: str) -> str:
+    del exe  # the cache key: MEGACPP_ENV_UV may name another uv later in the same process
     out = run_uv(["--version"]).stdout
     match = re.search(r"\b(\d+\.\d+\.\d+\S*)", out)
     if not match:
         raise ToolError(f"cannot parse `uv --version` output: {out.strip()!r}")
     return match.group(1)
+
+
+def require_floor() -> str:
+    """The uv version, when it is at least ``UV_FLOOR``; else a ToolError that says which uv was found,
+    why it is too old and how to get a newer one."""
+    exe, have = uv_executable(), uv_version()
+    try:
+        too_old = Version(have) < Version(UV_FLOOR)
+    except InvalidVersion:
+        raise ToolError(f"{exe}: cannot compare uv version {have!r} with the floor {UV_FLOOR}") from None
+    if too_old:
+        raise ToolError(
+            f"{exe} is uv {have}; megacpp-env needs uv >= {UV_FLOOR} (it passes --prerelease-package, new in "
+            f"uv {UV_FLOOR}): upgrade the uv in megacpp-env's environment (pip install 'uv>={UV_FLOOR}', "
+            f"or reinstall megacpp-env), or point MEGACPP_ENV_UV at a newer uv"
+        )
+    return have
+
+
+def pin_mismatch(have: str, pinned: set[str]) -> str | None:
+    """A warning (with its remedy) when ``have`` is not every uv the spec's toolchains pin."""
+    if not pinned - {have}:
+        return None
+    want = ", ".join(sorted(pinned))
+    return (
+        f"warning: resolved with uv {have}; the toolchain pins uv {want} (a lock made with another uv may "
+        f"differ: pip install 'uv=={min(pinned)}' in megacpp-env's environment, or point MEGACPP_ENV_UV at it)"
+    )
 
 
 def python_platform(platform: str) -> str:
@@ -174,4 +215,5 @@ def compile_args(req: CompileRequest) -> list[str]:
 
 
 def pip_compile(req: CompileRequest) -> UvRun:
+    require_floor()
     return run_uv(compile_args(req), cwd=req.workdir)

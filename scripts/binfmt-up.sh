@@ -12,6 +12,7 @@ BINFMT=/proc/sys/fs/binfmt_misc
 ENTRY="$BINFMT/qemu-aarch64"
 
 main() {
+  stdout_is_result   # no result: stdout stays empty
   if [ "$(uname -m)" = aarch64 ]; then log "native aarch64 host; nothing to do"; return 0; fi
   apt_install qemu-user-static binfmt-support
   if [ ! -f "$BINFMT/register" ]; then

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# docker-up.sh: make sure Debian's docker.io (20.10) is installed and dockerd
+# docker-up.sh: make sure Debian's docker.io (20.10; and docker-cli where it is apart) is installed and dockerd
 # answers. Idempotent; safe in CI (no stdin, fresh machine) and interactively.
 #   env: MEGACPP_DOCKER (default /usr/bin/docker),
 #        DOCKERD_LOG (default /var/log/megacpp-dockerd.log),
@@ -23,7 +23,7 @@ start_dockerd() {
   log "starting $dockerd (log: $DOCKERD_LOG)"
   as_root mkdir -p "$(dirname "$DOCKERD_LOG")"
   # Detach fully: new session, no stdin, output to the log, survives this shell.
-  as_root setsid nohup "$dockerd" </dev/null >>"$DOCKERD_LOG" 2>&1 &
+  as_root setsid nohup "$dockerd" </dev/null >>"$DOCKERD_LOG" 2>&1 {RESULT_FD}>&- &
   disown || true
 }
 
@@ -39,7 +39,10 @@ wait_daemon() {
 }
 
 main() {
+  stdout_is_result   # no result: stdout stays empty
   [ -x "$DOCKER" ] || apt_install docker.io
+  # Debian >= trixie ships the client apart (docker-cli, only a Recommends of docker.io).
+  if [ ! -x "$DOCKER" ] && apt_available docker-cli; then apt_install docker-cli; fi
   [ -x "$DOCKER" ] || die "$DOCKER missing after installing docker.io"
   if daemon_up; then
     log "dockerd already answering"

@@ -10,9 +10,27 @@ export DOCKER="${MEGACPP_DOCKER:-/usr/bin/docker}"
 log() { printf '[%s] %s\n' "${0##*/}" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
+# A script's stdout carries its result only (an address, a commit, an image tag): callers read it
+# with $(bash scripts/X.sh). stdout_is_result, called first in main, sends everything else the
+# script and the tools it runs write to stdout (apt, debootstrap, docker, git) to stderr; `result`
+# then writes to the real stdout. (A fresh machine once read apt-get's "Get:1 ..." as an address.)
+# A daemon the script leaves running must not inherit that descriptor, or a caller's $(...) waits for
+# the daemon's exit: start it with `{RESULT_FD}>&-` on its command line.
+stdout_is_result() { exec {RESULT_FD}>&1 1>&2; }
+result() { printf '%s\n' "$*" >&"${RESULT_FD:-1}"; }
+
 # Run as root, or through sudo when available.
 as_root() {
   if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo -n "$@"; fi
+}
+
+# apt_present PKG: PKG is installed, or an installed package provides it (forky's qemu-user-binfmt
+# provides qemu-user-static; apt installs the one provider when asked for the virtual name).
+apt_present() {
+  dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed' && return 0
+  dpkg-query -W -f='${Status}|${Provides}\n' 2>/dev/null | awk -F'|' -v p="$1" '
+    $1 == "install ok installed" { n = split($2, a, /, */); for (i = 1; i <= n; i++) { split(a[i], w, " "); if (w[1] == p) found = 1 } }
+    END { exit !found }'
 }
 
 apt_updated=0
@@ -20,8 +38,7 @@ apt_updated=0
 apt_install() {
   local missing=() p
   for p in "$@"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' \
-      || missing+=("$p")
+    apt_present "$p" || missing+=("$p")
   done
   [ "${#missing[@]}" -eq 0 ] && return 0
   log "installing: ${missing[*]}"
@@ -32,6 +49,9 @@ apt_install() {
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
     --no-install-recommends "${missing[@]}" </dev/null >&2
 }
+
+# apt_available PKG: the archive has a real package PKG (apt_install runs `apt-get update` first).
+apt_available() { apt-cache show "$1" >/dev/null 2>&1; }
 
 # debian_mirror: print the Debian archive URI ($DEBIAN_MIRROR, else the first
 # URI of the host's apt configuration that serves the 'debian' archive, i.e.

@@ -3,6 +3,7 @@
 # Build a Debian forky minbase rootfs with debootstrap and `docker import` it
 # as megacpp-base/debian-forky:ARCH (platform linux/ARCH). Skips the build when
 # an image with the same tag and the same recipe label already exists.
+# stdout: the image tag (only); debootstrap, apt and docker log to stderr.
 #   env: DEBIAN_MIRROR (default: the host's apt 'debian' archive URI),
 #        BASE_SUITE (default forky), BASE_WORKDIR (default /var/tmp/megacpp-base),
 #        MEGACPP_DOCKER (default /usr/bin/docker)
@@ -119,11 +120,12 @@ set_architecture() {
 }
 
 main() {
+  stdout_is_result
   parse_args "$@"
   MIRROR="$(debian_mirror)" || die "no Debian mirror: set DEBIAN_MIRROR or configure apt"
   bash "$(dirname "${BASH_SOURCE[0]}")/docker-up.sh"
   if [ "$FORCE" -eq 0 ] && cached; then
-    log "$TAG is up to date ($(recipe)); use --force to rebuild"; return 0
+    log "$TAG is up to date ($(recipe)); use --force to rebuild"; result "$TAG"; return 0
   fi
   apt_install debootstrap debian-archive-keyring
   local rootfs="$WORKDIR/$SUITE-$ARCH" t0 t1 t2
@@ -137,7 +139,8 @@ main() {
   t2="$(now_s)"
   as_root rm -rf "$rootfs"
   log "built $TAG: debootstrap $((t1 - t0))s, import $((t2 - t1))s, total $((t2 - t0))s"
-  "$DOCKER" image ls "$TAG" >&2
+  "$DOCKER" image ls "$TAG"
+  result "$TAG"
 }
 
 main "$@"

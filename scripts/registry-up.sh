@@ -5,6 +5,7 @@
 #   (no option)  install docker-registry if missing, start it on 127.0.0.1:$MEGACPP_REGISTRY_PORT
 #                unless a registry already answers there, wait until GET /v2/ answers, check that
 #                dockerd treats the address as an insecure (plain HTTP) registry, print HOST:PORT
+#                (stdout carries only that line; apt and every log go to stderr)
 #   --stop       stop the registry this script started for $MEGACPP_REGISTRY_DIR (by its pid file)
 #   env: MEGACPP_REGISTRY_PORT (default 5000), MEGACPP_REGISTRY_DIR (default /var/lib/megacpp/registry:
 #        config.yml, data/, registry.log, registry.pid), REGISTRY_WAIT_S (default 30)
@@ -74,7 +75,7 @@ start_registry() {
   [ -x "$BINARY" ] || die "$BINARY missing after installing docker-registry"
   write_config
   log "starting $BINARY on 127.0.0.1:$PORT (storage $DIR/data, log $DIR/registry.log)"
-  setsid nohup "$BINARY" serve "$DIR/config.yml" </dev/null >>"$DIR/registry.log" 2>&1 &
+  setsid nohup "$BINARY" serve "$DIR/config.yml" </dev/null >>"$DIR/registry.log" 2>&1 {RESULT_FD}>&- &
   echo $! >"$PIDFILE"
   disown || true
 }
@@ -114,6 +115,7 @@ stop_registry() {
 }
 
 main() {
+  stdout_is_result
   case "${1:-}" in
     "") ;;
     --stop) stop_registry; return 0 ;;
@@ -126,7 +128,7 @@ main() {
     wait_registry || die "the registry is not answering on 127.0.0.1:$PORT"
   fi
   check_insecure_default
-  printf '127.0.0.1:%s\n' "$PORT"
+  result "127.0.0.1:$PORT"
 }
 
 main "$@"

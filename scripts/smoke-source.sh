@@ -12,7 +12,7 @@
 #                   git://127.0.0.1:${MEGACPP_GIT_PORT:-9418}/megacpp-smoke-ext.git (detached;
 #                   pid in $MEGACPP_GIT_ROOT/git-daemon.pid); a daemon already serving it is kept
 #   --stop          stop the daemon started by --serve
-# Idempotent. Changing any file under sources/megacpp-smoke-ext/ changes the commit: update the
+# stdout: the commit (only); logs go to stderr. Idempotent. Changing any file under sources/megacpp-smoke-ext/ changes the commit: update the
 # pin in stack.yaml (tests/test_checkout.py fails until you do).
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
@@ -74,7 +74,7 @@ serve() {
   if [ "$(served_commit)" = "$commit" ]; then log "already serving $commit on port $PORT"; return 0; fi
   log "serving $GIT_ROOT on git://127.0.0.1:$PORT/"
   git_clean daemon --export-all --base-path="$GIT_ROOT" --listen=127.0.0.1 --port="$PORT" \
-    --reuseaddr --detach --pid-file="$PIDFILE" "$GIT_ROOT"
+    --reuseaddr --detach --pid-file="$PIDFILE" "$GIT_ROOT" {RESULT_FD}>&-
   for i in $(seq 1 50); do
     [ "$(served_commit)" = "$commit" ] && return 0
     sleep 0.2
@@ -90,18 +90,19 @@ stop() {
 
 main() {
   local mode="${1:-}" tmp commit
+  stdout_is_result
   [ "$#" -le 1 ] || usage
   case "$mode" in
     --print-commit)
       tmp="$(mktemp -d)"
       commit="$(make_commit "$tmp/$NAME")"
       rm -rf "$tmp"
-      printf '%s\n' "$commit" ;;
+      result "$commit" ;;
     ""|--serve)
       mkdir -p "$GIT_ROOT"
       commit="$(make_commit "$GIT_ROOT/$NAME")"
       [ "$mode" = --serve ] && serve "$commit"
-      printf '%s\n' "$commit" ;;
+      result "$commit" ;;
     --stop) stop ;;
     *) usage ;;
   esac

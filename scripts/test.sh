@@ -15,7 +15,6 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 start=$SECONDS
 bash scripts/bootstrap.sh
 activate_tool_env
-apt_install shellcheck || log "shellcheck unavailable: its test will be skipped"
 bash scripts/docker-up.sh
 bash scripts/make-base-image.sh amd64
 markers=()
@@ -29,6 +28,7 @@ bash scripts/smoke-source.sh --serve
 # The real OCI registry on loopback that the registry tests push to (pin-base, build --push, cache).
 if [ -z "${MEGACPP_TEST_REGISTRY:-}" ]; then
   registry="$(bash scripts/registry-up.sh)"
+  [[ "$registry" =~ ^127\.0\.0\.1:[0-9]+$ ]] || die "scripts/registry-up.sh printed '$registry', expected 127.0.0.1:PORT"
   export MEGACPP_TEST_REGISTRY="$registry"
 fi
 # The runtime patches are also tested on real torch when a CPU wheel for this Python is at hand

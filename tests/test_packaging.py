@@ -19,6 +19,7 @@ from packaging.version import Version
 
 from megacpp_env import __version__, build, render
 from megacpp_env.spec import load_spec
+from megacpp_env.uv import UV_FLOOR
 from tests.fixtures.index import write_lock_spec
 from tests.fixtures.install import REPO_ROOT, TOOL_LOCK, fresh_venv, offline_env, pip_into
 
@@ -72,7 +73,7 @@ def test_the_hashed_tool_lock_covers_the_dependencies_and_build_backend():
     text = TOOL_LOCK.read_text()
     assert "uv pip compile --universal --python-version 3.11 --generate-hashes .ci/tool-requirements.in" in text
     pins = {}
-    for block in text.split("\n") :
+    for block in text.split("\n"):
         if block and not block.startswith((" ", "#")):
             req = Requirement(block.rstrip(" \\"))
             pins[req.name] = next(iter(req.specifier)).version
@@ -108,7 +109,7 @@ def test_wheel_ships_templates_license_and_metadata(built_dists):
     assert "License-Expression: Apache-2.0" in meta and "License-File: LICENSE" in meta
     assert "Classifier: Programming Language :: Python :: 3.13" in meta
     assert "Project-URL: Source, https://github.com/megacpp/megacpp-env" in meta
-    assert "Requires-Dist: uv>=0.9.0" in meta
+    assert f"Requires-Dist: uv>={UV_FLOOR}" in meta
     tracked = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "megacpp_env"],
                              cwd=REPO_ROOT, capture_output=True, text=True, check=True).stdout.split()  # fmt: skip
     assert {n for n in names if n.startswith("megacpp_env/")} == set(tracked)  # every file of the package, no more
@@ -148,8 +149,10 @@ def test_pip_installed_wheel_locks_renders_and_snapshots_from_elsewhere(venv_bin
         assert (project / expected.relpath).read_bytes() == expected.content, expected.relpath
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    run([exe, "snapshot", "-o", elsewhere / "snap.json"], cwd=elsewhere, env=env)
+    active = {**env, "VIRTUAL_ENV": str(venv_bin.parent)}  # the venv activated: snapshot inspects it
+    run([exe, "snapshot", "-o", elsewhere / "snap.json"], cwd=elsewhere, env=active)
     snap = json.loads((elsewhere / "snap.json").read_text())
+    assert snap["host"]["inspected_python_reason"] == f"the active virtual environment (VIRTUAL_ENV={venv_bin.parent})"
     assert snap["host"]["tool"] == f"megacpp-env {__version__}" and snap["host"]["spec"] is None
     assert snap["facts"]["python"]["interpreter"]["prefix"] == str(venv_bin.parent)
     assert snap["facts"]["python"]["distributions"]["megacpp-env"]["integrity"]["status"] == "ok"
@@ -179,7 +182,9 @@ def test_build_from_an_installed_tool_stages_an_installable_context(venv_bin, tm
     image_venv = fresh_venv(tmp_path / "image-venv", with_pip=False)
     pip_into(image_venv, "setuptools>=77", env=env)
     pip_into(image_venv, "--no-deps", "--no-index", "--no-build-isolation", staged, env=env)
-    assert run([image_venv / "megacpp-env", "--version"], cwd=tmp_path, env=env).stdout == f"megacpp-env {__version__}\n"
+    assert (
+        run([image_venv / "megacpp-env", "--version"], cwd=tmp_path, env=env).stdout == f"megacpp-env {__version__}\n"
+    )
 
 
 def test_uv_tool_install_runs_outside_the_repository(built_dists, wheelhouse, tmp_path):

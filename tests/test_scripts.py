@@ -14,7 +14,7 @@ from tests.fixtures.docker import skip_or_fail
 
 REPO = Path(__file__).resolve().parent.parent
 SCRIPTS = REPO / "scripts"
-SHELL_FILES = [SCRIPTS / n for n in ("binfmt-up.sh", "docker-up.sh", "lib.sh", "make-base-image.sh", "registry-up.sh")]
+SHELL_FILES = sorted(SCRIPTS.glob("*.sh"))
 DOCKER = "/usr/bin/docker"
 BASE = "megacpp-base/debian-forky"
 
@@ -115,6 +115,7 @@ def test_docker_up_is_idempotent() -> None:
     assert result.returncode == 0, result.stderr
     assert "already answering" in result.stderr
     assert "server 20.10" in result.stderr
+    assert result.stdout == ""  # no result: the version line is a log (stderr)
 
 
 @pytest.mark.docker
@@ -139,6 +140,7 @@ def test_make_base_image_uses_cache() -> None:
     result = _sh("CI=true scripts/make-base-image.sh amd64 </dev/null")
     assert result.returncode == 0, result.stderr
     assert "is up to date" in result.stderr
+    assert result.stdout == f"{BASE}:amd64\n"  # stdout: the image tag, nothing else
     assert time.monotonic() - start < 30
 
 
@@ -168,3 +170,43 @@ def test_base_image_arm64_runs_under_qemu() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "aarch64"
+
+
+def _free_port() -> int:
+    from megacpp_env.build import free_port
+
+    return free_port()
+
+
+@pytest.mark.parametrize(
+    ("script", "env_of", "result"),
+    [
+        ("registry-up.sh", lambda port, d: {"MEGACPP_REGISTRY_PORT": str(port), "MEGACPP_REGISTRY_DIR": str(d)},
+         lambda port: f"127.0.0.1:{port}\n"),
+        ("smoke-source.sh", lambda port, d: {"MEGACPP_GIT_PORT": str(port), "MEGACPP_GIT_ROOT": str(d)},
+         lambda port: None),
+    ],
+    ids=["registry-up", "smoke-source"],
+)  # fmt: skip
+def test_a_script_that_leaves_a_daemon_returns_its_result_to_a_capturing_caller(tmp_path, script, env_of, result):
+    """Read as `$(bash scripts/X.sh)` reads it (a pipe until EOF): the daemon the script starts must not
+    hold that pipe open (it once inherited the result descriptor, and test.sh would have waited forever)."""
+    import os
+    import re
+
+    if script == "registry-up.sh" and not Path("/usr/bin/docker-registry").exists():
+        pytest.skip("docker-registry not installed (its install branch: tests/test_scripts_install.py)")
+    port = _free_port()
+    env = {**os.environ, **env_of(port, tmp_path / "state")}
+    args = ["--serve"] if script == "smoke-source.sh" else []
+    try:
+        proc = subprocess.run(["bash", str(SCRIPTS / script), *args], env=env, capture_output=True, text=True,
+                              timeout=90, check=False)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        want = result(port)
+        if want is None:
+            assert re.fullmatch(r"[0-9a-f]{40}\n", proc.stdout), proc.stdout
+        else:
+            assert proc.stdout == want
+    finally:
+        subprocess.run(["bash", str(SCRIPTS / script), "--stop"], env=env, capture_output=True, timeout=30, check=False)

@@ -54,8 +54,31 @@ def add_ignore(parser: argparse.ArgumentParser, what: str) -> None:
 
 def add_python(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--python", metavar="PATH", help="the interpreter to inspect (default: $VIRTUAL_ENV's, else the tool's own)"
+        "--python",
+        metavar="PATH",
+        help="the interpreter to inspect (default: $VIRTUAL_ENV's, else the first python3 on PATH)",
     )
+
+
+def inspected_python(snap: Snapshot) -> dict[str, str]:
+    """Which interpreter a snapshot inspected and why (``--json`` reports carry it)."""
+    return {
+        "path": str(snap.host.get("inspected_python") or ""),
+        "reason": str(snap.host.get("inspected_python_reason") or ""),
+    }
+
+
+def say_inspected_python(snap: Snapshot) -> None:
+    """One stderr line, unless -q: the interpreter inspected, why, and how to pick another (the snapshot
+    and `doctor --json` carry it too)."""
+    from megacpp_env.snapshot.python_env import PICK_ANOTHER
+    from megacpp_env.ui import QUIET, settings
+
+    if settings().verbosity <= QUIET:
+        return
+    found = inspected_python(snap)
+    why = f" ({found['reason']})" if found["reason"] else ""
+    print(f"megacpp-env: inspected {found['path']}{why}; {PICK_ANOTHER}", file=sys.stderr)
 
 
 def checked_python(python: str | None) -> str | None:
@@ -97,7 +120,9 @@ def take(
         on_progress=report if progress.enabled else None,
     )
     with progress:
-        return take_snapshot(opts)
+        snap = take_snapshot(opts)
+    say_inspected_python(snap)
+    return snap
 
 
 WAITING_FOR = {

@@ -6,7 +6,15 @@ import argparse
 import sys
 from pathlib import Path
 
-from megacpp_env.commands._common import add_json, add_python, checked_python, load, take
+from megacpp_env.commands._common import (
+    add_json,
+    add_python,
+    checked_python,
+    inspected_python,
+    load,
+    say_inspected_python,
+    take,
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -35,10 +43,14 @@ def run(args: argparse.Namespace) -> int:
     python = checked_python(args.python)
     spec = load(args)
     spec.target(args.target)  # fail on an unknown target before the snapshot
-    snap = load_snapshot(args.snapshot) if args.snapshot else take(args, python, spec=spec)
+    if args.snapshot:
+        snap = load_snapshot(args.snapshot)
+        say_inspected_python(snap)  # the one that snapshot inspected
+    else:
+        snap = take(args, python, spec=spec)
     report = run_doctor(spec, args.target, snap)
     if args.json:
-        print_json({**report.to_dict(), "snapshot_digest": snap.digest})
+        print_json({**report.to_dict(), "snapshot_digest": snap.digest, "inspected_python": inspected_python(snap)})
     else:
         sys.stdout.write(report.render_text())
     return 0 if report.ok else 1

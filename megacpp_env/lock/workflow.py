@@ -243,10 +243,9 @@ def _skipped(job: LockJob) -> LockRow:
 
 def uv_version_notes(jobs: Sequence[LockJob]) -> list[str]:
     """A warning when the uv on PATH is not the one the toolchain pins (a lock may then differ)."""
-    from megacpp_env.uv import uv_version
+    from megacpp_env.uv import pin_mismatch, uv_version
 
     want = {r.removeprefix("uv==") for j in jobs for r in j.inputs.requirements if r.startswith("uv==")}
     have = uv_version() if want else ""
-    if not want - {have}:
-        return []
-    return [f"warning: resolved with uv {have}; the toolchain pins uv {', '.join(sorted(want))}"]
+    note = pin_mismatch(have, want)
+    return [note] if note else []

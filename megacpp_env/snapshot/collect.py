@@ -131,11 +131,13 @@ def take_snapshot(opts: SnapshotOptions) -> Snapshot:
 
 def _context(opts: SnapshotOptions) -> Context:
     environ = dict(os.environ if opts.environ is None else opts.environ)
-    python = python_env.interpreter_for(opts.python, environ)
+    chosen = python_env.choose_interpreter(opts.python, environ)
+    python = chosen.path
     return Context(
         opts=opts,
         environ=environ,
         python=python,
+        python_reason=chosen.reason,
         scrubber=envvars.Scrubber(environ),
         probe=in_thread(probe_cache.run_probe, python, environ, _cache_dir(opts, environ)),
         spec=_once(opts),
@@ -201,6 +203,7 @@ def _host(ctx: Context) -> dict[str, Any]:
         "tool": f"megacpp-env {__version__}",
         "tool_python": sys.executable,
         "inspected_python": ctx.python,
+        "inspected_python_reason": ctx.python_reason,
         "command": ctx.opts.command,
         "created": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "spec": str(spec.path) if spec else None,

@@ -62,6 +62,7 @@ class Context:
     opts: SnapshotOptions
     environ: Mapping[str, str]
     python: str  # the inspected interpreter
+    python_reason: str = ""  # why that one (python_env.choose_interpreter)
     scrubber: Scrubber
     probe: Future[Probe]  # the probe of the inspected interpreter, started first
     spec: Callable[[], Spec | None]  # loaded at most once, when first asked for
