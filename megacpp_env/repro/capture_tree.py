@@ -5,7 +5,9 @@ hashes) and the untracked files (content and mode), content-addressed in the obj
 Ignored files are never read (``git ls-files --others --exclude-standard``). Untracked files that
 look like credentials (``redact.credential_file_reason``), nested repositories, special files and
 files over ``MAX_FILE`` are listed as skipped, not stored. The capture re-checks the tree against the
-snapshot it belongs to: a tree that changed in between is a problem, not a silent mismatch.
+snapshot it belongs to: a tree that changed in between is a problem, not a silent mismatch. A diff
+that adds a credential (``redact.diff_secret_reason``) is not stored: the checkout gets a problem
+naming the file and line, and reproduce says it cannot re-create that checkout (docs/REPRODUCE.md).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any
 from megacpp_env import git
 from megacpp_env.errors import MegacppEnvError
 from megacpp_env.fsutil import sha256_bytes
-from megacpp_env.redact import credential_file_reason
+from megacpp_env.redact import credential_file_reason, diff_secret_reason
 from megacpp_env.repro.document import CheckoutCapture, Skipped, SubmoduleCommit, UntrackedFile
 from megacpp_env.repro.objects import ObjectStore
 from megacpp_env.worktree.provenance import PROVENANCE_NAME
@@ -63,6 +65,13 @@ def _capture(base: CheckoutCapture, path: Path, entry: Mapping[str, Any], store:
         problems.append(f"{path.name}: changed between the snapshot and its capture (store the golden again)")
     if head is None:
         problems.append(f"{path.name}: has no commit to re-create it from")
+    secret = diff_secret_reason(diff) if diff else ""
+    if secret:
+        problems.append(
+            f"{path.name}: its uncommitted diff holds a credential ({secret}): not stored, so reproduce cannot "
+            "re-create this checkout; move the secret out of the tree (an environment variable, a file git "
+            "ignores) and store the golden again"
+        )
     prov = path / PROVENANCE_NAME
     return _with(
         base,
@@ -71,7 +80,7 @@ def _capture(base: CheckoutCapture, path: Path, entry: Mapping[str, Any], store:
         submodules=tuple(
             SubmoduleCommit(path=s["path"], commit=s.get("actual")) for s in entry.get("submodules") or ()
         ),
-        diff=store.put(diff) if diff else None,
+        diff=store.put(diff) if diff and not secret else None,
         untracked_hash=untracked_hash,
         untracked=untracked,
         skipped=skipped,

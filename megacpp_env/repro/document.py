@@ -35,6 +35,20 @@ VENV_MARK = "{venv}"
 NOT_IN_BUILD_ENV = frozenset({"LD_PRELOAD", "LD_AUDIT", "BASH_ENV", "ENV", "PYTHONSTARTUP", "PYTHONINSPECT"})
 
 
+MAKERS = ("venv", "uv", "virtualenv", "none")
+# The name the venv maker's interpreter was run by: reproduce runs that file beside the interpreter it found.
+_CREATOR = re.compile(r"(?:python|pypy)[0-9]*(?:\.[0-9]+)?")
+
+
+def is_creator_name(name: str) -> bool:
+    return _CREATOR.fullmatch(name) is not None
+
+
+def is_executable_pth_line(line: str) -> bool:
+    """A ``.pth`` line that ``site`` executes (``import`` then a space or tab), not a path entry."""
+    return line.startswith(("import ", "import\t"))
+
+
 class CaptureFormatError(FormatError):
     """A capture document that cannot be read."""
 
@@ -240,7 +254,11 @@ class PathEntry:
         site = t.text("site")
         if not site.startswith(VENV_MARK + "/") or "/../" in site + "/" or "\0" in site:
             t.fail(f"expected a site directory inside the venv ({VENV_MARK}/...), got {site!r}", "site")
-        return cls(site=site, file=name, lines=t.texts("lines"))
+        lines = t.texts("lines")
+        for n, line in enumerate(lines):
+            if is_executable_pth_line(line):
+                t.fail("a line that runs code at every interpreter start (import ...) is not re-created", f"lines.{n}")
+        return cls(site=site, file=name, lines=lines)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -260,10 +278,15 @@ class PythonCapture:
     @classmethod
     def read(cls, t: Table) -> PythonCapture:
         t.only(cls.__dataclass_fields__)
+        maker, creator = t.text("maker", "venv"), t.text("creator", "")
+        if maker not in MAKERS:
+            t.fail(f"expected one of {', '.join(MAKERS)}, got {maker!r}", "maker")
+        if creator and not is_creator_name(creator):
+            t.fail(f"expected an interpreter's file name (python3, python3.11), got {creator!r}", "creator")
         return cls(
             version=t.text("version", nonempty=True), implementation=t.text("implementation", "CPython"),
             prefix=t.text("prefix"), base_prefix=t.text("base_prefix"), executable=t.text("executable", ""),
-            maker=t.text("maker", "venv"), creator=t.text("creator", ""),
+            maker=maker, creator=creator,
             system_site_packages=t.flag("system_site_packages", False),
         )  # fmt: skip
 
