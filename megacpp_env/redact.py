@@ -450,7 +450,7 @@ _HEADER_FLAGS = frozenset({"-H", "--header", "--headers"})
 
 def redact_argv(argv: Sequence[str]) -> list[str]:
     """A command line as it may be recorded: the value of a secret-named option (``--api-key=X``,
-    ``--password Y``: the next argument), a secret header's value (``-H "Authorization: ..."``) and
+    ``--password Y``: the next argument; named as ``_key_class`` says, so ``--tokenizer`` is not), a secret header's value (``-H "Authorization: ..."``) and
     every credential ``redact`` finds in any argument (URL passwords, tokens, ``Bearer x``)."""
     out: list[str] = []
     hide = ""  # what the previous argument said the next one is: "value" | "header" | ""
@@ -468,14 +468,14 @@ def redact_argv(argv: Sequence[str]) -> list[str]:
 def _hides_next(arg: str) -> str:
     if arg in _HEADER_FLAGS:
         return "header"
-    if arg.startswith("--") and "=" not in arg and is_secret_name(arg[2:]):
+    if arg.startswith("--") and "=" not in arg and _key_class(arg[2:]):
         return "value"
     return ""
 
 
 def _option(arg: str) -> str:
     flag, eq, value = arg.partition("=")
-    if eq and flag.startswith("-") and is_secret_name(flag.lstrip("-")) and not is_trivial(value):
+    if eq and flag.startswith("-") and _key_class(flag.lstrip("-")) and not is_trivial(value):
         return f"{flag}={REDACTED}"
     if eq and flag in _HEADER_FLAGS:
         return f"{flag}={_header(value)}"
@@ -484,7 +484,7 @@ def _option(arg: str) -> str:
 
 def _header(value: str) -> str:
     name, colon, rest = value.partition(":")
-    if colon and (name.strip().lower() in _SECRET_HEADERS or is_secret_name(name.strip())) and rest.strip():
+    if colon and (name.strip().lower() in _SECRET_HEADERS or _key_class(name.strip())) and rest.strip():
         return f"{name}: {REDACTED}"
     return redact(value).text
 
