@@ -197,3 +197,26 @@ def test_a_benign_unowned_pth_file_is_copied(tmp_path, monkeypatch, snap_venv):
                  "--golden", "bench", "--golden-dir", str(gold)]) == 0  # fmt: skip
     (entry,) = json.loads((gold / "bench.capture.json").read_text())["path_entries"]
     assert entry["file"] == "local_paths.pth" and entry["lines"] == [f"{tmp_path}/src"]
+
+
+def test_a_golden_with_a_benign_patch_and_untracked_file_reproduces_identically(tmp_path, monkeypatch, snap_venv,
+                                                                                 capsys):  # fmt: skip
+    """The whole verb: snapshot --golden, then reproduce from the wheels directory, proved identical."""
+    monkeypatch.setenv("MEGACPP_ENV_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("VIRTUAL_ENV", raising=False)
+    origin = tmp_path / "origin"
+    make_repo(origin, {"cfg.py": "X = 1\n"})
+    src = tmp_path / "src" / "proj"
+    git.run_git(["clone", "--quiet", str(origin), str(src)], config=FILE_OK)
+    write_files(src, {"cfg.py": BENIGN_PATCH, "conf/local.yaml": BENIGN_UNTRACKED})
+    gold = tmp_path / "golden"
+    assert main(["snapshot", "--spec", str(tmp_path / "none.yaml"), "--python", str(snap_venv.python),
+                 "--paths", str(src), "--golden", "bench", "--golden-dir", str(gold)]) == 0  # fmt: skip
+    capsys.readouterr()
+    out = tmp_path / "again"
+    code = main(["reproduce", "bench", "--golden-dir", str(gold), "--venv", str(out / "venv"), "--checkouts",
+                 str(out / "src"), "--mirror", str(tmp_path / "wheels"), "--json"])  # fmt: skip
+    report = json.loads(capsys.readouterr().out)
+    assert (code, report["identical"]) == (0, True), (report["unrecreated"], report["diff"]["findings"])
+    assert (out / "src" / "proj" / "cfg.py").read_bytes() == BENIGN_PATCH.encode()
+    assert (out / "src" / "proj" / "conf" / "local.yaml").read_bytes() == BENIGN_UNTRACKED.encode()
