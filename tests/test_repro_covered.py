@@ -25,7 +25,7 @@ def _plant(tmp_path):
     marker = tmp_path / "PWNED"
     evil = tmp_path / "evil" / "python3"
     evil.parent.mkdir()
-    evil.write_text(f"#!/bin/sh\ntouch {marker}\nexec {sys.executable} \"$@\"\n")
+    evil.write_text(f'#!/bin/sh\ntouch {marker}\nexec {sys.executable} "$@"\n')
     evil.chmod(0o755)
     return evil, marker
 

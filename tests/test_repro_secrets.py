@@ -142,7 +142,7 @@ def test_a_diff_that_adds_a_secret_is_not_stored_and_reproduce_says_so(work, tmp
 )
 def test_an_untracked_file_with_a_secret_key_value_is_skipped(work, tmp_path, name, text):
     write_files(work, {name: text})
-    cap, store = _capture(work, tmp_path)
+    cap, _store = _capture(work, tmp_path)
     (skipped,) = cap.skipped
     assert skipped.path == name and "its content holds a credential (line " in skipped.reason
     assert SECRET.encode() not in _stored(tmp_path / "golden")
