@@ -451,7 +451,8 @@ _HEADER_FLAGS = frozenset({"-H", "--header", "--headers"})
 def redact_argv(argv: Sequence[str]) -> list[str]:
     """A command line as it may be recorded: the value of a secret-named option (``--api-key=X``,
     ``--password Y``: the next argument; named as ``_key_class`` says, so ``--tokenizer`` is not), a
-    secret header's value (``-H "Authorization: ..."``) and every credential ``redact`` finds in any argument (URL passwords, tokens, ``Bearer x``)."""
+    secret header's value (``-H "Authorization: ..."``) and every credential ``redact`` finds in any
+    argument (URL passwords, tokens, ``Bearer x``)."""
     out: list[str] = []
     hide = ""  # what the previous argument said the next one is: "value" | "header" | ""
     for arg in argv:
