@@ -7,7 +7,7 @@ look like credentials (``redact.credential_file_reason``), nested repositories, 
 files over ``MAX_FILE`` are listed as skipped, not stored. The capture re-checks the tree against the
 snapshot it belongs to: a tree that changed in between is a problem, not a silent mismatch. A diff
 that adds a credential (``redact.diff_secret_reason``) is not stored: the checkout gets a problem
-naming the file and line, and reproduce says it cannot re-create that checkout (docs/REPRODUCE.md).
+naming the file and line, and reproduce says it cannot re-create that checkout (docs/DESIGN.md).
 """
 
 from __future__ import annotations
