@@ -498,9 +498,11 @@ _TOKEN_WORDS = frozenset({"token", "apikey", "auth", "authorization", "bearer", 
 _TOKEN_PAIRS = frozenset({("api", "key"), ("access", "key"), ("private", "key"), ("secret", "key"),
                           ("client", "key"), ("signing", "key"), ("session", "key"), ("auth", "key")})  # fmt: skip
 _KEY_WORDS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+")
-# ``key = value``, ``key: value``, ``export KEY=value``, ``"key": "value",`` (one per line).
-_ASSIGNMENT = re.compile(
-    r"""^\s*(?:export\s+|set\s+)?["']?(?P<key>[A-Za-z_][A-Za-z0-9_.-]*)["']?\s*(?P<sep>:|=|:=)\s*(?P<value>.*?)\s*[,;]?\s*$"""
+# ``key = value``, ``key: value``, ``export KEY=value``, ``"key": "value"`` anywhere in a line (JSON on
+# one line, keyword arguments); the value is a quoted string or a bare word.
+_PAIR = re.compile(
+    r"""(?<![A-Za-z0-9_.-])["']?(?P<key>[A-Za-z_][A-Za-z0-9_.-]*)["']?\s*(?P<sep>:=|=|:)(?![=/:])\s*"""
+    r"""(?P<value>"[^"]*"|'[^']*'|`[^`]*`|[^\s,;}\])]+)"""
 )
 _QUOTED = re.compile(r"""^[bru]?(?P<q>["'`])(?P<inner>.*)(?P=q)$""")
 _PLACEHOLDER = re.compile(
@@ -547,15 +549,20 @@ def line_secret_reason(line: str, *, path: str = "") -> str:
     bearer = _AUTH_BEARER.search(line)
     if bearer and _literal(bearer["value"], code=False) is not None and not bearer["value"].startswith(("{", "$")):
         return "an HTTP authorization value"
-    m = _ASSIGNMENT.match(line)
-    if not m:
-        return ""
-    kind = _key_class(m["key"])
-    value = _literal(m["value"], code=path.endswith(_CODE_SUFFIXES)) if kind else None
+    for m in _PAIR.finditer(line) if ":" in line or "=" in line else ():
+        why = _pair_reason(m["key"], m["value"], code=path.endswith(_CODE_SUFFIXES))
+        if why:
+            return why
+    return ""
+
+
+def _pair_reason(key: str, raw: str, *, code: bool) -> str:
+    kind = _key_class(key)
+    value = _literal(raw, code=code) if kind else None
     if value is None:
         return ""
     if kind == "password" or (len(value) >= 8 and (is_token_like(value) or any(c.isdigit() for c in value))):
-        return f"the value of {m['key']}"
+        return f"the value of {key}"
     return ""
 
 

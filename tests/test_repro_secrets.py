@@ -138,6 +138,8 @@ def test_a_diff_that_adds_a_secret_is_not_stored_and_reproduce_says_so(work, tmp
         ("conf.json", '{\n  "api_key": "' + SECRET + '1"\n}\n'),
         ("run.sh", "export DB_PASSWORD=" + SECRET + "\n"),
         ("client.toml", 'client_secret = "' + SECRET + '"\n'),
+        ("inline.json", '{"name": "x", "api_key": "' + SECRET + '1"}\n'),  # a pair inside a line
+        ("call.cfg", "connect(host=h, password=" + SECRET + ")\n"),
     ],
 )
 def test_an_untracked_file_with_a_secret_key_value_is_skipped(work, tmp_path, name, text):
