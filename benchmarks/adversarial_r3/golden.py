@@ -67,8 +67,20 @@ class Lab:
         path.mkdir()
         return path
 
-    def venv(self, where: Path) -> Path:
+    def venv(self, where: Path, *, tiny: bool = True) -> Path:
+        """A venv holding one tiny distribution (an empty one trips an unrelated collector bug on main),
+        or nothing (``tiny=False``: reproduce has no index to install it from)."""
         subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(where)], check=True, timeout=TIMEOUT)
+        if not tiny:
+            return where / "bin" / "python"
+        site = next((where / "lib").glob("python*/site-packages"))
+        info = site / "tiny-1.0.dist-info"
+        info.mkdir()
+        (site / "tiny.py").write_text("X = 1\n")
+        (info / "METADATA").write_text("Metadata-Version: 2.1\nName: tiny\nVersion: 1.0\n")
+        (info / "INSTALLER").write_text("pip\n")
+        (info / "RECORD").write_text("tiny.py,,\ntiny-1.0.dist-info/METADATA,,\ntiny-1.0.dist-info/INSTALLER,,\n"
+                                     "tiny-1.0.dist-info/RECORD,,\n")  # fmt: skip
         return where / "bin" / "python"
 
     def checkout(self, where: Path, changes: dict[str, str]) -> Path:
@@ -261,7 +273,7 @@ BENIGN_UNTRACKED = "db:\n  password: ${DB_PASSWORD}\ntokenizer: gpt2\nmax_tokens
 
 def _benign(lab: Lab) -> None:
     where = lab.fresh("benign")
-    python = lab.venv(where / "venv")
+    python = lab.venv(where / "venv", tiny=False)
     src = lab.checkout(where, {"cfg.py": BENIGN_PATCH, "conf/local.yaml": BENIGN_UNTRACKED})
     gold = lab.golden(where, python, [src])
     out = where / "again"
