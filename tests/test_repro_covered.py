@@ -141,6 +141,7 @@ EDITS = {
     "dist.build_env": (lambda d, e: _dist(d).__setitem__("build", {"checkout": "lib", "source": "direct_url",
                                                                   "build_env": {"CC": str(e)}}),
                        "distributions.demo-pkg.build.build_env"),
+    "dist.origin": (lambda d, e: _dist(d).__setitem__("origin", "editable"), "distributions.demo-pkg.origin"),
     "dist.unknown": (lambda d, e: d["distributions"].__setitem__("evil", {**_dist(d), "name": "evil"}),
                      "distributions.evil"),
 }  # fmt: skip

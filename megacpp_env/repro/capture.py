@@ -154,7 +154,7 @@ def _file_path(url: str) -> str:
     return unquote(urlsplit(url).path) if url.startswith("file:") else ""
 
 
-def _origin(d: Mapping[str, Any], prefix: Path) -> str:
+def origin_of(d: Mapping[str, Any], prefix: Path) -> str:
     url = d.get("direct_url") or {}
     if not _under(str(d.get("location", "")), prefix) and prefix != Path():
         return "outside"
@@ -172,7 +172,7 @@ def _dist(
     env: Mapping[str, str], roots: portable.Roots, artifacts: tuple[Artifact, ...],
 ) -> DistCapture:  # fmt: skip
     dist_info = Path(str(d.get("location", ""))) / str(d.get("metadata_dir", ""))
-    origin = "local-build" if record is not None else _origin(d, prefix)
+    origin = "local-build" if record is not None else origin_of(d, prefix)
     build = _build_info(d, record, by_path, env) if origin == "local-build" else None
     return DistCapture(
         key=key, name=str(d.get("name", key)), version=str(d.get("version", "")),

@@ -17,7 +17,7 @@ from typing import Any
 
 from megacpp_env.fsutil import sha256_bytes
 from megacpp_env.repro import portable
-from megacpp_env.repro.capture import golden_build_env
+from megacpp_env.repro.capture import golden_build_env, origin_of
 from megacpp_env.repro.document import Capture, CheckoutCapture, DistCapture
 from megacpp_env.snapshot.document import Snapshot
 
@@ -80,12 +80,17 @@ def _distributions(cap: Capture, snapshot: Snapshot) -> Iterator[str]:
     facts = snapshot.area("python").get("distributions") or {}
     _, roots = portable.roots_of(snapshot)
     env = golden_build_env(snapshot)
+    prefix = Path(str(portable.interpreter(snapshot).get("prefix") or ""))
     for key, d in sorted(cap.distributions.items()):
         fact = facts.get(key) if isinstance(facts, Mapping) else None
         if not isinstance(fact, Mapping):
             yield f"distributions.{key}: the golden's facts have no such distribution"
             continue
         yield from _distribution(key, d, fact, roots, env)
+        origin = origin_of(fact, prefix)
+        recorded = d.origin == "local-build" and d.build is not None and d.build.source == "record"
+        if d.origin != origin and not recorded:  # only a build record (not in the facts) makes a local build
+            yield f"distributions.{key}.origin: {d.origin!r} != {origin!r} (from facts.python.distributions.{key})"
 
 
 def _distribution(
