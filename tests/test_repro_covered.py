@@ -186,3 +186,34 @@ def test_a_pth_line_that_runs_code_is_refused(captured, tmp_path, line, capsys):
     err = capsys.readouterr().err
     assert code == 1 and "path_entries[0]" in err and "a line that runs code at every interpreter start" in err, err
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("PYTHONSTARTUP", "/tmp/evil.py"),
+        ("GIT_SSH_COMMAND", "touch PWNED"),
+        ("BASH_ENV", "/tmp/evil.sh"),
+        ("LD_AUDIT", "/tmp/evil.so"),
+        ("PATH", "evil:/usr/bin"),
+        ("PYTHONPATH", ":{checkout}/src"),
+        ("NODE_OPTIONS", "--require /tmp/evil.js"),
+    ],
+)
+def test_a_build_records_env_passes_the_specs_env_policy(captured, tmp_path, name, value, capsys):
+    """A build record's env is not in the facts; it came from a spec's build env, so it passes that policy."""
+    build = {"checkout": "lib", "source": "record", "build_env": {"MAX_JOBS": "8", name: value}}
+    _edit(captured / "bench.capture.json", lambda d: _dist(d).update(origin="local-build", build=build))
+    code, out = _reproduce(tmp_path, captured)
+    err = capsys.readouterr().err
+    assert code == 1 and f"distributions.demo-pkg.build.build_env.{name}: " in err and not out.exists(), err
+
+
+def test_a_build_records_env_of_compiler_knobs_and_checkout_paths_is_read(captured, tmp_path):
+    from megacpp_env.repro.document import load_capture
+
+    env = {"MAX_JOBS": "8", "CC": "/usr/bin/gcc", "PYTHONPATH": "{checkout}/src", "TORCH_CUDA_ARCH_LIST": "9.0"}
+    build = {"checkout": "lib", "source": "record", "build_env": env}
+    _edit(captured / "bench.capture.json", lambda d: _dist(d).update(origin="local-build", build=build))
+    dist = load_capture(captured / "bench.capture.json").distributions["demo-pkg"]
+    assert dist.build is not None and dist.build.build_env == env

@@ -21,6 +21,7 @@ from typing import Any
 from megacpp_env.errors import FormatError
 from megacpp_env.fsutil import atomic_write_text
 from megacpp_env.records import Table, as_dict, read_json
+from megacpp_env.spec import envpolicy
 
 SCHEMA = "megacpp-env/golden-capture"
 SCHEMA_VERSION = 1
@@ -192,9 +193,13 @@ class BuildInfo:
     def read(cls, t: Table) -> BuildInfo:
         t.only(cls.__dataclass_fields__)
         env = t.text_map("build_env")
-        for name in env:
+        for name, value in env.items():
             if not _ENV_NAME.fullmatch(name) or name in NOT_IN_BUILD_ENV:
                 t.fail(f"{name!r} may not be set in a build env", f"build_env.{name}")
+            # the spec's env policy: a build record's env came from a spec's, which passed it
+            problem, remedy = envpolicy.refusal(name, value.replace("{checkout}", "/checkout"))
+            if problem:
+                t.fail(f"{problem} ({remedy})", f"build_env.{name}")
         return cls(checkout=t.text("checkout"), build_env=env, source=t.text("source", "record"))
 
 
