@@ -217,3 +217,30 @@ def test_a_build_records_env_of_compiler_knobs_and_checkout_paths_is_read(captur
     _edit(captured / "bench.capture.json", lambda d: _dist(d).update(origin="local-build", build=build))
     dist = load_capture(captured / "bench.capture.json").distributions["demo-pkg"]
     assert dist.build is not None and dist.build.build_env == env
+
+
+def _synthetic(direct_url):
+    from megacpp_env.repro import portable
+    from megacpp_env.repro.document import BuildInfo, Capture, DistCapture, PythonCapture
+    from megacpp_env.snapshot.document import Snapshot
+
+    interp = {"version": "3.11.7", "implementation": "CPython", "prefix": "/v", "base_prefix": "/b",
+              "executable": "/v/bin/python"}  # fmt: skip
+    fact = {"name": "x", "version": "1", "installer": "pip", "location": "/v/lib/python3.11/site-packages",
+            "direct_url": direct_url}  # fmt: skip
+    snap = Snapshot(facts={"python": {"interpreter": interp, "distributions": {"x": fact}}})
+    dist = DistCapture(key="x", name="x", version="1", installer="pip", requested=True, origin="local-build",
+                       direct_url=portable.direct_url_form(direct_url, portable.roots_of(snap)[1]), build=BuildInfo(checkout="lib", build_env={"CC": "/tmp/evil/cc"}))  # fmt: skip
+    cap = Capture(golden="g", snapshot_digest=snap.digest, python=PythonCapture(**interp), distributions={"x": dist})
+    return cap, snap
+
+
+def test_a_build_record_cannot_make_an_index_distribution_a_local_build():
+    from megacpp_env.repro import covered
+
+    cap, snap = _synthetic(None)
+    assert covered.disagreements(cap, snap) == [
+        "distributions.x.origin: a local build, where facts.python.distributions.x says 'index'"
+    ]
+    cap, snap = _synthetic({"url": "file:///w/x-1-py3-none-any.whl", "archive_info": {}})
+    assert covered.disagreements(cap, snap) == []  # a wheel installed from a file: a build record may rebuild it

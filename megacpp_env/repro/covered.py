@@ -88,8 +88,12 @@ def _distributions(cap: Capture, snapshot: Snapshot) -> Iterator[str]:
             continue
         yield from _distribution(key, d, fact, roots, env)
         origin = origin_of(fact, prefix)
+        # only a build record (not in the facts) makes a local build, and only of a wheel installed from
+        # a file or a directory (PEP 610's direct_url.json), never of one the facts say came from an index
         recorded = d.origin == "local-build" and d.build is not None and d.build.source == "record"
-        if d.origin != origin and not recorded:  # only a build record (not in the facts) makes a local build
+        if recorded and origin not in ("url", "local-build"):
+            yield f"distributions.{key}.origin: a local build, where facts.python.distributions.{key} says {origin!r}"
+        elif d.origin != origin and not recorded:
             yield f"distributions.{key}.origin: {d.origin!r} != {origin!r} (from facts.python.distributions.{key})"
 
 
