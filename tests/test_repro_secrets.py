@@ -222,3 +222,22 @@ def test_a_golden_with_a_benign_patch_and_untracked_file_reproduces_identically(
     assert (code, report["identical"]) == (0, True), (report["unrecreated"], report["diff"]["findings"])
     assert (out / "src" / "proj" / "cfg.py").read_bytes() == BENIGN_PATCH.encode()
     assert (out / "src" / "proj" / "conf" / "local.yaml").read_bytes() == BENIGN_UNTRACKED.encode()
+
+
+@pytest.mark.parametrize("target", ["/home/u/ghp_" + SECRET + "abcdefgh", "https://bob:" + SECRET + "@h.invalid/x"])
+def test_an_untracked_symlink_whose_target_holds_a_secret_is_skipped(work, tmp_path, target):
+    (work / "link").symlink_to(target)
+    cap, _store = _capture(work, tmp_path)
+    (skipped,) = cap.skipped
+    assert skipped.path == "link" and "a symbolic link that looks like a credential" in skipped.reason
+    assert SECRET.encode() not in _stored(tmp_path / "golden")
+
+
+def test_a_provenance_record_holding_a_secret_is_not_stored(work, tmp_path):
+    from megacpp_env.worktree.provenance import PROVENANCE_NAME
+
+    (work / ".git" / "info" / "exclude").write_text(PROVENANCE_NAME + "\n")
+    (work / PROVENANCE_NAME).write_text(json.dumps({"repo": "https://bob:" + SECRET + "@h.invalid/x.git"}))
+    cap, _store = _capture(work, tmp_path)
+    assert cap.provenance is None and [s.path for s in cap.skipped] == [PROVENANCE_NAME]
+    assert SECRET.encode() not in _stored(tmp_path / "golden")

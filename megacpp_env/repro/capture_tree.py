@@ -21,7 +21,7 @@ from typing import Any
 from megacpp_env import git
 from megacpp_env.errors import MegacppEnvError
 from megacpp_env.fsutil import sha256_bytes
-from megacpp_env.redact import credential_file_reason, diff_secret_reason
+from megacpp_env.redact import credential_file_reason, credential_reason, diff_secret_reason
 from megacpp_env.repro.document import CheckoutCapture, Skipped, SubmoduleCommit, UntrackedFile
 from megacpp_env.repro.objects import ObjectStore
 from megacpp_env.worktree.provenance import PROVENANCE_NAME
@@ -73,6 +73,13 @@ def _capture(base: CheckoutCapture, path: Path, entry: Mapping[str, Any], store:
             "ignores) and store the golden again"
         )
     prov = path / PROVENANCE_NAME
+    record = prov.read_bytes() if prov.is_file() and not prov.is_symlink() else None
+    if record is not None and credential_file_reason(PROVENANCE_NAME, record):
+        skipped = (
+            *skipped,
+            Skipped(path=PROVENANCE_NAME, reason="its provenance record holds a credential: not stored"),
+        )
+        record = None
     return _with(
         base,
         head=head,
@@ -84,7 +91,7 @@ def _capture(base: CheckoutCapture, path: Path, entry: Mapping[str, Any], store:
         untracked_hash=untracked_hash,
         untracked=untracked,
         skipped=skipped,
-        provenance=store.put(prov.read_bytes()) if prov.is_file() and not prov.is_symlink() else None,
+        provenance=store.put(record) if record is not None else None,
         problems=tuple(problems),
     )
 
@@ -119,7 +126,11 @@ def _one(root: Path, rel: str, store: ObjectStore) -> UntrackedFile | Skipped:
     full = root / rel
     st = os.lstat(full)
     if stat.S_ISLNK(st.st_mode):
-        return UntrackedFile(path=rel, mode="120000", sha256=store.put(os.fsencode(full.readlink())))
+        target = os.fsencode(full.readlink())
+        why = credential_file_reason(rel, target) or credential_reason(os.fsdecode(target))
+        if why:
+            return Skipped(path=rel, reason=f"a symbolic link that looks like a credential ({why}): not stored")
+        return UntrackedFile(path=rel, mode="120000", sha256=store.put(target))
     odd = _not_stored(rel, st)
     if odd is not None:
         return odd
