@@ -257,6 +257,14 @@ def _tree_cases(lab: Lab) -> None:
             python = lab.venv(where / "venv")
             src = lab.checkout(where, {rel: template.format(s=secret)})
             lab.plant(secret, lab.golden(where, python, [src]))
+    for target in ("/home/u/ghp_{s}abcdefgh", "https://bob:{s}@h.invalid/x"):  # an untracked symlink's target
+        n += 1
+        secret = _secret(n)
+        where = lab.fresh("symlink-secret")
+        python = lab.venv(where / "venv")
+        src = lab.checkout(where, {})
+        (src / "link").symlink_to(target.format(s=secret))
+        lab.plant(secret, lab.golden(where, python, [src]))
     for template in PTH:
         n += 1
         secret = _secret(n)
