@@ -244,3 +244,24 @@ def test_a_build_record_cannot_make_an_index_distribution_a_local_build():
     ]
     cap, snap = _synthetic({"url": "file:///w/x-1-py3-none-any.whl", "archive_info": {}})
     assert covered.disagreements(cap, snap) == []  # a wheel installed from a file: a build record may rebuild it
+
+
+def test_the_goldens_spec_is_used_only_when_it_agrees_with_the_checkout_facts():
+    """host.spec names the repository's stack.yaml; it is loaded only when every source-keyed checkout
+    of the golden is a source of it at the recorded pin, else the fallback (--spec, or found upward)."""
+    from megacpp_env.snapshot.document import Snapshot
+    from megacpp_env.spec import load_spec
+    from tests.fixtures.spec import STACK_YAML
+
+    spec = load_spec(STACK_YAML)
+    name, source = next(iter(spec.sources.items()))
+
+    def golden(key: str, pin: str) -> Snapshot:
+        entry = {"path": f"/src/{key}", "source": key, "expected": pin, "head": pin}
+        return Snapshot(facts={"checkouts": {key: entry}}, host={"spec": str(STACK_YAML)})
+
+    assert goldens.spec_agrees(spec, golden(name, source.commit))
+    assert goldens.spec_loader(golden(name, source.commit), lambda: None)() == spec
+    for wrong in (golden(name, "0" * 40), golden("not-a-source-of-it", source.commit)):
+        assert not goldens.spec_agrees(spec, wrong)
+        assert goldens.spec_loader(wrong, lambda: "fallback")() == "fallback"  # type: ignore[arg-type,return-value]
