@@ -178,6 +178,52 @@ def test_how_the_venv_was_made_names_no_other_program(captured, tmp_path, key, v
     assert code == 1 and f"python.{key}: {message}" in capsys.readouterr().err and not out.exists()
 
 
+@pytest.fixture
+def with_pth(tmp_path, monkeypatch, snap_venv):
+    """A golden whose venv has an unowned .pth file naming one existing directory."""
+    monkeypatch.setenv("MEGACPP_ENV_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("VIRTUAL_ENV", raising=False)
+    (tmp_path / "extra").mkdir()
+    (snap_venv.site / "local_paths.pth").write_text(f"{tmp_path / 'extra'}\n")
+    gold = tmp_path / "golden"
+    assert main(["snapshot", "--spec", str(tmp_path / "none.yaml"), "--python", str(snap_venv.python),
+                 "--golden", "bench", "--golden-dir", str(gold)]) == 0  # fmt: skip
+    return gold
+
+
+@pytest.mark.parametrize("how", ["line", "another-line", "relative-line", "new-file"])
+def test_a_pth_path_line_the_golden_did_not_have_is_refused(with_pth, tmp_path, how, capsys):
+    """A directory on the re-made venv's sys.path runs its sitecustomize.py at every start."""
+    evil = tmp_path / "evil"
+    evil.mkdir()
+    (evil / "sitecustomize.py").write_text(f"open({str(tmp_path / 'PWNED')!r}, 'w')\n")
+
+    def change(d):
+        (entry,) = d["path_entries"]
+        if how == "line":
+            entry["lines"] = [str(evil)]
+        elif how == "another-line":
+            entry["lines"].append(str(evil))
+        elif how == "relative-line":
+            entry["lines"].append("../../../../evil")
+        else:
+            d["path_entries"].append({**entry, "file": "zz.pth", "lines": [str(evil)]})
+
+    _edit(with_pth / "bench.capture.json", change)
+    code, out = _reproduce(tmp_path, with_pth)
+    err = capsys.readouterr().err
+    assert code == 1 and "disagrees with the hashed facts" in err and "path_entries[" in err, err
+    assert not out.exists() and not (tmp_path / "PWNED").exists()
+
+
+def test_the_goldens_own_pth_lines_agree(with_pth):
+    from megacpp_env.repro import covered
+    from megacpp_env.repro.document import load_capture
+
+    cap = load_capture(with_pth / "bench.capture.json")
+    assert len(cap.path_entries) == 1 and covered.disagreements(cap, load_snapshot(with_pth / "bench.json")) == []
+
+
 @pytest.mark.parametrize("line", ["import os; os.system('touch PWNED')", "import sys"])
 def test_a_pth_line_that_runs_code_is_refused(captured, tmp_path, line, capsys):
     entry = {"site": "{venv}/lib/python3.11/site-packages", "file": "evil.pth", "lines": ["/ok", line]}

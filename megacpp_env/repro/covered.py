@@ -11,6 +11,7 @@ interpreter name its maker ran) are checked for shape on load (``repro.document`
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,10 @@ EMPTY = sha256_bytes(b"")
 def disagreements(cap: Capture, snapshot: Snapshot) -> list[str]:
     """Every capture field that chooses what runs and differs from the golden's hashed facts, as
     ``key: capture value != facts value``; empty when the capture is the snapshot's."""
-    return [*_python(cap, snapshot), *_checkouts(cap, snapshot), *_distributions(cap, snapshot)]
+    return [
+        *_python(cap, snapshot), *_checkouts(cap, snapshot), *_distributions(cap, snapshot),
+        *_path_entries(cap, snapshot),
+    ]  # fmt: skip
 
 
 def _python(cap: Capture, snapshot: Snapshot) -> Iterator[str]:
@@ -110,3 +114,24 @@ def _distribution(
     for field, value in want.items():
         if got[field] != value:
             yield f"distributions.{key}.{field}: {got[field]!r} != facts.python.distributions.{key} {value!r}"
+
+
+def _path_entries(cap: Capture, snapshot: Snapshot) -> Iterator[str]:
+    """Each ``.pth`` file is an unowned file of the golden's facts, and each of its path lines a
+    directory the golden's interpreter had on ``sys.path`` (a line the capture invented would put a
+    directory of anyone's choosing, and its ``sitecustomize``, on the re-made venv's path)."""
+    everywhere, _ = portable.roots_of(snapshot)
+    unowned = snapshot.area("python").get("unowned_site_files") or {}
+    sites = {everywhere.text(site): set(names) for site, names in unowned.items() if isinstance(names, list)}
+    raw_path = portable.interpreter(snapshot).get("sys_path") or ()
+    on_path = {posixpath.normpath(everywhere.text(p)) for p in raw_path if isinstance(p, str)}
+    for n, entry in enumerate(cap.path_entries):
+        if entry.file not in sites.get(entry.site, ()):
+            yield f"path_entries[{n}]: {entry.site}/{entry.file} is no unowned file of facts.python.unowned_site_files"
+            continue
+        for line in (ln.rstrip() for ln in entry.lines):
+            if not line or line.startswith("#"):
+                continue
+            where = posixpath.normpath(line if line.startswith(("/", "{")) else f"{entry.site}/{line}")
+            if where not in on_path:
+                yield f"path_entries[{n}]: {entry.file} line {line!r} is not on facts.python.interpreter.sys_path"
