@@ -159,7 +159,15 @@ def _precheck_cases(lab: Lab) -> None:
             lab.counts["commands"] += marker.exists()
 
 
+def _sitecustomize(d: dict[str, Any], evil: Path) -> None:
+    """A .pth line naming a directory whose sitecustomize.py leaves the marker at every start."""
+    (evil.parent / "sitecustomize.py").write_text(f"open({str(evil.parent.parent.parent / 'PWNED')!r}, 'w')\n")
+    site = "{venv}/lib/python" + "{}.{}".format(*sys.version_info[:2]) + "/site-packages"
+    d["path_entries"].append({"site": site, "file": "zz_paths.pth", "lines": [str(evil.parent)]})
+
+
 CAPTURE_EDITS: dict[str, Callable[[dict[str, Any], Path], None]] = {
+    "pth-sitecustomize": _sitecustomize,
     "creator-traversal": lambda d, e: d["python"].__setitem__("creator", "../../../evil/bin/python3"),
     "creator-other-program": lambda d, e: d["python"].__setitem__("creator", "sh"),
     "base_prefix": lambda d, e: d["python"].__setitem__("base_prefix", str(e.parent.parent)),
@@ -193,7 +201,7 @@ def _capture_cases(lab: Lab) -> None:
         out = where / "again"
         code, _, _ = lab.cli("reproduce", "bench", "--golden-dir", str(gold), "--venv", str(out / "venv"),
                              "--checkouts", str(out / "src"))  # fmt: skip
-        if (out / "venv").exists() and label == "pth-import":
+        if (out / "venv" / "bin" / "python").exists() and label.startswith("pth-"):
             subprocess.run([str(out / "venv" / "bin" / "python"), "-c", "pass"], timeout=TIMEOUT, check=False)
         lab.counts["commands"] += marker.exists()
         lab.counts["false_oks"] += code == 0
