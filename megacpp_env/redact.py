@@ -16,9 +16,11 @@ token-like words. Stdlib only.
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import re
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from urllib.parse import unquote
 
@@ -435,4 +437,162 @@ def credential_file_reason(rel: str, data: bytes) -> str:
     text = data.decode("utf-8", "replace")
     if _KNOWN_TOKENS.search(text) or _URL_PASSWORD.search(text):
         return "its content holds a credential (a private key, a token or a URL with a password)"
+    why = "" if b"\0" in data else content_secret_reason(text, path=rel)
+    return f"its content holds a credential ({why})" if why else ""
+
+
+# ---- stored text: command lines, file contents, diffs --------------------------------------------
+
+# A header whose whole value is a credential (``-H "Authorization: Bearer x"``, ``Cookie: ...``).
+_SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie", "set-cookie"})
+_HEADER_FLAGS = frozenset({"-H", "--header", "--headers"})
+
+
+def redact_argv(argv: Sequence[str]) -> list[str]:
+    """A command line as it may be recorded: the value of a secret-named option (``--api-key=X``,
+    ``--password Y``: the next argument; named as ``_key_class`` says, so ``--tokenizer`` is not), a
+    secret header's value (``-H "Authorization: ..."``) and every credential ``redact`` finds in any
+    argument (URL passwords, tokens, ``Bearer x``)."""
+    out: list[str] = []
+    hide = ""  # what the previous argument said the next one is: "value" | "header" | ""
+    for arg in argv:
+        if hide == "value" and not arg.startswith("-"):
+            out.append(REDACTED if not is_trivial(arg) else arg)
+        elif hide == "header":
+            out.append(_header(arg))
+        else:
+            out.append(_option(arg))
+        hide = _hides_next(arg) if hide != "value" or arg.startswith("-") else ""
+    return out
+
+
+def _hides_next(arg: str) -> str:
+    if arg in _HEADER_FLAGS:
+        return "header"
+    if arg.startswith("--") and "=" not in arg and _key_class(arg[2:]):
+        return "value"
+    return ""
+
+
+def _option(arg: str) -> str:
+    flag, eq, value = arg.partition("=")
+    if eq and flag.startswith("-") and _key_class(flag.lstrip("-")) and not is_trivial(value):
+        return f"{flag}={REDACTED}"
+    if eq and flag in _HEADER_FLAGS:
+        return f"{flag}={_header(value)}"
+    return redact(arg).text
+
+
+def _header(value: str) -> str:
+    name, colon, rest = value.partition(":")
+    if colon and (name.strip().lower() in _SECRET_HEADERS or _key_class(name.strip())) and rest.strip():
+        return f"{name}: {REDACTED}"
+    return redact(value).text
+
+
+# Words of a key name that make its value a credential, whatever the value looks like ...
+_PASSWORD_WORDS = frozenset({"password", "passwd", "pwd", "pass", "passphrase", "secret", "credential",
+                             "credentials", "pgpass", "passcode"})  # fmt: skip
+# ... and words (or pairs) that do when the value also looks generated (``pad_token = "<pad>"`` is not).
+_TOKEN_WORDS = frozenset({"token", "apikey", "auth", "authorization", "bearer", "cookie", "jwt", "pat", "dsn"})
+_TOKEN_PAIRS = frozenset({("api", "key"), ("access", "key"), ("private", "key"), ("secret", "key"),
+                          ("client", "key"), ("signing", "key"), ("session", "key"), ("auth", "key")})  # fmt: skip
+_KEY_WORDS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+")
+# ``key = value``, ``key: value``, ``export KEY=value``, ``"key": "value"`` anywhere in a line (JSON on
+# one line, keyword arguments); the value is a quoted string or a bare word.
+_PAIR = re.compile(
+    r"""(?<![A-Za-z0-9_.-])["']?(?P<key>[A-Za-z_][A-Za-z0-9_.-]*)["']?\s*(?P<sep>:=|=|:)(?![=/:])\s*"""
+    r"""(?P<value>"[^"]*"|'[^']*'|`[^`]*`|[^\s,;}\])]+)"""
+)
+_QUOTED = re.compile(r"""^[bru]?(?P<q>["'`])(?P<inner>.*)(?P=q)$""")
+_PLACEHOLDER = re.compile(
+    r"^(?:\$\{?[A-Za-z_][^}]*\}?|<[^>]*>|\[[^\]]*\]|\{\{.*\}\}|\{[^}]*\}|%\(.*\)s|\*+|x+|X+|\.\.\.)$"
+)
+_BARE_WORD = re.compile(r"[A-Za-z0-9+/=_~.-]+")
+_CODE_SUFFIXES = (".py", ".pyi", ".pyx", ".c", ".cc", ".cpp", ".cxx", ".h", ".hpp", ".cu", ".cuh", ".rs", ".go",
+                  ".js", ".ts", ".java", ".kt", ".scala", ".rb", ".lua", ".jl")  # fmt: skip
+
+
+def _key_class(key: str) -> str:
+    """'password' (any value is a credential), 'token' (a generated-looking value is) or ''."""
+    words = [w.lower() for w in _KEY_WORDS.findall(key)]
+    if any(w in _PASSWORD_WORDS or w.startswith("passw") for w in words):
+        return "password"
+    if any(w in _TOKEN_WORDS for w in words) or any(pair in _TOKEN_PAIRS for pair in itertools.pairwise(words)):
+        return "token"
+    return ""
+
+
+def _literal(value: str, *, code: bool) -> str | None:
+    """The literal a value spells (its quotes removed), None for an expression, a reference or a
+    placeholder (``os.environ["X"]``, ``${X}``, ``<pad>``, ``None``)."""
+    value = re.sub(r"\s+#.*$", "", value) if not _QUOTED.match(value) else value
+    quoted = _QUOTED.match(value)
+    if quoted:
+        value = quoted["inner"]
+    elif code and not (_BARE_WORD.fullmatch(value) and is_token_like(value)):
+        return None  # ``password = args.password``: code, not a value
+    if not value or is_trivial(value) or _PLACEHOLDER.match(value) or REDACTED in value:
+        return None
+    if not quoted and (value[0] in "([{$|>&!*" or "(" in value or "[" in value):
+        return None
+    return value
+
+
+def line_secret_reason(line: str, *, path: str = "") -> str:
+    """Why one line of a stored file holds a credential ('' when not): a token of a known shape, a
+    URL with a password, an HTTP authorization value, or the literal value of a secret-named key
+    (``password = hunter2``, ``aws_secret_access_key = ...``, YAML ``password: x``, ``"token": "..."``)."""
+    found = _KNOWN_TOKENS.search(line)
+    if found or _URL_PASSWORD.search(line):
+        return "a token of a known format" if found else "a URL with a password"
+    bearer = _AUTH_BEARER.search(line)
+    if bearer and _literal(bearer["value"], code=False) is not None and not bearer["value"].startswith(("{", "$")):
+        return "an HTTP authorization value"
+    for m in _PAIR.finditer(line) if ":" in line or "=" in line else ():
+        why = _pair_reason(m["key"], m["value"], code=path.endswith(_CODE_SUFFIXES))
+        if why:
+            return why
+    return ""
+
+
+def _pair_reason(key: str, raw: str, *, code: bool) -> str:
+    kind = _key_class(key)
+    value = _literal(raw, code=code) if kind else None
+    if value is None:
+        return ""
+    if kind == "password" or (len(value) >= 8 and (is_token_like(value) or any(c.isdigit() for c in value))):
+        return f"the value of {key}"
+    return ""
+
+
+def content_secret_reason(text: str, *, path: str = "") -> str:
+    """Why a file's text holds a credential ('' when not), naming the line: ``line_secret_reason``
+    of every line, and private keys."""
+    if "-----BEGIN" in text and _KNOWN_TOKENS.search(text):
+        return "a private key"
+    for n, line in enumerate(text.splitlines(), 1):
+        why = line_secret_reason(line, path=path)
+        if why:
+            return f"line {n}: {why}"
+    return ""
+
+
+def diff_secret_reason(diff: bytes) -> str:
+    """Why a ``git diff`` holds a credential ('' when not): the lines it adds, each scanned as a line
+    of the file it adds it to (``path:line N``). Binary hunks are base85, scanned as whole words only."""
+    path, new_line = "", 0
+    for raw in diff.decode("utf-8", "replace").splitlines():
+        if raw.startswith("+++ "):
+            path = raw[4:].removeprefix("b/")
+        elif raw.startswith("@@"):
+            hunk = re.search(r"\+(\d+)", raw)
+            new_line = int(hunk[1]) if hunk else 0
+        elif raw.startswith("+"):
+            why = line_secret_reason(raw[1:], path=path)
+            if why:
+                return f"{path}:{new_line}: {why}"
+            new_line += 1
+        elif raw.startswith(" "):
+            new_line += 1
     return ""

@@ -108,6 +108,8 @@ def take(
     def report(pending: tuple[str, ...], seconds: float) -> None:
         progress.show(f"snapshot {seconds:4.1f}s: {', '.join(WAITING_FOR.get(n, n) for n in pending)}")
 
+    from megacpp_env.redact import redact_argv
+
     opts = SnapshotOptions(
         python=python,
         paths=tuple(args.paths),
@@ -116,7 +118,7 @@ def take(
         import_torch=args.torch,
         use_cache=not getattr(args, "no_cache", False),
         repo=getattr(args, "repo", None),
-        command=" ".join(["megacpp-env", *sys.argv[1:]]),
+        command=" ".join(["megacpp-env", *redact_argv(sys.argv[1:])]),
         on_progress=report if progress.enabled else None,
     )
     with progress:

@@ -35,6 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from megacpp_env.errors import SpecError
+    from megacpp_env.redact import redact_argv
     from megacpp_env.repro import goldens, guard, runrecord
     from megacpp_env.snapshot.golden import golden_dir, ignore_patterns
     from megacpp_env.snapshot.report import render
@@ -47,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     record_file = runrecord.check_record_path(args.record or guard.default_record_file(ref))
     opts = goldens.options_like(
         ref.snapshot, python=checked_python(args.python), paths=args.paths,
-        spec=goldens.spec_loader(ref.snapshot, spec), command=" ".join(["megacpp-env", *sys.argv[1:]]),
+        spec=goldens.spec_loader(ref.snapshot, spec), command=" ".join(["megacpp-env", *redact_argv(sys.argv[1:])]),
     )  # fmt: skip
     check = guard.precheck(ref, opts, ignore=ignore_patterns(args.ignore, spec()))
     if check.drift:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from megacpp_env.errors import MegacppEnvError
+from megacpp_env.redact import credential_reason, line_secret_reason
 from megacpp_env.repro import portable
 from megacpp_env.repro.capture_tree import capture_checkout
 from megacpp_env.repro.document import (
@@ -28,6 +29,8 @@ from megacpp_env.repro.document import (
     DistCapture,
     PathEntry,
     PythonCapture,
+    is_creator_name,
+    is_executable_pth_line,
 )
 from megacpp_env.repro.objects import ObjectStore
 from megacpp_env.snapshot.document import Snapshot
@@ -56,7 +59,7 @@ def capture_golden(
     except MegacppEnvError as exc:
         builds, problems = {}, [*problems, f"build records unreadable: {exc}"]
     by_path = {c.path: c for c in checkouts.values()}
-    env = _golden_build_env(snapshot)
+    env = golden_build_env(snapshot)
     dists = {
         key: _dist(key, d, prefix, by_path, builds.get(key), env, python_roots, (artifacts or {}).get(key, ()))
         for key, d in (snapshot.area("python").get("distributions") or {}).items()
@@ -107,6 +110,7 @@ def venv_maker(prefix: Path, interp: Mapping[str, Any]) -> tuple[str, str, bool]
     cfg = {k.strip().lower(): v.strip() for k, _, v in (ln.partition("=") for ln in lines) if k.strip()}
     maker = "uv" if "uv" in cfg else "virtualenv" if "virtualenv" in cfg else "venv"
     creator = _shebang_name(prefix) or Path(cfg.get("command", "").split(" ", 1)[0]).name
+    creator = creator if is_creator_name(creator) else ""
     return maker, creator, cfg.get("include-system-site-packages", "false").lower() == "true"
 
 
@@ -122,7 +126,7 @@ def _shebang_name(prefix: Path) -> str:
     return first[len(head) :] if first.startswith(head) and "/" not in first[len(head) :] else ""
 
 
-def _golden_build_env(snapshot: Snapshot) -> dict[str, str]:
+def golden_build_env(snapshot: Snapshot) -> dict[str, str]:
     variables = snapshot.area("env").get("variables") or {}
     return {
         k: v
@@ -150,7 +154,7 @@ def _file_path(url: str) -> str:
     return unquote(urlsplit(url).path) if url.startswith("file:") else ""
 
 
-def _origin(d: Mapping[str, Any], prefix: Path) -> str:
+def origin_of(d: Mapping[str, Any], prefix: Path) -> str:
     url = d.get("direct_url") or {}
     if not _under(str(d.get("location", "")), prefix) and prefix != Path():
         return "outside"
@@ -168,7 +172,7 @@ def _dist(
     env: Mapping[str, str], roots: portable.Roots, artifacts: tuple[Artifact, ...],
 ) -> DistCapture:  # fmt: skip
     dist_info = Path(str(d.get("location", ""))) / str(d.get("metadata_dir", ""))
-    origin = "local-build" if record is not None else _origin(d, prefix)
+    origin = "local-build" if record is not None else origin_of(d, prefix)
     build = _build_info(d, record, by_path, env) if origin == "local-build" else None
     return DistCapture(
         key=key, name=str(d.get("name", key)), version=str(d.get("version", "")),
@@ -234,8 +238,23 @@ def _path_entries(snapshot: Snapshot, roots: portable.Roots, maker: str) -> tupl
             except OSError as exc:
                 problems.append(f"{site}/{name}: unreadable: {exc.strerror or exc}")
                 continue
+            why = _pth_refusal(lines)
+            if why:
+                problems.append(f"{site}/{name}: {why}: not stored, reproduce cannot make it")
+                continue
             entries.append(PathEntry(site=token_site, file=name, lines=tuple(roots.text(ln) for ln in lines)))
     return tuple(entries), problems
+
+
+def _pth_refusal(lines: list[str]) -> str:
+    """Why a ``.pth`` file's lines may not be stored: a credential in one, or a line that runs code."""
+    for n, line in enumerate(lines, 1):
+        if is_executable_pth_line(line):
+            return f"line {n} runs code at every interpreter start (import ...)"
+        why = line_secret_reason(line) or credential_reason(line)
+        if why:
+            return f"line {n} holds a credential ({why})"
+    return ""
 
 
 def store_capture(

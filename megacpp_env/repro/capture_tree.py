@@ -5,7 +5,9 @@ hashes) and the untracked files (content and mode), content-addressed in the obj
 Ignored files are never read (``git ls-files --others --exclude-standard``). Untracked files that
 look like credentials (``redact.credential_file_reason``), nested repositories, special files and
 files over ``MAX_FILE`` are listed as skipped, not stored. The capture re-checks the tree against the
-snapshot it belongs to: a tree that changed in between is a problem, not a silent mismatch.
+snapshot it belongs to: a tree that changed in between is a problem, not a silent mismatch. A diff
+that adds a credential (``redact.diff_secret_reason``) is not stored: the checkout gets a problem
+naming the file and line, and reproduce says it cannot re-create that checkout (docs/DESIGN.md).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any
 from megacpp_env import git
 from megacpp_env.errors import MegacppEnvError
 from megacpp_env.fsutil import sha256_bytes
-from megacpp_env.redact import credential_file_reason
+from megacpp_env.redact import credential_file_reason, credential_reason, diff_secret_reason
 from megacpp_env.repro.document import CheckoutCapture, Skipped, SubmoduleCommit, UntrackedFile
 from megacpp_env.repro.objects import ObjectStore
 from megacpp_env.worktree.provenance import PROVENANCE_NAME
@@ -63,7 +65,21 @@ def _capture(base: CheckoutCapture, path: Path, entry: Mapping[str, Any], store:
         problems.append(f"{path.name}: changed between the snapshot and its capture (store the golden again)")
     if head is None:
         problems.append(f"{path.name}: has no commit to re-create it from")
+    secret = diff_secret_reason(diff) if diff else ""
+    if secret:
+        problems.append(
+            f"{path.name}: its uncommitted diff holds a credential ({secret}): not stored, so reproduce cannot "
+            "re-create this checkout; move the secret out of the tree (an environment variable, a file git "
+            "ignores) and store the golden again"
+        )
     prov = path / PROVENANCE_NAME
+    record = prov.read_bytes() if prov.is_file() and not prov.is_symlink() else None
+    if record is not None and credential_file_reason(PROVENANCE_NAME, record):
+        skipped = (
+            *skipped,
+            Skipped(path=PROVENANCE_NAME, reason="its provenance record holds a credential: not stored"),
+        )
+        record = None
     return _with(
         base,
         head=head,
@@ -71,11 +87,11 @@ def _capture(base: CheckoutCapture, path: Path, entry: Mapping[str, Any], store:
         submodules=tuple(
             SubmoduleCommit(path=s["path"], commit=s.get("actual")) for s in entry.get("submodules") or ()
         ),
-        diff=store.put(diff) if diff else None,
+        diff=store.put(diff) if diff and not secret else None,
         untracked_hash=untracked_hash,
         untracked=untracked,
         skipped=skipped,
-        provenance=store.put(prov.read_bytes()) if prov.is_file() and not prov.is_symlink() else None,
+        provenance=store.put(record) if record is not None else None,
         problems=tuple(problems),
     )
 
@@ -110,7 +126,11 @@ def _one(root: Path, rel: str, store: ObjectStore) -> UntrackedFile | Skipped:
     full = root / rel
     st = os.lstat(full)
     if stat.S_ISLNK(st.st_mode):
-        return UntrackedFile(path=rel, mode="120000", sha256=store.put(os.fsencode(full.readlink())))
+        target = os.fsencode(full.readlink())
+        why = credential_file_reason(rel, target) or credential_reason(os.fsdecode(target))
+        if why:
+            return Skipped(path=rel, reason=f"a symbolic link that looks like a credential ({why}): not stored")
+        return UntrackedFile(path=rel, mode="120000", sha256=store.put(target))
     odd = _not_stored(rel, st)
     if odd is not None:
         return odd

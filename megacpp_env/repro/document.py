@@ -21,6 +21,7 @@ from typing import Any
 from megacpp_env.errors import FormatError
 from megacpp_env.fsutil import atomic_write_text
 from megacpp_env.records import Table, as_dict, read_json
+from megacpp_env.spec import envpolicy
 
 SCHEMA = "megacpp-env/golden-capture"
 SCHEMA_VERSION = 1
@@ -33,6 +34,20 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 VENV_MARK = "{venv}"
 # Variables a build env may not set: they run code of their own in every process of the build.
 NOT_IN_BUILD_ENV = frozenset({"LD_PRELOAD", "LD_AUDIT", "BASH_ENV", "ENV", "PYTHONSTARTUP", "PYTHONINSPECT"})
+
+
+MAKERS = ("venv", "uv", "virtualenv", "none")
+# The name the venv maker's interpreter was run by: reproduce runs that file beside the interpreter it found.
+_CREATOR = re.compile(r"(?:python|pypy)[0-9]*(?:\.[0-9]+)?")
+
+
+def is_creator_name(name: str) -> bool:
+    return _CREATOR.fullmatch(name) is not None
+
+
+def is_executable_pth_line(line: str) -> bool:
+    """A ``.pth`` line that ``site`` executes (``import`` then a space or tab), not a path entry."""
+    return line.startswith(("import ", "import\t"))
 
 
 class CaptureFormatError(FormatError):
@@ -178,9 +193,13 @@ class BuildInfo:
     def read(cls, t: Table) -> BuildInfo:
         t.only(cls.__dataclass_fields__)
         env = t.text_map("build_env")
-        for name in env:
+        for name, value in env.items():
             if not _ENV_NAME.fullmatch(name) or name in NOT_IN_BUILD_ENV:
                 t.fail(f"{name!r} may not be set in a build env", f"build_env.{name}")
+            # the spec's env policy: a build record's env came from a spec's, which passed it
+            problem, remedy = envpolicy.refusal(name, value.replace("{checkout}", "/checkout"))
+            if problem:
+                t.fail(f"{problem} ({remedy})", f"build_env.{name}")
         return cls(checkout=t.text("checkout"), build_env=env, source=t.text("source", "record"))
 
 
@@ -240,7 +259,11 @@ class PathEntry:
         site = t.text("site")
         if not site.startswith(VENV_MARK + "/") or "/../" in site + "/" or "\0" in site:
             t.fail(f"expected a site directory inside the venv ({VENV_MARK}/...), got {site!r}", "site")
-        return cls(site=site, file=name, lines=t.texts("lines"))
+        lines = t.texts("lines")
+        for n, line in enumerate(lines):
+            if is_executable_pth_line(line):
+                t.fail("a line that runs code at every interpreter start (import ...) is not re-created", f"lines.{n}")
+        return cls(site=site, file=name, lines=lines)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -260,10 +283,15 @@ class PythonCapture:
     @classmethod
     def read(cls, t: Table) -> PythonCapture:
         t.only(cls.__dataclass_fields__)
+        maker, creator = t.text("maker", "venv"), t.text("creator", "")
+        if maker not in MAKERS:
+            t.fail(f"expected one of {', '.join(MAKERS)}, got {maker!r}", "maker")
+        if creator and not is_creator_name(creator):
+            t.fail(f"expected an interpreter's file name (python3, python3.11), got {creator!r}", "creator")
         return cls(
             version=t.text("version", nonempty=True), implementation=t.text("implementation", "CPython"),
             prefix=t.text("prefix"), base_prefix=t.text("base_prefix"), executable=t.text("executable", ""),
-            maker=t.text("maker", "venv"), creator=t.text("creator", ""),
+            maker=maker, creator=creator,
             system_site_packages=t.flag("system_site_packages", False),
         )  # fmt: skip
 

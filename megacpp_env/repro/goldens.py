@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from megacpp_env.errors import VerificationError
+from megacpp_env.errors import MegacppEnvError, VerificationError
 from megacpp_env.repro.document import Capture, capture_path, load_capture
 from megacpp_env.repro.objects import ObjectStore
 from megacpp_env.snapshot import golden as goldens
@@ -68,11 +68,14 @@ def inspected_paths(snapshot: Snapshot) -> tuple[Path, ...]:
 
 
 def inspected_python(snapshot: Snapshot) -> str | None:
-    """The interpreter the golden inspected, if it is still there."""
-    found: Any = snapshot.host.get("inspected_python") or (
-        (snapshot.area("python").get("interpreter") or {}).get("executable")
-    )
-    return str(found) if found and Path(str(found)).exists() else None
+    """The interpreter the golden inspected, if it is still there: the executable its hashed facts
+    record (``facts.python.interpreter.executable``). ``host.inspected_python`` is outside the digest,
+    so an edit there would pass the tamper check; it never chooses what runs."""
+    interp = snapshot.area("python").get("interpreter")
+    found: Any = interp.get("executable") if isinstance(interp, Mapping) else None
+    if not isinstance(found, str) or not found.startswith("/") or "\0" in found:
+        return None
+    return found if Path(found).is_file() else None
 
 
 def options_like(
@@ -93,14 +96,29 @@ def options_like(
 
 
 def golden_spec_path(snapshot: Snapshot) -> Path | None:
-    """The spec the golden was taken with, when that file still exists."""
+    """The spec the golden was taken with, when that file still exists and agrees with the golden's
+    hashed facts (``spec_agrees``): ``host.spec`` is outside the digest, so it is only a hint."""
     spec = snapshot.host.get("spec")
-    return Path(spec) if isinstance(spec, str) and Path(spec).is_file() else None
+    return Path(spec) if isinstance(spec, str) and spec.startswith("/") and Path(spec).is_file() else None
+
+
+def spec_agrees(spec: Spec, snapshot: Snapshot) -> bool:
+    """Every checkout the golden keyed by a source name is a source of ``spec`` at the same pin: the
+    pins and names the spec decides are then the ones the hashed facts record (a source the golden did
+    not find is inspected too, and shows as drift)."""
+    for key, entry in snapshot.area("checkouts").items():
+        if not isinstance(entry, Mapping) or entry.get("source") != key:
+            continue
+        source = spec.sources.get(key)
+        if source is None or entry.get("expected") not in (None, source.commit):
+            return False
+    return True
 
 
 def spec_loader(snapshot: Snapshot, fallback: Callable[[], Spec | None]) -> Callable[[], Spec | None]:
-    """The spec the golden was taken with when that file is still there (its checkouts are keyed by
-    that spec's source names), else ``fallback`` (``--spec`` or the one found upward)."""
+    """The spec the golden was taken with when that file is still there and agrees with the golden's
+    hashed facts (its checkouts are keyed by that spec's source names), else ``fallback`` (``--spec``
+    or the one found upward)."""
     path = golden_spec_path(snapshot)
     if path is None:
         return fallback
@@ -108,6 +126,10 @@ def spec_loader(snapshot: Snapshot, fallback: Callable[[], Spec | None]) -> Call
     def load() -> Spec | None:
         from megacpp_env.spec import load_spec
 
-        return load_spec(path)
+        try:
+            found = load_spec(path)
+        except MegacppEnvError:
+            return fallback()
+        return found if spec_agrees(found, snapshot) else fallback()
 
     return load

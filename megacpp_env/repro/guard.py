@@ -4,8 +4,8 @@ The pre-check inspects what the golden inspected (``goldens.options_like``: its 
 checkouts, its spec, ``--torch`` if it imported torch) with the warm hash cache, and diffs the result
 against the golden (the spec's ``snapshot.ignore`` and ``--ignore`` apply). On drift: refuse, or run
 anyway with ``allow_drift``. Either way one JSON line is appended to the run record (``runrecord``):
-the command, its exit code and wall time, the snapshot digest and the drift summary, so a number in
-a spreadsheet leads back to the exact environment it came from.
+the command (its secrets redacted: ``redact.redact_argv``), its exit code and wall time, the snapshot
+digest and the drift summary, so a number in a spreadsheet leads back to the exact environment it came from.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from megacpp_env.errors import ToolError
+from megacpp_env.redact import redact_argv
 from megacpp_env.repro.goldens import GoldenRef
 from megacpp_env.repro.runrecord import RunRecord
 from megacpp_env.snapshot.collect import take_snapshot
@@ -61,7 +62,7 @@ def record_of(check: PreCheck, cmd: Sequence[str], *, ran: bool, exit_code: int 
               allowed: bool) -> RunRecord:  # fmt: skip
     return RunRecord(
         time=dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"), golden=check.golden.name,
-        golden_digest=check.golden.snapshot.digest, snapshot_digest=check.snapshot.digest, cmd=tuple(cmd),
+        golden_digest=check.golden.snapshot.digest, snapshot_digest=check.snapshot.digest, cmd=tuple(redact_argv(cmd)),
         cwd=str(Path.cwd()), ran=ran, exit_code=exit_code, wall_s=None if wall is None else round(wall, 3),
         drift=check.drift, allowed_drift=allowed and check.drift, drift_summary=check.summary(),
         precheck_s=round(check.seconds, 3),

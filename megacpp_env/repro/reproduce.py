@@ -20,7 +20,7 @@ from typing import Any
 
 from megacpp_env.errors import RefusedError
 from megacpp_env.fsutil import atomic_write_text
-from megacpp_env.repro import installs, portable, pyenv, trees
+from megacpp_env.repro import covered, installs, portable, pyenv, trees
 from megacpp_env.repro.document import Capture
 from megacpp_env.repro.goldens import GoldenRef
 from megacpp_env.repro.outcome import ReproduceReport, Unrecreated
@@ -56,6 +56,13 @@ def check(golden: GoldenRef, opts: ReproduceOptions) -> Capture:
     if cap.snapshot_digest != golden.snapshot.digest:
         raise RefusedError(
             f"{golden.capture_file} belongs to snapshot {cap.snapshot_digest}, not {golden.snapshot.digest}"
+        )
+    wrong = covered.disagreements(cap, golden.snapshot)
+    if wrong:
+        raise RefusedError(
+            f"{golden.capture_file} disagrees with the hashed facts of golden {golden.name} (it was edited, or "
+            f"belongs to another snapshot): {'; '.join(wrong[:5])}{' ...' if len(wrong) > 5 else ''}; store the "
+            f"golden again with `megacpp-env snapshot --golden {golden.name}` on the machine it describes"
         )
     _empty_or_absent(opts.venv, "--venv")
     for c in cap.checkouts.values():
