@@ -77,8 +77,6 @@ def test_try_repo_runs_every_hook(project, tmp_path, wheelhouse, pre_commit_home
         "megacpp-env lock --check": "Passed",
         "megacpp-env gate": "Passed",
     }, proc.stdout + proc.stderr
-    assert "unlocked: gb10 linux/arm64" in proc.stdout
-    assert "ok: smoke linux/amd64" in proc.stdout
 
 
 def test_try_repo_reports_a_stale_dockerfile_with_its_diff(project, tmp_path, wheelhouse, pre_commit_home):
