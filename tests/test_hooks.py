@@ -53,7 +53,7 @@ def try_repo(project, tmp_path, wheelhouse, home, *, all_files=True):
         [sys.executable, "-m", "pre_commit", "try-repo", str(REPO_ROOT), *scope, "--color", "never"],
         cwd=project, env=env, capture_output=True, text=True, check=False,
     )  # fmt: skip
-    results = dict(re.findall(r"^(megacpp-env [^.]+?)\.{2,}(Passed|Failed|Skipped)", proc.stdout, flags=re.M))
+    results = dict(re.findall(r"^(megacpp-env [^.]+?)\.{2,}(?:\([^)]*\))?(Passed|Failed|Skipped)", proc.stdout, flags=re.M))
     return proc, results
 
 
