@@ -266,3 +266,26 @@ def test_first_commit_gates_against_the_empty_tree(tmp_path, capsys):
     assert len(report["new_locks"]) == len(list((repo / "locks").glob("pylock.*.toml")))
     rc, _, err = run(capsys, "gate", "--base", "main", "--spec", str(repo / "stack.yaml"))
     assert rc == 1 and "unknown git ref 'main'" in err  # only HEAD stands for "nothing committed yet"
+
+
+def test_unused_acknowledgements_are_named_once_with_their_scope(tmp_path, capsys):
+    root = Path(__file__).resolve().parents[1]
+    repo = tmp_path / "shipped"
+    repo.mkdir()
+    shutil.copy2(root / "stack.yaml", repo / "stack.yaml")
+    shutil.copytree(root / "locks", repo / "locks")
+    acks = repo / "locks" / "ACKNOWLEDGED.toml"
+    entry = '[[ack]]\npackage = "torch"\nchange = "upgraded"\nreason = "r"\ntarget = "gb10"\nplatform = "linux/arm64"\n'
+    ml = '[[ack]]\npackage = "nvidia-ml-py"\nchange = "added"\nreason = "r"\nversion = "1.0"\ntarget = "{}"\n'
+    acks.write_text("\n".join([ml.format("smoke"), ml.format("cuda_smoke"), entry, entry]))  # torch twice
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "base")
+    rc, out, _ = run(capsys, "gate", "--base", "HEAD", "--spec", str(repo / "stack.yaml"))
+    assert rc == 0
+    unused = [x for x in out.split("Unused acknowledgements (remove them):\n")[1].splitlines() if x.startswith("  ")]
+    assert unused == [
+        "  nvidia-ml-py added (target smoke, version 1.0)",
+        "  nvidia-ml-py added (target cuda_smoke, version 1.0)",
+        "  torch upgraded (target gb10, platform linux/arm64)",
+    ]

@@ -35,3 +35,13 @@ def test_lock_check_quiet_lists_only_what_is_not_ok(capsys):
     assert rc == 0
     assert out.splitlines() == [line for line in loud.splitlines() if line.startswith("unlocked: ")]
     assert run(capsys, "-q", "lock", "--check", "smoke", "cuda_smoke", "--spec", SPEC)[:2] == (0, "")
+
+
+def test_targets_columns_are_as_wide_as_their_data(capsys):
+    rc, out, _ = run(capsys, "targets", "--spec", SPEC)
+    assert rc == 0
+    lines = out.splitlines()
+    names = [line.split()[0] for line in lines]
+    assert "cuda_smoke" in names
+    starts = {line.index(line.split()[1], len(line.split()[0])) for line in lines}
+    assert starts == {max(map(len, names)) + 1}  # every platforms column starts at the same offset

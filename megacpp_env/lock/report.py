@@ -97,7 +97,7 @@ def _sections(report: GateReport, md: bool) -> list[str]:
         out += ["", "Acknowledged:"] + [f"{bullet}{v.line()} -- {a.reason}" for v, a in verdict.acknowledged]
     if verdict.unused:
         out += ["", "Unused acknowledgements (remove them):"]
-        out += [f"{bullet}{a.package} {a.change}" for a in verdict.unused]
+        out += [f"{bullet}{a.label()}" for a in verdict.unused]
     if not any(x.changes for x in report.diffs):
         out.insert(0, "No lock changes.")
     return out
