@@ -301,3 +301,22 @@ def test_hashfiles_cannot_see_runner_temp(tmp_path):
     assert not gha.step_runs("${{ !cancelled() && hashFiles(format('{0}/megacpp-env-gate.md', runner.temp)) != '' }}", ctx)
     for path in WORKFLOWS:
         assert "hashFiles" not in path.read_text(), path.name
+
+
+def test_dependabot_keeps_every_pinned_action_current():
+    """Each file with a SHA-pinned `uses:` lies in a directory Dependabot's github-actions updater
+    scans (`/` covers .github/workflows; a composite action needs its own directory)."""
+    config = _load(GITHUB / "dependabot.yml")
+    assert config["version"] == 2
+    (update,) = [u for u in config["updates"] if u["package-ecosystem"] == "github-actions"]
+    scanned = set(update["directories"])
+    assert update["cooldown"]["default-days"] >= 1  # zizmor's dependabot-cooldown audit
+    for path in [ACTION, *WORKFLOWS]:
+        pinned = [u for u in re.findall(r"^\s*(?:-\s+)?uses:\s*(\S+)", path.read_text(), flags=re.M) if PINNED.match(u)]
+        where = "/" if path.parent == GITHUB / "workflows" else "/" + str(path.parent.relative_to(REPO_ROOT))
+        assert not pinned or where in scanned, (path.name, where)
+    assert all((REPO_ROOT / d.lstrip("/")).is_dir() for d in scanned)
+    zizmor = shutil.which("zizmor", path=os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]]))
+    proc = subprocess.run([zizmor, "--offline", "--no-progress", str(GITHUB / "dependabot.yml")], capture_output=True,
+                          text=True, check=False)  # fmt: skip
+    assert proc.returncode == 0 and "No findings to report" in proc.stdout, proc.stdout + proc.stderr
