@@ -24,6 +24,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "check": ("check", "validate stack.yaml and run the policy rules"),
     "facts": ("facts", "upstream facts per pinned source: extract NAME --from CHECKOUT, check, show"),
     "targets": ("targets", "list the targets of the spec"),
+    "schema": ("schema", "print the JSON Schema of stack.yaml (for editors)"),
     "show": ("show", "show the resolved view of one target"),
     "render": ("render", "write (or --check) the rendered Dockerfiles"),
     "lock": ("lock", "resolve per-target locks with hashes; 'lock diff OLD NEW' explains changes"),

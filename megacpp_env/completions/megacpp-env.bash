@@ -6,11 +6,12 @@
 # See also: https://github.com/scop/bash-completion/blob/main/doc/configuration.md
 
 _shtab_megacpp_env_overlay_subparsers=(new apply verify status restore)
-_shtab_megacpp_env_subparsers=(check facts targets show render lock gate mirror mirror-artifacts mirror-sources checkout verify-checkout overlay build-source build pin-base verify-image snapshot diff doctor completion reproduce run bisect-check)
+_shtab_megacpp_env_subparsers=(check facts targets schema show render lock gate mirror mirror-artifacts mirror-sources checkout verify-checkout overlay build-source build pin-base verify-image snapshot diff doctor completion reproduce run bisect-check)
 
 _shtab_megacpp_env_check_option_strings=(-h --help --spec -v --verbose -q --quiet --json --rule --list-rules --strict)
 _shtab_megacpp_env_facts_option_strings=(-h --help --spec -v --verbose -q --quiet --from --wheel --requirements --build-requirements --unverified --json)
 _shtab_megacpp_env_targets_option_strings=(-h --help --spec -v --verbose -q --quiet --json)
+_shtab_megacpp_env_schema_option_strings=(-h --help --spec -v --verbose -q --quiet)
 _shtab_megacpp_env_show_option_strings=(-h --help --spec -v --verbose -q --quiet --json)
 _shtab_megacpp_env_render_option_strings=(-h --help --spec -v --verbose -q --quiet --check --json)
 _shtab_megacpp_env_lock_option_strings=(-h --help --spec -v --verbose -q --quiet --platform --check --export-requirements --align --allow-unlocked --try-unreachable --json)
@@ -46,7 +47,7 @@ _shtab_megacpp_env_gate___format_choices=(text markdown json)
 _shtab_megacpp_env_overlay_pos_0_choices=(new apply verify status restore)
 _shtab_megacpp_env_diff___format_choices=(text markdown json)
 _shtab_megacpp_env_completion_pos_0_choices=(bash zsh)
-_shtab_megacpp_env_pos_0_choices=(check facts targets show render lock gate mirror mirror-artifacts mirror-sources checkout verify-checkout overlay build-source build pin-base verify-image snapshot diff doctor completion reproduce run bisect-check)
+_shtab_megacpp_env_pos_0_choices=(check facts targets schema show render lock gate mirror mirror-artifacts mirror-sources checkout verify-checkout overlay build-source build pin-base verify-image snapshot diff doctor completion reproduce run bisect-check)
 
 _shtab_megacpp_env_check__h_nargs=0
 _shtab_megacpp_env_check___help_nargs=0
@@ -71,6 +72,12 @@ _shtab_megacpp_env_targets___verbose_nargs=0
 _shtab_megacpp_env_targets__q_nargs=0
 _shtab_megacpp_env_targets___quiet_nargs=0
 _shtab_megacpp_env_targets___json_nargs=0
+_shtab_megacpp_env_schema__h_nargs=0
+_shtab_megacpp_env_schema___help_nargs=0
+_shtab_megacpp_env_schema__v_nargs=0
+_shtab_megacpp_env_schema___verbose_nargs=0
+_shtab_megacpp_env_schema__q_nargs=0
+_shtab_megacpp_env_schema___quiet_nargs=0
 _shtab_megacpp_env_show__h_nargs=0
 _shtab_megacpp_env_show___help_nargs=0
 _shtab_megacpp_env_show__v_nargs=0
