@@ -34,19 +34,30 @@ _shtab_megacpp_env_verify_image_option_strings=(-h --help --spec -v --verbose -q
 _shtab_megacpp_env_snapshot_option_strings=(-h --help --spec -v --verbose -q --quiet -o --output --json --golden --check-golden --golden-dir --ignore --paths --python --torch --no-cache --export-lock --repo --schema)
 _shtab_megacpp_env_diff_option_strings=(-h --help --spec -v --verbose -q --quiet --format --json --ignore)
 _shtab_megacpp_env_doctor_option_strings=(-h --help --spec -v --verbose -q --quiet --json --snapshot --python --torch --paths)
-_shtab_megacpp_env_completion_option_strings=(-h --help --spec -v --verbose -q --quiet)
+_shtab_megacpp_env_completion_option_strings=(-h --help --spec -v --verbose -q --quiet --names)
 _shtab_megacpp_env_reproduce_option_strings=(-h --help --spec -v --verbose -q --quiet --venv --checkouts --mirror --python --golden-dir --json)
 _shtab_megacpp_env_run_option_strings=(-h --help --spec -v --verbose -q --quiet --golden --golden-dir --allow-drift --record --python --paths --ignore --json)
 _shtab_megacpp_env_bisect_check_option_strings=(-h --help --spec -v --verbose -q --quiet --package --worktree --golden-dir --python --json)
 _shtab_megacpp_env_option_strings=(-h --help --version --spec -v --verbose -q --quiet)
 
-
+_shtab_megacpp_env_facts_pos_1_COMPGEN=_shtab_cmd_compgen_2dca1ac1
+_shtab_megacpp_env_show_pos_0_COMPGEN=_shtab_cmd_compgen_e1f6088f
+_shtab_megacpp_env_render_pos_0_COMPGEN=_shtab_cmd_compgen_e1f6088f
+_shtab_megacpp_env_lock_pos_0_COMPGEN=_shtab_cmd_compgen_e1f6088f
+_shtab_megacpp_env_mirror_pos_0_COMPGEN=_shtab_cmd_compgen_e1f6088f
+_shtab_megacpp_env_mirror_sources_pos_0_COMPGEN=_shtab_cmd_compgen_e1f6088f
+_shtab_megacpp_env_checkout_pos_0_COMPGEN=_shtab_cmd_compgen_2dca1ac1
+_shtab_megacpp_env_build_source_pos_0_COMPGEN=_shtab_cmd_compgen_2dca1ac1
+_shtab_megacpp_env_build_pos_0_COMPGEN=_shtab_cmd_compgen_e1f6088f
+_shtab_megacpp_env_pin_base_pos_0_COMPGEN=_shtab_cmd_compgen_e1f6088f
+_shtab_megacpp_env_doctor_pos_0_COMPGEN=_shtab_cmd_compgen_e1f6088f
 
 _shtab_megacpp_env_facts_pos_0_choices=(extract check show)
 _shtab_megacpp_env_gate___format_choices=(text markdown json)
 _shtab_megacpp_env_overlay_pos_0_choices=(new apply verify status restore)
 _shtab_megacpp_env_diff___format_choices=(text markdown json)
-_shtab_megacpp_env_completion_pos_0_choices=(bash zsh)
+_shtab_megacpp_env_completion_pos_0_choices=(bash fish zsh)
+_shtab_megacpp_env_completion___names_choices=(targets sources)
 _shtab_megacpp_env_pos_0_choices=(check facts targets schema show render lock gate mirror mirror-artifacts mirror-sources checkout verify-checkout overlay build-source build pin-base verify-image snapshot diff doctor completion reproduce run bisect-check)
 
 _shtab_megacpp_env_check__h_nargs=0
@@ -275,6 +286,19 @@ _shtab_megacpp_env___verbose_nargs=0
 _shtab_megacpp_env__q_nargs=0
 _shtab_megacpp_env___quiet_nargs=0
 
+
+# Custom Preamble
+
+# $1=COMP_WORDS[1]
+_shtab_cmd_compgen_2dca1ac1() {
+  compgen -W "$(megacpp-env completion --names sources 2>/dev/null)" -- $1
+}
+
+# $1=COMP_WORDS[1]
+_shtab_cmd_compgen_e1f6088f() {
+  compgen -W "$(megacpp-env completion --names targets 2>/dev/null)" -- $1
+}
+# End Custom Preamble
 
 # $1=COMP_WORDS[1]
 _shtab_compgen_files() {
