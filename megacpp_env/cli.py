@@ -38,6 +38,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "build-source": ("build_source", "build one pinned source into a wheel on this machine"),
     "build": ("build", "build a target's image with docker BuildKit"),
     "pin-base": ("pin_base", "pin a target's base images by registry digest; --check finds moved tags"),
+    "sbom": ("sbom", "write the CycloneDX SBOM of a target's image (locks, sources, artifacts, base)"),
     "verify-image": ("verify_image", "snapshot inside an image and diff against its baked snapshot"),
     "snapshot": ("snapshot", "fingerprint this machine and environment"),
     "diff": ("diff", "explain drift between two snapshots"),

@@ -6,7 +6,7 @@
 # See also: https://github.com/scop/bash-completion/blob/main/doc/configuration.md
 
 _shtab_megacpp_env_overlay_subparsers=(new apply verify status restore)
-_shtab_megacpp_env_subparsers=(check facts targets schema show render lock gate mirror mirror-artifacts mirror-sources checkout verify-checkout overlay build-source build pin-base verify-image snapshot diff doctor completion reproduce run bisect-check)
+_shtab_megacpp_env_subparsers=(check facts targets schema show render lock gate mirror mirror-artifacts mirror-sources checkout verify-checkout overlay build-source build pin-base sbom verify-image snapshot diff doctor completion reproduce run bisect-check)
 
 _shtab_megacpp_env_check_option_strings=(-h --help --spec -v --verbose -q --quiet --json --rule --list-rules --strict)
 _shtab_megacpp_env_facts_option_strings=(-h --help --spec -v --verbose -q --quiet --from --wheel --requirements --build-requirements --unverified --json)
@@ -30,6 +30,7 @@ _shtab_megacpp_env_overlay_option_strings=(-h --help --spec -v --verbose -q --qu
 _shtab_megacpp_env_build_source_option_strings=(-h --help --spec -v --verbose -q --quiet --target --venv --mirror --workdir --wheel-dir --install --no-sanity --jobs --json)
 _shtab_megacpp_env_build_option_strings=(-h --help --spec -v --verbose -q --quiet --platform --base-image --tag --registry --push --skip-base-check --builder --cache-from --cache-to --network --source-from --source-mirror --ca-bundle --mirror --no-cache --dry-run --json)
 _shtab_megacpp_env_pin_base_option_strings=(-h --help --spec -v --verbose -q --quiet --platform --check --json)
+_shtab_megacpp_env_sbom_option_strings=(-h --help --spec -v --verbose -q --quiet --platform --output)
 _shtab_megacpp_env_verify_image_option_strings=(-h --help --spec -v --verbose -q --quiet --platform --json)
 _shtab_megacpp_env_snapshot_option_strings=(-h --help --spec -v --verbose -q --quiet -o --output --json --golden --check-golden --golden-dir --ignore --paths --python --torch --no-cache --export-lock --repo --schema)
 _shtab_megacpp_env_diff_option_strings=(-h --help --spec -v --verbose -q --quiet --format --json --ignore)
@@ -50,6 +51,7 @@ _shtab_megacpp_env_checkout_pos_0_COMPGEN=_shtab_cmd_compgen_2dca1ac1
 _shtab_megacpp_env_build_source_pos_0_COMPGEN=_shtab_cmd_compgen_2dca1ac1
 _shtab_megacpp_env_build_pos_0_COMPGEN=_shtab_cmd_compgen_e1f6088f
 _shtab_megacpp_env_pin_base_pos_0_COMPGEN=_shtab_cmd_compgen_e1f6088f
+_shtab_megacpp_env_sbom_pos_0_COMPGEN=_shtab_cmd_compgen_e1f6088f
 _shtab_megacpp_env_doctor_pos_0_COMPGEN=_shtab_cmd_compgen_e1f6088f
 
 _shtab_megacpp_env_facts_pos_0_choices=(extract check show)
@@ -58,7 +60,7 @@ _shtab_megacpp_env_overlay_pos_0_choices=(new apply verify status restore)
 _shtab_megacpp_env_diff___format_choices=(text markdown json)
 _shtab_megacpp_env_completion_pos_0_choices=(bash fish zsh)
 _shtab_megacpp_env_completion___names_choices=(targets sources)
-_shtab_megacpp_env_pos_0_choices=(check facts targets schema show render lock gate mirror mirror-artifacts mirror-sources checkout verify-checkout overlay build-source build pin-base verify-image snapshot diff doctor completion reproduce run bisect-check)
+_shtab_megacpp_env_pos_0_choices=(check facts targets schema show render lock gate mirror mirror-artifacts mirror-sources checkout verify-checkout overlay build-source build pin-base sbom verify-image snapshot diff doctor completion reproduce run bisect-check)
 
 _shtab_megacpp_env_check__h_nargs=0
 _shtab_megacpp_env_check___help_nargs=0
@@ -214,6 +216,12 @@ _shtab_megacpp_env_pin_base__q_nargs=0
 _shtab_megacpp_env_pin_base___quiet_nargs=0
 _shtab_megacpp_env_pin_base___check_nargs=0
 _shtab_megacpp_env_pin_base___json_nargs=0
+_shtab_megacpp_env_sbom__h_nargs=0
+_shtab_megacpp_env_sbom___help_nargs=0
+_shtab_megacpp_env_sbom__v_nargs=0
+_shtab_megacpp_env_sbom___verbose_nargs=0
+_shtab_megacpp_env_sbom__q_nargs=0
+_shtab_megacpp_env_sbom___quiet_nargs=0
 _shtab_megacpp_env_verify_image__h_nargs=0
 _shtab_megacpp_env_verify_image___help_nargs=0
 _shtab_megacpp_env_verify_image__v_nargs=0

@@ -50,7 +50,7 @@ function _shtab_megacpp_env_using
   test "$_shtab_megacpp_env_cmdpath" = "$argv"
 end
 
-set -g _shtab_megacpp_env_commands check facts targets schema show render lock gate mirror mirror-artifacts mirror-sources checkout verify-checkout overlay 'overlay new' 'overlay apply' 'overlay verify' 'overlay status' 'overlay restore' build-source build pin-base verify-image snapshot diff doctor completion reproduce run bisect-check
+set -g _shtab_megacpp_env_commands check facts targets schema show render lock gate mirror mirror-artifacts mirror-sources checkout verify-checkout overlay 'overlay new' 'overlay apply' 'overlay verify' 'overlay status' 'overlay restore' build-source build pin-base sbom verify-image snapshot diff doctor completion reproduce run bisect-check
 set -g _shtab_megacpp_env_opts_with_value --ack --base --base-image --build-requirements --builder --ca-bundle --cache-from --cache-to --check-golden --checkouts --dest --expect --export-lock --format --from --golden --golden-dir --ignore --jobs --mirror --names --network --output --overlays --package --paths --platform --python --record --registry --repo --requirements --rule --snapshot --source --source-from --source-mirror --spec --tag --target --to --unverified --venv --wheel --wheel-dir --workdir --worktree -o
 
 complete -c megacpp-env -e
@@ -259,6 +259,14 @@ complete -c megacpp-env -n '_shtab_megacpp_env_using pin-base' -l platform -x -d
 complete -c megacpp-env -n '_shtab_megacpp_env_using pin-base' -l check -d 'write nothing; exit 1 when a base is unpinned or its tag no longer names the pinned digest'
 complete -c megacpp-env -n '_shtab_megacpp_env_using pin-base' -l json -d 'print a machine-readable JSON report on stdout'
 complete -c megacpp-env -n '_shtab_megacpp_env_using pin-base; and test $_shtab_megacpp_env_npos -eq 0' -ka "(megacpp-env completion --names targets 2>/dev/null)" -d 'target whose base images to pin (see `megacpp-env targets`)'
+complete -c megacpp-env -n '_shtab_megacpp_env_using; and test $_shtab_megacpp_env_npos -eq 0' -a sbom -d 'write the CycloneDX SBOM of a target'"'"'s image (locks, sources, artifacts, base)'
+complete -c megacpp-env -n '_shtab_megacpp_env_using sbom' -s h -l help -d 'show this help message and exit'
+complete -c megacpp-env -n '_shtab_megacpp_env_using sbom' -l spec -x -d 'the stack spec (default: $MEGACPP_ENV_SPEC, else the nearest stack.yaml here or in a parent directory)'
+complete -c megacpp-env -n '_shtab_megacpp_env_using sbom' -s v -l verbose -d 'also show every external command run (git, uv)'
+complete -c megacpp-env -n '_shtab_megacpp_env_using sbom' -s q -l quiet -d 'only results and errors: no progress, no build log'
+complete -c megacpp-env -n '_shtab_megacpp_env_using sbom' -l platform -x -d 'the platform (default: the target'"'"'s first)'
+complete -c megacpp-env -n '_shtab_megacpp_env_using sbom' -l output -x -d 'write it here (atomically) instead of stdout'
+complete -c megacpp-env -n '_shtab_megacpp_env_using sbom; and test $_shtab_megacpp_env_npos -eq 0' -ka "(megacpp-env completion --names targets 2>/dev/null)" -d 'the target (see `megacpp-env targets`)'
 complete -c megacpp-env -n '_shtab_megacpp_env_using; and test $_shtab_megacpp_env_npos -eq 0' -a verify-image -d 'snapshot inside an image and diff against its baked snapshot'
 complete -c megacpp-env -n '_shtab_megacpp_env_using verify-image' -s h -l help -d 'show this help message and exit'
 complete -c megacpp-env -n '_shtab_megacpp_env_using verify-image' -l spec -x -d 'the stack spec (default: $MEGACPP_ENV_SPEC, else the nearest stack.yaml here or in a parent directory)'
