@@ -12,11 +12,14 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from megacpp_env import __version__, layout
-from megacpp_env.errors import RefusedError
+from packaging.utils import canonicalize_name
+
+from megacpp_env import __version__, docker, layout
+from megacpp_env.errors import RefusedError, ToolError
 from megacpp_env.fsutil import canonical_json, sha256_file
 from megacpp_env.lock.pylock import LockedPackage, read_pylock
 from megacpp_env.spec import Spec, Target
@@ -100,6 +103,17 @@ def _base(target: Target, platform: str) -> dict[str, Any]:
     return out
 
 
+def _installers() -> list[dict[str, Any]]:
+    """What the image's venv holds besides the locks and the sources: the tool itself (from its own
+    source, --no-deps) and the venv's pip (ensurepip of the toolchain's Python, version not pinned)."""
+    return [
+        {"type": "application", "bom-ref": "tool:megacpp-env", "name": "megacpp-env", "version": __version__,
+         "properties": [_prop("origin", "the tool's own source, installed --no-deps")]},
+        {"type": "library", "bom-ref": "venv:pip", "name": "pip",
+         "properties": [_prop("origin", "ensurepip of the toolchain's Python (python -m venv)")]},
+    ]  # fmt: skip
+
+
 def _locks(spec: Spec, target: Target, platform: str) -> list[tuple[Path, str]]:
     paths = [(layout.lock_path(spec.root, target.name, platform), "")]
     paths += [(layout.toolchain_lock_path(spec.root, target.name, p, platform), p) for p in layout.TOOLCHAIN_PARTS]
@@ -122,6 +136,7 @@ def image_sbom(spec: Spec, target: Target, platform: str) -> dict[str, Any]:
     components += [_source(spec, s) for s in target.sources]
     components += [_artifact_set(spec.artifacts[name]) for name in target.artifacts]
     components.append(_base(target, platform))
+    components += _installers()
     image = {
         "type": "container",
         "bom-ref": "image",
@@ -147,7 +162,41 @@ def render_sbom(sbom: dict[str, Any]) -> str:
     return json.dumps(sbom, indent=2, sort_keys=True) + "\n"
 
 
-def installed_names(sbom: dict[str, Any]) -> set[tuple[str, str]]:
+def unlisted(sbom: Mapping[str, Any], installed: Iterable[tuple[str, str]]) -> list[str]:
+    """``name version`` of every installed distribution the SBOM does not list: a locked one must match
+    name and version; a pinned source, the tool and the venv's pip match by name (their versions come
+    from their own build)."""
+    exact = {(canonicalize_name(n), v) for n, v in installed_names(sbom)}
+    by_name = {
+        canonicalize_name(str(c["name"]))
+        for c in sbom.get("components", [])
+        if str(c.get("bom-ref", "")).startswith(("source:", "tool:", "venv:"))
+    }
+    return sorted(
+        f"{name} {version}"
+        for name, version in installed
+        if (canonicalize_name(name), version) not in exact and canonicalize_name(name) not in by_name
+    )
+
+
+INSTALLED_SCRIPT = (
+    "import importlib.metadata as m, json; "
+    "print(json.dumps(sorted({(d.metadata['Name'], d.version) for d in m.distributions()})))"
+)
+
+
+def image_distributions(image: str, *, platform: str = "") -> list[tuple[str, str]]:
+    """(name, version) of every distribution installed in the image's venv."""
+    proc = docker.run_in_image(image, [f"{layout.IMAGE_VENV}/bin/python", "-c", INSTALLED_SCRIPT], platform=platform)
+    if proc.returncode != 0:
+        raise ToolError(f"listing the distributions in {image} failed: {(proc.stderr or proc.stdout).strip()[-500:]}")
+    try:
+        return [(str(n), str(v)) for n, v in json.loads(proc.stdout)]
+    except (ValueError, TypeError) as exc:
+        raise ToolError(f"listing the distributions in {image}: unreadable output ({exc})") from None
+
+
+def installed_names(sbom: Mapping[str, Any]) -> set[tuple[str, str]]:
     """(name, version) of every locked distribution the SBOM lists (what an image may contain)."""
     return {
         (c["name"], c["version"]) for c in sbom.get("components", []) if str(c.get("purl", "")).startswith("pkg:pypi/")

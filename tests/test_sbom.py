@@ -92,3 +92,24 @@ def test_the_verb_writes_the_file_and_refuses_an_unlocked_target(tmp_path, capsy
     assert VALIDATOR.validate_str(out.read_text()) is None
     assert main(["sbom", "gb10", "--spec", str(REPO_ROOT / "stack.yaml")]) == 1
     assert "gb10 linux/arm64: no lock (locks/pylock.gb10-linux-arm64.toml)" in capsys.readouterr().err
+
+
+def test_unlisted_names_what_the_sbom_does_not_list(spec):
+    from megacpp_env.sbom import unlisted
+
+    doc = image_sbom(spec, spec.targets["smoke"], "linux/amd64")
+    locked = sorted(installed_names(doc))
+    image = [*locked, ("megacpp-env", "0.1.0"), ("megacpp-smoke-ext", "0.1.0"), ("pip", "26.2.2")]
+    assert unlisted(doc, image) == []  # the locks, the built source, the tool and the venv's pip
+    name, version = locked[0]
+    extra = [("intruder", "1.0"), (name, version + ".post1")]  # a locked name at another version is not it
+    assert unlisted(doc, [*image, *extra]) == sorted(f"{n} {v}" for n, v in extra)
+
+
+def test_verify_image_refuses_a_missing_sbom(capsys, monkeypatch):
+    from megacpp_env import build
+    from megacpp_env.build import VerifyReport
+
+    monkeypatch.setattr(build, "verify_image", lambda *a, **k: VerifyReport(ok=True, output="", stderr=""))
+    assert main(["verify-image", "img:1", "--sbom", "/nonexistent/smoke.cdx.json"]) == 1
+    assert "--sbom /nonexistent/smoke.cdx.json: no such file" in capsys.readouterr().err

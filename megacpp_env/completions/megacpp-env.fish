@@ -51,7 +51,7 @@ function _shtab_megacpp_env_using
 end
 
 set -g _shtab_megacpp_env_commands check facts targets schema show render lock gate mirror mirror-artifacts mirror-sources checkout verify-checkout overlay 'overlay new' 'overlay apply' 'overlay verify' 'overlay status' 'overlay restore' build-source build pin-base sbom verify-image snapshot diff doctor completion reproduce run bisect-check
-set -g _shtab_megacpp_env_opts_with_value --ack --base --base-image --build-requirements --builder --ca-bundle --cache-from --cache-to --check-golden --checkouts --dest --expect --export-lock --format --from --golden --golden-dir --ignore --jobs --mirror --names --network --output --overlays --package --paths --platform --python --record --registry --repo --requirements --rule --snapshot --source --source-from --source-mirror --spec --tag --target --to --unverified --venv --wheel --wheel-dir --workdir --worktree -o
+set -g _shtab_megacpp_env_opts_with_value --ack --base --base-image --build-requirements --builder --ca-bundle --cache-from --cache-to --check-golden --checkouts --dest --expect --export-lock --format --from --golden --golden-dir --ignore --jobs --mirror --names --network --output --overlays --package --paths --platform --python --record --registry --repo --requirements --rule --sbom --snapshot --source --source-from --source-mirror --spec --tag --target --to --unverified --venv --wheel --wheel-dir --workdir --worktree -o
 
 complete -c megacpp-env -e
 complete -c megacpp-env -f
@@ -273,6 +273,7 @@ complete -c megacpp-env -n '_shtab_megacpp_env_using verify-image' -l spec -x -d
 complete -c megacpp-env -n '_shtab_megacpp_env_using verify-image' -s v -l verbose -d 'also show every external command run (git, uv)'
 complete -c megacpp-env -n '_shtab_megacpp_env_using verify-image' -s q -l quiet -d 'only results and errors: no progress, no build log'
 complete -c megacpp-env -n '_shtab_megacpp_env_using verify-image' -l platform -x -d 'platform of the image (for emulated arm64 images)'
+complete -c megacpp-env -n '_shtab_megacpp_env_using verify-image' -l sbom -x -d 'the image'"'"'s CycloneDX SBOM (megacpp-env sbom): also fail on a distribution in the image it does not list'
 complete -c megacpp-env -n '_shtab_megacpp_env_using verify-image' -l json -d 'print a machine-readable JSON report on stdout'
 complete -c megacpp-env -n '_shtab_megacpp_env_using; and test $_shtab_megacpp_env_npos -eq 0' -a snapshot -d 'fingerprint this machine and environment'
 complete -c megacpp-env -n '_shtab_megacpp_env_using snapshot' -s h -l help -d 'show this help message and exit'
