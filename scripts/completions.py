@@ -5,6 +5,7 @@ arguments:  python scripts/completions.py    (tests/test_completion.py fails whi
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -19,7 +20,24 @@ def generate(shell: str) -> str:
 
     from megacpp_env.cli import build_parser
 
-    return str(shtab.complete(build_parser([], every_verb=True), shell=shell))
+    parser = build_parser([], every_verb=True)
+    for verb, sub in _verbs(parser):
+        for action in sub._actions:
+            kind = completions.name_kind(verb, action.dest, action.metavar)
+            if kind and not action.option_strings:
+                action.complete = shtab.cmd(completions.names_command(kind))  # type: ignore[attr-defined]
+    return str(shtab.complete(parser, shell=shell))
+
+
+def _verbs(parser: argparse.ArgumentParser, prefix: str = "") -> list[tuple[str, argparse.ArgumentParser]]:
+    """(verb, its parser) for every verb and sub-verb (``lock diff``)."""
+    out = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                verb = f"{prefix} {name}".strip()
+                out += [(verb, sub), *_verbs(sub, verb)]
+    return out
 
 
 def main() -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -54,5 +55,47 @@ def test_bash_completes_verbs_and_their_options():
     assert _complete("ren") == ["render"]
     assert "--check" in _complete("render", "--")
     assert _complete("lock", "--ch") == ["--check"]
-    assert _complete("completion", "") == ["bash", "zsh"]
+    assert _complete("completion", "") == ["bash", "fish", "zsh"]
     assert "--golden" in _complete("snapshot", "--g")
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="bash not installed")
+def test_bash_completes_target_and_source_names_from_the_spec(tmp_path, monkeypatch):
+    """The names come from the spec found upward from the working directory, by running
+    `megacpp-env completion --names KIND` (this venv's megacpp-env first on PATH)."""
+    import os
+    import sys
+
+    from megacpp_env.spec import load_spec
+
+    spec = load_spec(REPO_ROOT / "stack.yaml")
+    monkeypatch.setenv("PATH", os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]]))
+    monkeypatch.delenv("MEGACPP_ENV_SPEC", raising=False)
+    monkeypatch.chdir(REPO_ROOT / "images")  # a subdirectory: the spec is found upward
+    assert _complete("build", "") == sorted(spec.targets)
+    assert _complete("show", "cu") == ["cuda_smoke"]
+    assert _complete("render", "smoke", "") == sorted(spec.targets)
+    assert _complete("checkout", "") == sorted(spec.sources)
+    assert _complete("facts", "show", "mamba") == [n for n in sorted(spec.sources) if n.startswith("mamba")]
+    monkeypatch.chdir(tmp_path)  # no spec here: nothing offered, nothing printed
+    assert _complete("build", "") == []
+
+
+def test_names_verb(capsys, tmp_path, monkeypatch):
+    from megacpp_env.spec import load_spec
+
+    spec = load_spec(REPO_ROOT / "stack.yaml")
+    assert main(["completion", "--names", "targets", "--spec", str(REPO_ROOT / "stack.yaml")]) == 0
+    assert capsys.readouterr().out.split() == list(spec.targets)
+    monkeypatch.delenv("MEGACPP_ENV_SPEC", raising=False)
+    monkeypatch.chdir(tmp_path)
+    assert main(["completion", "--names", "sources"]) == 1
+    assert capsys.readouterr() == ("", "")  # silent: a completion prints nothing into the command line
+    assert main(["completion"]) == 2
+
+
+def test_fish_script_is_generated_by_shtab():
+    """shtab (>= 1.13) generates fish too; the fish script completes verbs and the spec's names."""
+    text = completions.script("fish")
+    assert "complete -c megacpp-env" in text
+    assert "(megacpp-env completion --names targets 2>/dev/null)" in text

@@ -161,3 +161,15 @@ def test_a_checkout_path_spelled_two_ways_gives_one_digest(tmp_path, snap_option
     assert len({s.digest for s in snaps}) == 1
     assert not diff_snapshots(snaps[0], snaps[1]).drift
     assert [s.host["paths"] for s in snaps] == [[str(p)] for p in spellings]  # as spelled, outside the facts
+
+
+def test_the_summary_counts_add_up():
+    """Errors and warnings make the total; notes (host differences) are counted apart from it."""
+    a = _snap(host={"hostname": "a"})
+    b = _snap(env={"CPPMEGA_MAMBA3_P1": "0"}, torch="2.13.0.dev20260415", host={"hostname": "b"})
+    report = diff_snapshots(a, b)
+    assert sorted(f.severity for f in report.findings) == ["error", "note", "warning"]
+    first = render(report, "text").splitlines()[0]
+    assert first == "drift between A and B: 2 difference(s) (1 error, 1 warning); 1 note(s)"
+    total, parts = first.split(": ", 1)[1].split(" difference(s) (")
+    assert int(total) == sum(int(p.split()[0]) for p in parts.split(")")[0].split(", "))

@@ -247,3 +247,45 @@ def test_direct_url_downgrade_fails_and_each_lock_is_parsed_once(repo, capsys, m
     assert {v["lock"] for v in data["violations"]} == {"smoke linux/amd64", "smoke linux/arm64"}
     assert counts and set(counts.values()) == {1}, counts
     assert sum(str(repo) in p for p in counts) == len(list((repo / "locks").glob("pylock.*.toml")))
+
+
+def test_first_commit_gates_against_the_empty_tree(tmp_path, capsys):
+    """The pre-commit hook runs `gate --base HEAD`; before the first commit HEAD is unborn: every
+    lock is new, only the divergence rule applies (the shipped locks agree)."""
+    root = Path(__file__).resolve().parents[1]
+    repo = tmp_path / "fresh"
+    repo.mkdir()
+    shutil.copy2(root / "stack.yaml", repo / "stack.yaml")
+    shutil.copytree(root / "locks", repo / "locks")
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "-A")  # staged, not committed
+    rc, out, err = run(capsys, "gate", "--base", "HEAD", "--spec", str(repo / "stack.yaml"), "--json")
+    assert rc == 0, err
+    report = json.loads(out)
+    assert report["new_locks"] == sorted(report["new_locks"]) and "smoke linux/amd64" in report["new_locks"]
+    assert len(report["new_locks"]) == len(list((repo / "locks").glob("pylock.*.toml")))
+    rc, _, err = run(capsys, "gate", "--base", "main", "--spec", str(repo / "stack.yaml"))
+    assert rc == 1 and "unknown git ref 'main'" in err  # only HEAD stands for "nothing committed yet"
+
+
+def test_unused_acknowledgements_are_named_once_with_their_scope(tmp_path, capsys):
+    root = Path(__file__).resolve().parents[1]
+    repo = tmp_path / "shipped"
+    repo.mkdir()
+    shutil.copy2(root / "stack.yaml", repo / "stack.yaml")
+    shutil.copytree(root / "locks", repo / "locks")
+    acks = repo / "locks" / "ACKNOWLEDGED.toml"
+    entry = '[[ack]]\npackage = "torch"\nchange = "upgraded"\nreason = "r"\ntarget = "gb10"\nplatform = "linux/arm64"\n'
+    ml = '[[ack]]\npackage = "nvidia-ml-py"\nchange = "added"\nreason = "r"\nversion = "1.0"\ntarget = "{}"\n'
+    acks.write_text("\n".join([ml.format("smoke"), ml.format("cuda_smoke"), entry, entry]))  # torch twice
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "base")
+    rc, out, _ = run(capsys, "gate", "--base", "HEAD", "--spec", str(repo / "stack.yaml"))
+    assert rc == 0
+    unused = [x for x in out.split("Unused acknowledgements (remove them):\n")[1].splitlines() if x.startswith("  ")]
+    assert unused == [
+        "  nvidia-ml-py added (target smoke, version 1.0)",
+        "  nvidia-ml-py added (target cuda_smoke, version 1.0)",
+        "  torch upgraded (target gb10, platform linux/arm64)",
+    ]

@@ -28,6 +28,7 @@ PROJECT_DIRS = ("stack.yaml", "images", "locks", "overlays", "facts")
 SHIPPED_TREE = ("megacpp_env/templates/Dockerfile.j2", "megacpp_env/templates/partials/srcbuild_copy.j2",
                 "megacpp_env/py.typed", "megacpp_env/runtime/megacpp_env_runtime.pth",
                 "megacpp_env/completions/megacpp-env.bash", "megacpp_env/completions/_megacpp-env",
+                "megacpp_env/completions/megacpp-env.fish", "megacpp_env/schemas/stack.schema.json",
                 "megacpp_env/_project/pyproject.toml", "megacpp_env/_project/README.md",
                 "megacpp_env/_project/LICENSE")  # fmt: skip
 NO_UV_PATH = "/usr/bin:/bin"

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.fixtures import gha
 from tests.fixtures.install import REPO_ROOT, copy_tree, offline_env
 
 GITHUB = REPO_ROOT / ".github"
@@ -175,3 +176,147 @@ def test_the_action_fails_on_a_stale_dockerfile_and_still_gates(tmp_path, projec
     assert "::error::megacpp-env render --check failed: see the log above" in log
     assert "megacpp-env gate failed" not in log
     assert summary.startswith("<!-- megacpp-env-lock-gate -->")
+
+
+# ---- the reusable workflow's jobs, simulated offline: which steps run, what paths they pass on ----
+
+REUSABLE = GITHUB / "workflows" / "lock-gate-reusable.yml"
+
+
+def _bash(script: str, cwd: Path, env: dict[str, str]) -> int:
+    cmd = ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script]
+    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, check=False).returncode
+
+
+def run_gate_job(temp: Path, project: Path, action_repo: Path, env: dict[str, str], inputs: dict) -> dict:
+    """The gate job as the runner runs it: each step's `if`, inputs, env and outputs; `uses:` steps by
+    what they do with files (checkout: the project is the workspace; upload-artifact: copies `path`)."""
+    job = _load(REUSABLE)["jobs"]["gate"]
+    temp.mkdir(exist_ok=True)
+    ctx = gha.Context({"inputs": inputs, "runner": {"temp": str(temp)}, "github": {"base_ref": "main"},
+                       "steps": {}}, workspace=project)  # fmt: skip
+    artifacts: dict[str, Path] = {}
+    logs: list[str] = []
+    for step in job["steps"]:
+        sid, uses = step.get("id", ""), step.get("uses", "")
+        if not gha.step_runs(step.get("if"), ctx):
+            ctx.values["steps"][sid] = {"outcome": "skipped", "outputs": {}}
+            continue
+        with_ = {k: gha.interpolate(v, ctx) for k, v in step.get("with", {}).items()}
+        outputs, ok = {}, True
+        if uses.startswith("actions/checkout@"):
+            _git(project, "update-ref", "refs/remotes/origin/main", "main")  # fetch-depth: 0 fetches the base
+        elif uses.startswith("actions/setup-python@"):
+            outputs = {"python-path": sys.executable}
+        elif uses == "$/.github/actions/lock-gate":
+            action_inputs = {k.replace("-", "_"): v for k, v in with_.items() if k != "python"}
+            rc, log, _summary = run_action(temp, project, action_repo, env, **action_inputs)
+            ok, logs = rc == 0, [*logs, log]
+        elif uses.startswith("actions/upload-artifact@"):
+            path = Path(with_["path"])
+            assert path.is_absolute() and path.is_file(), with_  # if-no-files-found: error
+            assert with_["if-no-files-found"] == "error"
+            artifacts[with_["name"]] = path
+        else:
+            assert "run" in step and not uses, step
+            out = temp / f"gh-output-{sid}"
+            out.write_text("")
+            step_env = {**env, **{k: gha.interpolate(v, ctx) for k, v in step.get("env", {}).items()},
+                        "GITHUB_OUTPUT": str(out)}  # fmt: skip
+            ok = _bash(step["run"], project, step_env) == 0
+            outputs = dict(line.partition("=")[::2] for line in out.read_text().splitlines())
+        ctx.values["steps"][sid] = {"outcome": "success" if ok else "failure", "outputs": outputs}
+        if not ok:
+            ctx.status = "failure"
+    job_outputs = {k: gha.interpolate(v, ctx) for k, v in job.get("outputs", {}).items()}
+    return {"status": ctx.status, "outputs": job_outputs, "artifacts": artifacts, "hashed": ctx.hashed, "log": logs}
+
+
+def run_comment_job(temp: Path, gate: dict, inputs: dict, same_repo: bool = True) -> Path | None:
+    """The comment job up to its script: whether it runs, and the report file the script would read."""
+    job = _load(REUSABLE)["jobs"]["comment"]
+    repo = "megacpp/project"
+    github = {"repository": repo, "event": {"pull_request": {"head": {"repo": {"full_name": repo if same_repo else "fork/x"}}}}}
+    ctx = gha.Context({"inputs": inputs, "runner": {"temp": str(temp)}, "github": github,
+                       "needs": {"gate": {"result": gate["status"], "outputs": gate["outputs"]}}},
+                      workspace=temp / "workspace", status="success")  # fmt: skip
+    if not gha.step_runs(job["if"], ctx):
+        return None
+    download, post = job["steps"]
+    with_ = {k: gha.interpolate(v, ctx) for k, v in download["with"].items()}
+    source = gate["artifacts"][with_["name"]]  # download-artifact fails when the artifact is missing
+    target = Path(with_["path"])
+    target.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(source, target / source.name)  # a single-file artifact lands as path/<file name>
+    report = Path(gha.interpolate(post["env"]["REPORT"], ctx))
+    assert "process.env.REPORT" in post["with"]["script"]
+    return report
+
+
+@pytest.fixture
+def gate_inputs():
+    doc = _load(REUSABLE)[True]["workflow_call"]["inputs"]  # YAML 1.1 reads the key `on` as true
+    return {k: v.get("default") for k, v in doc.items()} | {"lock-args": "--allow-unlocked", "strict-targets": "smoke"}
+
+
+def test_the_comment_job_finds_the_report_the_gate_wrote(tmp_path, project, action_repo, wheelhouse, gate_inputs):
+    gate = run_gate_job(tmp_path / "gate-temp", project, action_repo, offline_env(wheelhouse), gate_inputs)
+    assert gate["status"] == "success", gate["log"]
+    assert gate["outputs"] == {"report": "megacpp-env-gate.md"}
+    assert gate["artifacts"]["megacpp-env-lock-gate"] == tmp_path / "gate-temp" / "megacpp-env-gate.md"
+    report = run_comment_job(tmp_path / "comment-temp", gate, gate_inputs)
+    assert report == tmp_path / "comment-temp" / "report" / "megacpp-env-gate.md"
+    assert report.read_text().startswith("<!-- megacpp-env-lock-gate -->")
+    assert run_comment_job(tmp_path / "fork-temp", gate, gate_inputs, same_repo=False) is None
+    assert run_comment_job(tmp_path / "off-temp", gate, gate_inputs | {"comment": False}) is None
+    assert not gate["hashed"]  # no hashFiles: it cannot see runner.temp
+
+
+def test_a_failing_gate_still_posts_its_report(tmp_path, project, action_repo, wheelhouse, gate_inputs):
+    dockerfile = project / "images" / "smoke" / "Dockerfile"
+    dockerfile.write_text(dockerfile.read_text() + "# edited by hand\n")
+    gate = run_gate_job(tmp_path / "gate-temp", project, action_repo, offline_env(wheelhouse), gate_inputs)
+    assert gate["status"] == "failure"
+    report = run_comment_job(tmp_path / "comment-temp", gate, gate_inputs)
+    assert report is not None and report.read_text().startswith("<!-- megacpp-env-lock-gate -->")
+
+
+def test_no_report_no_upload_and_no_comment(tmp_path, project, action_repo, gate_inputs):
+    (tmp_path / "empty").mkdir()
+    gate = run_gate_job(tmp_path / "gate-temp", project, action_repo, offline_env(tmp_path / "empty"), gate_inputs)
+    assert gate["status"] == "failure"  # the install step found no wheels: no report was written
+    assert gate["outputs"] == {"report": ""} and not gate["artifacts"]
+    assert run_comment_job(tmp_path / "comment-temp", gate, gate_inputs) is None
+
+
+def test_hashfiles_cannot_see_runner_temp(tmp_path):
+    """Why the old `hashFiles(format('{0}/megacpp-env-gate.md', runner.temp))` gate never uploaded."""
+    workspace, temp = tmp_path / "work", tmp_path / "temp"
+    workspace.mkdir(), temp.mkdir()
+    (temp / "megacpp-env-gate.md").write_text("report")
+    (workspace / "inside.md").write_text("report")
+    ctx = gha.Context({"runner": {"temp": str(temp)}}, workspace=workspace)
+    assert gha.evaluate("hashFiles(format('{0}/megacpp-env-gate.md', runner.temp))", ctx) == ""
+    assert gha.evaluate("hashFiles('inside.md')", ctx) != ""
+    assert not gha.step_runs("${{ !cancelled() && hashFiles(format('{0}/megacpp-env-gate.md', runner.temp)) != '' }}", ctx)
+    for path in WORKFLOWS:  # no expression of a workflow uses it (comments may name it)
+        assert not [e for e in EXPR.findall(path.read_text()) if "hashfiles" in e.lower()], path.name
+
+
+def test_dependabot_keeps_every_pinned_action_current():
+    """Each file with a SHA-pinned `uses:` lies in a directory Dependabot's github-actions updater
+    scans (`/` covers .github/workflows; a composite action needs its own directory)."""
+    config = _load(GITHUB / "dependabot.yml")
+    assert config["version"] == 2
+    (update,) = [u for u in config["updates"] if u["package-ecosystem"] == "github-actions"]
+    scanned = set(update["directories"])
+    assert update["cooldown"]["default-days"] >= 1  # zizmor's dependabot-cooldown audit
+    for path in [ACTION, *WORKFLOWS]:
+        pinned = [u for u in re.findall(r"^\s*(?:-\s+)?uses:\s*(\S+)", path.read_text(), flags=re.M) if PINNED.match(u)]
+        where = "/" if path.parent == GITHUB / "workflows" else "/" + str(path.parent.relative_to(REPO_ROOT))
+        assert not pinned or where in scanned, (path.name, where)
+    assert all((REPO_ROOT / d.lstrip("/")).is_dir() for d in scanned)
+    zizmor = shutil.which("zizmor", path=os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]]))
+    proc = subprocess.run([zizmor, "--offline", "--no-progress", str(GITHUB / "dependabot.yml")], capture_output=True,
+                          text=True, check=False)  # fmt: skip
+    assert proc.returncode == 0 and "No findings to report" in proc.stdout, proc.stdout + proc.stderr

@@ -16,7 +16,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from megacpp_env import policy
-    from megacpp_env.ui import paint, print_json
+    from megacpp_env.ui import QUIET, paint, print_json, settings
 
     if args.list_rules:
         return _list_rules(args.json)
@@ -34,12 +34,14 @@ def run(args: argparse.Namespace) -> int:
             }
         )
     else:
-        for f in findings:
+        quiet = settings().verbosity <= QUIET  # -q: only the failing findings and, if any, the verdict
+        for f in errors if quiet else findings:
             print(f.format(str(spec.path)))
         warnings = len(findings) - len([f for f in findings if f.severity == "error"])
         verdict = paint("FAILED", "error") if errors else paint("ok", "ok")
-        print(f"{spec.path}: {verdict}: {len(spec.targets)} targets, {len(spec.sources)} sources, "
-              f"{len(findings) - warnings} errors, {warnings} warnings")  # fmt: skip
+        if errors or not quiet:
+            print(f"{spec.path}: {verdict}: {len(spec.targets)} targets, {len(spec.sources)} sources, "
+                  f"{len(findings) - warnings} errors, {warnings} warnings")  # fmt: skip
     return 1 if errors else 0
 
 

@@ -66,13 +66,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from megacpp_env.lock import report, workflow
     from megacpp_env.lock.state import jobs_for
-    from megacpp_env.ui import Progress
+    from megacpp_env.ui import QUIET, Progress, settings
 
     spec = load(args)
     jobs = jobs_for(spec, args.names or None, args.platform)
     if args.check:
         checked = workflow.check_targets(spec, jobs, allow_unlocked=args.allow_unlocked)
-        sys.stdout.write(report.to_json(checked.to_dict()) if args.json else report.render_check(checked))
+        quiet = settings().verbosity <= QUIET
+        sys.stdout.write(report.to_json(checked.to_dict()) if args.json else report.render_check(checked, quiet=quiet))
         return 0 if checked.ok else 1
     if args.export_requirements:
         rows = workflow.export_targets(spec, jobs)

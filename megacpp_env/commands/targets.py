@@ -29,6 +29,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(rows)
         return 0
-    for row in rows:
-        print(f"{row['name']:<8} {','.join(row['platforms']):<26} {row['toolchain']:<20} {row['description']}")
+    cells = [(str(r["name"]), ",".join(r["platforms"]), str(r["toolchain"]), str(r["description"])) for r in rows]
+    widths = [max((len(c[i]) for c in cells), default=0) for i in range(3)]  # each column as wide as its data
+    for cell in cells:
+        print(" ".join(f"{text:<{w}}" for text, w in zip(cell[:3], widths, strict=True)), cell[3])
     return 0

@@ -10,7 +10,25 @@ from __future__ import annotations
 from pathlib import Path
 
 DIR = Path(__file__).resolve().parent
-FILES = {"bash": "megacpp-env.bash", "zsh": "_megacpp-env"}
+FILES = {"bash": "megacpp-env.bash", "fish": "megacpp-env.fish", "zsh": "_megacpp-env"}
+
+# Arguments completed with names from the spec found upward (``megacpp-env completion --names KIND``):
+# every positional with metavar TARGET or SOURCE or named ``target``, and these (verb, dest) named ``name``.
+NAME_KINDS = ("targets", "sources")
+METAVAR_KINDS = {"TARGET": "targets", "SOURCE": "sources"}
+DEST_KINDS = {("checkout", "name"): "sources", ("build-source", "name"): "sources"}
+
+
+def name_kind(verb: str, dest: str, metavar: object) -> str | None:
+    """``targets``/``sources`` when the positional ``dest`` of ``verb`` takes such a name."""
+    if dest == "target":
+        return "targets"
+    return DEST_KINDS.get((verb, dest)) or METAVAR_KINDS.get(str(metavar))
+
+
+def names_command(kind: str) -> str:
+    """The shell command a completion script runs for the names of ``kind`` (silent on any error)."""
+    return f"megacpp-env completion --names {kind} 2>/dev/null"
 
 
 def path(shell: str) -> Path:

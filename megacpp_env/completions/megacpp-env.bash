@@ -6,11 +6,12 @@
 # See also: https://github.com/scop/bash-completion/blob/main/doc/configuration.md
 
 _shtab_megacpp_env_overlay_subparsers=(new apply verify status restore)
-_shtab_megacpp_env_subparsers=(check facts targets show render lock gate mirror mirror-artifacts mirror-sources checkout verify-checkout overlay build-source build pin-base verify-image snapshot diff doctor completion reproduce run bisect-check)
+_shtab_megacpp_env_subparsers=(check facts targets schema show render lock gate mirror mirror-artifacts mirror-sources checkout verify-checkout overlay build-source build pin-base sbom verify-image snapshot diff doctor completion reproduce run bisect-check)
 
 _shtab_megacpp_env_check_option_strings=(-h --help --spec -v --verbose -q --quiet --json --rule --list-rules --strict)
 _shtab_megacpp_env_facts_option_strings=(-h --help --spec -v --verbose -q --quiet --from --wheel --requirements --build-requirements --unverified --json)
 _shtab_megacpp_env_targets_option_strings=(-h --help --spec -v --verbose -q --quiet --json)
+_shtab_megacpp_env_schema_option_strings=(-h --help --spec -v --verbose -q --quiet)
 _shtab_megacpp_env_show_option_strings=(-h --help --spec -v --verbose -q --quiet --json)
 _shtab_megacpp_env_render_option_strings=(-h --help --spec -v --verbose -q --quiet --check --json)
 _shtab_megacpp_env_lock_option_strings=(-h --help --spec -v --verbose -q --quiet --platform --check --export-requirements --align --allow-unlocked --try-unreachable --json)
@@ -29,24 +30,37 @@ _shtab_megacpp_env_overlay_option_strings=(-h --help --spec -v --verbose -q --qu
 _shtab_megacpp_env_build_source_option_strings=(-h --help --spec -v --verbose -q --quiet --target --venv --mirror --workdir --wheel-dir --install --no-sanity --jobs --dry-run --resources-root --json)
 _shtab_megacpp_env_build_option_strings=(-h --help --spec -v --verbose -q --quiet --platform --base-image --tag --registry --push --skip-base-check --builder --cache-from --cache-to --network --source-from --source-mirror --ca-bundle --mirror --no-cache --dry-run --json)
 _shtab_megacpp_env_pin_base_option_strings=(-h --help --spec -v --verbose -q --quiet --platform --check --json)
-_shtab_megacpp_env_verify_image_option_strings=(-h --help --spec -v --verbose -q --quiet --platform --json)
+_shtab_megacpp_env_sbom_option_strings=(-h --help --spec -v --verbose -q --quiet --platform --output)
+_shtab_megacpp_env_verify_image_option_strings=(-h --help --spec -v --verbose -q --quiet --platform --sbom --json)
 _shtab_megacpp_env_snapshot_option_strings=(-h --help --spec -v --verbose -q --quiet -o --output --json --golden --check-golden --golden-dir --ignore --paths --python --torch --no-cache --export-lock --repo --schema)
 _shtab_megacpp_env_diff_option_strings=(-h --help --spec -v --verbose -q --quiet --format --json --ignore)
 _shtab_megacpp_env_doctor_option_strings=(-h --help --spec -v --verbose -q --quiet --json --snapshot --python --torch --paths)
-_shtab_megacpp_env_completion_option_strings=(-h --help --spec -v --verbose -q --quiet)
+_shtab_megacpp_env_completion_option_strings=(-h --help --spec -v --verbose -q --quiet --names)
 _shtab_megacpp_env_reproduce_option_strings=(-h --help --spec -v --verbose -q --quiet --venv --checkouts --mirror --python --golden-dir --json)
 _shtab_megacpp_env_run_option_strings=(-h --help --spec -v --verbose -q --quiet --golden --golden-dir --allow-drift --record --python --paths --ignore --json)
 _shtab_megacpp_env_bisect_check_option_strings=(-h --help --spec -v --verbose -q --quiet --package --worktree --golden-dir --python --json)
 _shtab_megacpp_env_option_strings=(-h --help --version --spec -v --verbose -q --quiet)
 
-
+_shtab_megacpp_env_facts_pos_1_COMPGEN=_shtab_cmd_compgen_2dca1ac1
+_shtab_megacpp_env_show_pos_0_COMPGEN=_shtab_cmd_compgen_e1f6088f
+_shtab_megacpp_env_render_pos_0_COMPGEN=_shtab_cmd_compgen_e1f6088f
+_shtab_megacpp_env_lock_pos_0_COMPGEN=_shtab_cmd_compgen_e1f6088f
+_shtab_megacpp_env_mirror_pos_0_COMPGEN=_shtab_cmd_compgen_e1f6088f
+_shtab_megacpp_env_mirror_sources_pos_0_COMPGEN=_shtab_cmd_compgen_e1f6088f
+_shtab_megacpp_env_checkout_pos_0_COMPGEN=_shtab_cmd_compgen_2dca1ac1
+_shtab_megacpp_env_build_source_pos_0_COMPGEN=_shtab_cmd_compgen_2dca1ac1
+_shtab_megacpp_env_build_pos_0_COMPGEN=_shtab_cmd_compgen_e1f6088f
+_shtab_megacpp_env_pin_base_pos_0_COMPGEN=_shtab_cmd_compgen_e1f6088f
+_shtab_megacpp_env_sbom_pos_0_COMPGEN=_shtab_cmd_compgen_e1f6088f
+_shtab_megacpp_env_doctor_pos_0_COMPGEN=_shtab_cmd_compgen_e1f6088f
 
 _shtab_megacpp_env_facts_pos_0_choices=(extract check show)
 _shtab_megacpp_env_gate___format_choices=(text markdown json)
 _shtab_megacpp_env_overlay_pos_0_choices=(new apply verify status restore)
 _shtab_megacpp_env_diff___format_choices=(text markdown json)
-_shtab_megacpp_env_completion_pos_0_choices=(bash zsh)
-_shtab_megacpp_env_pos_0_choices=(check facts targets show render lock gate mirror mirror-artifacts mirror-sources checkout verify-checkout overlay build-source build pin-base verify-image snapshot diff doctor completion reproduce run bisect-check)
+_shtab_megacpp_env_completion_pos_0_choices=(bash fish zsh)
+_shtab_megacpp_env_completion___names_choices=(targets sources)
+_shtab_megacpp_env_pos_0_choices=(check facts targets schema show render lock gate mirror mirror-artifacts mirror-sources checkout verify-checkout overlay build-source build pin-base sbom verify-image snapshot diff doctor completion reproduce run bisect-check)
 
 _shtab_megacpp_env_check__h_nargs=0
 _shtab_megacpp_env_check___help_nargs=0
@@ -71,6 +85,12 @@ _shtab_megacpp_env_targets___verbose_nargs=0
 _shtab_megacpp_env_targets__q_nargs=0
 _shtab_megacpp_env_targets___quiet_nargs=0
 _shtab_megacpp_env_targets___json_nargs=0
+_shtab_megacpp_env_schema__h_nargs=0
+_shtab_megacpp_env_schema___help_nargs=0
+_shtab_megacpp_env_schema__v_nargs=0
+_shtab_megacpp_env_schema___verbose_nargs=0
+_shtab_megacpp_env_schema__q_nargs=0
+_shtab_megacpp_env_schema___quiet_nargs=0
 _shtab_megacpp_env_show__h_nargs=0
 _shtab_megacpp_env_show___help_nargs=0
 _shtab_megacpp_env_show__v_nargs=0
@@ -197,6 +217,12 @@ _shtab_megacpp_env_pin_base__q_nargs=0
 _shtab_megacpp_env_pin_base___quiet_nargs=0
 _shtab_megacpp_env_pin_base___check_nargs=0
 _shtab_megacpp_env_pin_base___json_nargs=0
+_shtab_megacpp_env_sbom__h_nargs=0
+_shtab_megacpp_env_sbom___help_nargs=0
+_shtab_megacpp_env_sbom__v_nargs=0
+_shtab_megacpp_env_sbom___verbose_nargs=0
+_shtab_megacpp_env_sbom__q_nargs=0
+_shtab_megacpp_env_sbom___quiet_nargs=0
 _shtab_megacpp_env_verify_image__h_nargs=0
 _shtab_megacpp_env_verify_image___help_nargs=0
 _shtab_megacpp_env_verify_image__v_nargs=0
@@ -269,6 +295,19 @@ _shtab_megacpp_env___verbose_nargs=0
 _shtab_megacpp_env__q_nargs=0
 _shtab_megacpp_env___quiet_nargs=0
 
+
+# Custom Preamble
+
+# $1=COMP_WORDS[1]
+_shtab_cmd_compgen_2dca1ac1() {
+  compgen -W "$(megacpp-env completion --names sources 2>/dev/null)" -- $1
+}
+
+# $1=COMP_WORDS[1]
+_shtab_cmd_compgen_e1f6088f() {
+  compgen -W "$(megacpp-env completion --names targets 2>/dev/null)" -- $1
+}
+# End Custom Preamble
 
 # $1=COMP_WORDS[1]
 _shtab_compgen_files() {

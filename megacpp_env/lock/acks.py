@@ -51,6 +51,15 @@ class Ack:
     def to_dict(self) -> dict[str, Any]:
         return as_dict(self)
 
+    def label(self) -> str:
+        """``nvidia-ml-py added (target smoke, version 13.615.71)``: what it acknowledges, and where."""
+        scope = [
+            f"{k} {v}"
+            for k, v in (("target", self.target), ("platform", self.platform), ("version", self.version))
+            if v
+        ]
+        return f"{self.package} {self.change}" + (f" ({', '.join(scope)})" if scope else "")
+
     @classmethod
     def read(cls, t: Table) -> Ack:
         for key in REQUIRED:

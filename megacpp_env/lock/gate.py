@@ -129,9 +129,8 @@ def apply_acks(violations: Sequence[Violation], acks: Sequence[Ack]) -> Verdict:
         else:
             acked.append((v, acks[match]))
             used.add(match)
-    return Verdict(
-        violations=tuple(open_), acknowledged=tuple(acked), unused=tuple(a for i, a in enumerate(acks) if i not in used)
-    )
+    unused = dict.fromkeys(a for i, a in enumerate(acks) if i not in used)  # an entry written twice: once
+    return Verdict(violations=tuple(open_), acknowledged=tuple(acked), unused=tuple(unused))
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -37,10 +37,19 @@ def title_of(filename: str) -> str:
 
 
 def resolve_ref(root: Path, ref: str) -> str:
+    """The commit ``ref`` names; for ``HEAD`` of a repository with no commit yet (the first commit,
+    where the pre-commit hook runs ``gate --base HEAD``), the empty tree: every lock is new."""
     proc = git.run_git(["rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], root, check=False)
-    if proc.returncode != 0:
-        raise SpecError(f"unknown git ref {ref!r} in {root}", remedy="fetch it first, e.g. git fetch origin main")
-    return proc.stdout.decode().strip()
+    if proc.returncode == 0:
+        return proc.stdout.decode().strip()
+    if ref == "HEAD" and _head_is_unborn(root):
+        return git.run_git(["hash-object", "-t", "tree", "--stdin"], root, input_bytes=b"").stdout.decode().strip()
+    raise SpecError(f"unknown git ref {ref!r} in {root}", remedy="fetch it first, e.g. git fetch origin main")
+
+
+def _head_is_unborn(root: Path) -> bool:
+    """HEAD names a branch (``symbolic-ref`` succeeds) that has no commit yet."""
+    return git.run_git(["symbolic-ref", "--quiet", "HEAD"], root, check=False).returncode == 0
 
 
 def base_lock_names(root: Path, commit: str) -> list[str]:

@@ -20,9 +20,12 @@ def to_json(data: object) -> str:
 # ---- lock ---------------------------------------------------------------------------------------
 
 
-def render_check(run: CheckRun) -> str:
-    lines = [s.line() for s in run.states]
+def render_check(run: CheckRun, *, quiet: bool = False) -> str:
+    """Every lock's state and every consistency group; ``quiet``: only what is not ok."""
+    lines = [s.line() for s in run.states if not (quiet and s.ok)]
     for r in run.reports:
+        if quiet and not r.failing:
+            continue
         lines.append(("warning: " if r.failing else "") + r.summary())
         lines += [f"  {dv.line()}" for dv in r.failing]
     return "".join(f"{line}\n" for line in lines)
@@ -94,7 +97,7 @@ def _sections(report: GateReport, md: bool) -> list[str]:
         out += ["", "Acknowledged:"] + [f"{bullet}{v.line()} -- {a.reason}" for v, a in verdict.acknowledged]
     if verdict.unused:
         out += ["", "Unused acknowledgements (remove them):"]
-        out += [f"{bullet}{a.package} {a.change}" for a in verdict.unused]
+        out += [f"{bullet}{a.label()}" for a in verdict.unused]
     if not any(x.changes for x in report.diffs):
         out.insert(0, "No lock changes.")
     return out

@@ -56,8 +56,9 @@ def render_summary(snap: Snapshot) -> str:
 
 def _summary(report: DiffReport) -> str:
     counts = report.counts()
-    parts = [f"{n} {s}" for s, n in counts.items() if n]
-    ignored = f"; {len(report.ignored)} ignored" if report.ignored else ""
+    parts = [f"{n} {s}" for s, n in counts.items() if n and s != "note"]  # they add up to the total
+    notes = counts.get("note", 0)
+    ignored = (f"; {notes} note(s)" if notes else "") + (f"; {len(report.ignored)} ignored" if report.ignored else "")
     if not report.drift:
         same = "same digest" if report.a_digest == report.b_digest else "no drift outside the ignore list"
         return f"no drift between {report.a_label} and {report.b_label} ({same}){ignored}"

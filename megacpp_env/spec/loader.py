@@ -61,6 +61,13 @@ TARGET_KEYS = (
     "sources", "runtime_patches", "env", "build", "resolutions", "artifacts", "indexes", "sanity",
 )  # fmt: skip
 ARTIFACT_KEYS = ("url", "env", "dirs", "source", "reachable_here")
+# The required keys of each mapping (spec/schema.py publishes them in the JSON Schema too).
+TOP_REQUIRED = ("schema_version", "targets")
+INDEX_REQUIRED = ("url",)
+TOOLCHAIN_REQUIRED = ("gcc", "python", "uv")
+SOURCE_REQUIRED = ("repo", "commit")
+ARTIFACT_REQUIRED = ("url", "env", "dirs")
+TARGET_REQUIRED = ("platforms", "base_image", "toolchain")
 SUBDIR_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*(/[A-Za-z0-9_][A-Za-z0-9._-]*)*$")
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 ARTIFACT_DIR_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*(/[A-Za-z0-9_][A-Za-z0-9._-]*)*/$")
@@ -91,7 +98,7 @@ def load_spec_text(text: str, path: Path | str = "stack.yaml") -> Spec:
         raise SpecError(f"larger than {MAX_SPEC_BYTES} characters; refusing to parse it", file=str(p))
     parsed = parse_yaml(text, str(p))
     r = F.Reader(str(p), parsed.lines)
-    doc = r.mapping(parsed.data, "", allowed=TOP_KEYS, required=("schema_version", "targets"))
+    doc = r.mapping(parsed.data, "", allowed=TOP_KEYS, required=TOP_REQUIRED)
     version = r.integer(doc["schema_version"], "schema_version", minimum=1, maximum=999)
     if version != SCHEMA_VERSION:
         raise r.fail("schema_version", f"unsupported schema_version {version}", f"this tool reads {SCHEMA_VERSION}")
@@ -138,7 +145,7 @@ def _named(r: F.Reader, value: Any, key: str, name_re: re.Pattern[str], build: C
 
 
 def _index(r: F.Reader, value: Any, key: str, name: str) -> Index:
-    d = r.mapping(value, key, allowed=INDEX_KEYS, required=("url",))
+    d = r.mapping(value, key, allowed=INDEX_KEYS, required=INDEX_REQUIRED)
     return Index(
         name=name,
         url=r.url(d["url"], join_key(key, "url"), schemes=("https", "http", "file")),
@@ -181,7 +188,7 @@ def _opt(r: F.Reader, d: dict[str, Any], key: str, name: str, read: Callable[[An
 
 
 def _toolchain(r: F.Reader, value: Any, key: str, name: str) -> Toolchain:
-    d = r.mapping(value, key, allowed=TOOLCHAIN_KEYS, required=("gcc", "python", "uv"))
+    d = r.mapping(value, key, allowed=TOOLCHAIN_KEYS, required=TOOLCHAIN_REQUIRED)
     k = _keyer(key)
     return Toolchain(
         name=name,
@@ -250,7 +257,7 @@ def _source(r: F.Reader, value: Any, key: str, name: str) -> Source:
             "renamed to extra_requirements: a source's own requirements are its upstream facts",
             f"keep only what the stack adds (build tools) under extra_requirements; facts/{name}.toml holds the rest",
         )
-    d = r.mapping(value, key, allowed=SOURCE_KEYS, required=("repo", "commit"))
+    d = r.mapping(value, key, allowed=SOURCE_KEYS, required=SOURCE_REQUIRED)
     k = _keyer(key)
     install = r.choice(d.get("install", "wheel"), k("install"), INSTALL_MODES)
     return Source(
@@ -321,7 +328,7 @@ def _check_needs(r: F.Reader, sources: dict[str, Source]) -> None:
 
 
 def _artifact_set(r: F.Reader, value: Any, key: str, name: str) -> ArtifactSet:
-    d = r.mapping(value, key, allowed=ARTIFACT_KEYS, required=("url", "env", "dirs"))
+    d = r.mapping(value, key, allowed=ARTIFACT_KEYS, required=ARTIFACT_REQUIRED)
     k = _keyer(key)
     dirs: dict[str, str] = {}
     for directory, sha in r.mapping(d["dirs"], k("dirs")).items():
@@ -381,7 +388,7 @@ def _target(
     artifacts: dict[str, ArtifactSet],
     indexes: dict[str, Index],
 ) -> Target:
-    d = r.mapping(value, key, allowed=TARGET_KEYS, required=("platforms", "base_image", "toolchain"))
+    d = r.mapping(value, key, allowed=TARGET_KEYS, required=TARGET_REQUIRED)
     k = _keyer(key)
     platforms = r.str_list(d["platforms"], k("platforms"), lambda v, ik: r.choice(v, ik, PLATFORMS))
     if not platforms:
