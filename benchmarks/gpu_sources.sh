@@ -103,7 +103,11 @@ make_venv() {  # a venv of its own that also sees PYTHON's packages (torch, setu
 }
 
 build() {
-  local py="$1" name start
+  local py="$1" name start plan
+  if [ -z "${MEGACPP_GPU_SOURCES:-}" ] && [ -d "$WORK/plans" ]; then  # the sources prepare chose
+    SOURCES=()
+    for plan in "$WORK"/plans/*.json; do name="${plan##*/}"; SOURCES+=("${name%.json}"); done
+  fi
   TOOL_PY="${MEGACPP_TOOL_PYTHON:-$py}"
   make_venv "$py"
   # torch's cpp_extension looks for `ninja` on PATH (without it: one compile at a time, MAX_JOBS ignored).
