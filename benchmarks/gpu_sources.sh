@@ -2,12 +2,12 @@
 # gpu_sources.sh prepare BUNDLES_DIR | build PYTHON | test PYTHON
 # The issue-10 GPU proof through the tool's own source-build path (`megacpp-env build-source`):
 # causal_conv1d and mamba_ssm at their stack.yaml pins, for one GPU arch, into one environment, then
-# their upstream tests. Everything it writes is under $MEGACPP_GPU_WORK (default .megacpp/gpu, ignored).
+# their upstream tests (MEGACPP_GPU_SOURCES picks a subset). Everything it writes is under $MEGACPP_GPU_WORK (default .megacpp/gpu, ignored).
 #
 #   prepare BUNDLES_DIR  (any machine with the tool) a spec for this GPU (.megacpp/gpu/stack.yaml: the two
 #                        sources at the pins of ./stack.yaml with their shipped arch overlays
 #                        (overlays/causal-conv1d-archs, overlays/mamba-archs, copied as they are) and
-#                        MEGACPP_CUDA_ARCHS set to $MEGACPP_GPU_ARCH, default sm_90a, as a target sets it), the
+#                        MEGACPP_CUDA_ARCHS set to $MEGACPP_GPU_ARCHS, default "90a"; cloud is "90a 100a"), their facts, the
 #                        rendered plans, and a source mirror made from the bundles (`mirror-sources --from`).
 #   build PYTHON         (the GPU machine, no network) a venv at .megacpp/gpu/venv that sees PYTHON's packages
 #                        (torch, ninja...) through a .pth; `build-source NAME --mirror ... --install` for both
@@ -19,18 +19,20 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 WORK="${MEGACPP_GPU_WORK:-$ROOT/.megacpp/gpu}"
-ARCH="${MEGACPP_GPU_ARCH:-sm_90a}"
-SOURCES=(causal_conv1d mamba_ssm)
+# The GPU archs to build for, as a target's MEGACPP_CUDA_ARCHS ("90a", or "90a 100a" like cloud).
+ARCHS="${MEGACPP_GPU_ARCHS:-${MEGACPP_GPU_ARCH:-90a}}"
+ARCHS="${ARCHS//sm_/}"
+read -r -a SOURCES <<<"${MEGACPP_GPU_SOURCES:-causal_conv1d mamba_ssm}"
 
 log() { printf '[gpu_sources] %s\n' "$*" >&2; }
 tool() { PYTHONPATH="$ROOT" "$TOOL_PY" -m megacpp_env --spec "$WORK/stack.yaml" "$@"; }
 
 write_spec() {
-  "$TOOL_PY" - "$ROOT/stack.yaml" "$WORK/stack.yaml" "$ARCH" <<'EOF'
+  "$TOOL_PY" - "$ROOT/stack.yaml" "$WORK/stack.yaml" "$ARCHS" "${SOURCES[*]}" <<'EOF'
 import json, sys
 sys.path.insert(0, sys.argv[1].rsplit("/", 1)[0])
 from megacpp_env.spec import load_spec
-spec, out, arch = load_spec(sys.argv[1]), sys.argv[2], sys.argv[3]
+spec, out, arch, names = load_spec(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4].split()
 # Sanity must call a kernel on the GPU, not only import the extension.
 KERNELS = {
     "causal_conv1d": "import torch; from causal_conv1d import causal_conv1d_fn; x = torch.randn(2, 64, 128, "
@@ -40,18 +42,19 @@ KERNELS = {
     "assert selective_scan_fn(u, t(1, 4, 32).sigmoid(), -t(4, 8).exp(), t(1, 8, 32), t(1, 8, 32)).shape == u.shape",
 }
 lines = ["schema_version: 1", "project: megacpp-gpu-proof", "toolchains:",
-         "  host: {gcc: '13', python: '3.12', uv: '0.13.9'}", "sources:"]
-for name in ("causal_conv1d", "mamba_ssm"):
+         "  host: {gcc: '13', python: '3.12', cuda: '13.0', uv: '0.13.9'}", "sources:"]
+for name in names:
     s = spec.sources[name]
     lines += [f"  {name}:", f"    repo: {s.repo}", f"    ref: {s.ref}", f"    commit: '{s.commit}'",
               "    install: wheel", f"    overlay: {s.overlay}",
               f"    build_env: {json.dumps(dict(s.build_env))}",
-              f"    jobs: {json.dumps({'reads': list(s.jobs.reads)})}",
               f"    sanity: {json.dumps({'imports': list(s.sanity.imports), 'statements': [KERNELS[name]]})}"]
-archs = json.dumps({"MEGACPP_CUDA_ARCHS": arch.removeprefix("sm_")})
+archs = json.dumps({"MEGACPP_CUDA_ARCHS": arch})
 lines += ["targets:", "  gpu:", f"    description: this GPU machine ({arch})", "    platforms: [linux/amd64]",
-          "    base_image: none/none:none", "    toolchain: host", "    sources: [causal_conv1d, mamba_ssm]",
-          "    env:", "      sources:", f"        causal_conv1d: {archs}", f"        mamba_ssm: {archs}"]
+          "    base_image: none/none:none", "    toolchain: host",
+          "    gpu:", f"      archs: [{', '.join('sm_' + a for a in arch.split())}]", f"      kernel_arch: sm_{arch.split()[0]}",
+          f"      torch_cuda_arch_list: '{';'.join(a[:-2] + '.' + a[-2:] for a in arch.split())}'", f"    sources: [{', '.join(names)}]",
+          "    env:", "      sources:", *(f"        {name}: {archs}" for name in names)]
 open(out, "w").write("\n".join(lines) + "\n")
 EOF
 }
@@ -64,9 +67,10 @@ prepare() {
   tool mirror-sources gpu --to "$WORK/mirror" \
     --from "https://github.com/Dao-AILab/causal-conv1d.git=$bundles/causal-conv1d.bundle" \
     --from "https://github.com/state-spaces/mamba.git=$bundles/mamba.bundle"
-  rm -rf "$WORK/overlays"
-  mkdir -p "$WORK/overlays"
+  rm -rf "$WORK/overlays" "$WORK/facts"
+  mkdir -p "$WORK/overlays" "$WORK/facts"
   for name in causal-conv1d-archs mamba-archs; do cp -R "$ROOT/overlays/$name" "$WORK/overlays/$name"; done
+  for name in "${SOURCES[@]}"; do cp "$ROOT/facts/$name.toml" "$WORK/facts/"; done  # the jobs formula reads them
   write_plans
   log "prepared $WORK: spec, overlays, plans, source mirror (carry it to the GPU machine)"
 }
@@ -99,7 +103,11 @@ make_venv() {  # a venv of its own that also sees PYTHON's packages (torch, setu
 }
 
 build() {
-  local py="$1" name start
+  local py="$1" name start plan
+  if [ -z "${MEGACPP_GPU_SOURCES:-}" ] && [ -d "$WORK/plans" ]; then  # the sources prepare chose
+    SOURCES=()
+    for plan in "$WORK"/plans/*.json; do name="${plan##*/}"; SOURCES+=("${name%.json}"); done
+  fi
   TOOL_PY="${MEGACPP_TOOL_PYTHON:-$py}"
   make_venv "$py"
   # torch's cpp_extension looks for `ninja` on PATH (without it: one compile at a time, MAX_JOBS ignored).
