@@ -82,7 +82,6 @@ def _yaml_shapes() -> dict[tuple[type, str], dict[str, Any]]:
         (M.Spec, "targets"): _named("#/$defs/Target", F.NAME_RE, minProperties=1),
         (M.Toolchain, "cuda"): {"oneOf": [{"type": "string"}, cuda]},
         (M.Source, "commit"): _pattern(F.COMMIT_RE),
-        (M.SourceJobs, "reads"): _strings(enum=list(M.JOBS_ENV)),
         (M.Target, "platforms"): {**_strings(enum=list(PLATFORMS)), "minItems": 1},
         (M.Target, "base_image"): {"oneOf": [{"type": "string"}, per_platform]},
         (M.Target, "toolchain"): {"type": "string", "description": "a name under toolchains"},
