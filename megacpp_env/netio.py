@@ -138,6 +138,7 @@ class _HTTPS(urllib.request.HTTPSHandler):
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Response:
     status: int
+    reason: str  # the status line's text, printable
     headers: dict[str, str]  # names lower-cased
     body: bytes  # empty when streamed into a sink
     url: str  # after redirects
@@ -192,10 +193,22 @@ def _fetch(req: Request, dog: _Watchdog, sink: Sink | None) -> Response:
     except urllib.error.HTTPError as exc:
         with exc:
             body = _read(exc, req.error_limit, dog, None, cut=True)
-            return Response(status=exc.code, headers=_lower(exc.headers), body=body, url=exc.url or req.url)
+            return Response(
+                status=exc.code,
+                reason=printable(str(exc.reason))[:80],
+                headers=_lower(exc.headers),
+                body=body,
+                url=exc.url or req.url,
+            )
     with resp:
         body = _read(resp, req.limit, dog, sink, cut=False)
-        return Response(status=resp.status, headers=_lower(resp.headers), body=body, url=resp.url or req.url)
+        return Response(
+            status=resp.status,
+            reason=printable(str(resp.reason))[:80],
+            headers=_lower(resp.headers),
+            body=body,
+            url=resp.url or req.url,
+        )
 
 
 class _NoDowngrade(urllib.request.HTTPRedirectHandler):
