@@ -247,3 +247,16 @@ def test_direct_url_downgrade_fails_and_each_lock_is_parsed_once(repo, capsys, m
     assert {v["lock"] for v in data["violations"]} == {"smoke linux/amd64", "smoke linux/arm64"}
     assert counts and set(counts.values()) == {1}, counts
     assert sum(str(repo) in p for p in counts) == len(list((repo / "locks").glob("pylock.*.toml")))
+
+
+def test_a_base_lock_that_is_not_utf8_is_one_line(repo, capsys):
+    """Issue 19: `gate --base C` where C's lock holds the byte 0xff was a UnicodeDecodeError traceback."""
+    lock = sorted((repo / "locks").glob("pylock.*.toml"))[0]
+    good = lock.read_bytes()
+    lock.write_bytes(good + b"# \xff\n")
+    git(repo, "commit", "-q", "-am", "a lock with 0xff")
+    lock.write_bytes(good)
+    rc, out, err = run(capsys, "gate", "--base", "HEAD", "--spec", str(repo / "stack.yaml"))
+    assert rc == 1, out + err
+    assert f"HEAD:locks/{lock.name}: not UTF-8 text (byte 0xff at offset {len(good) + 2})" in out + err
+    assert "Traceback" not in out + err
