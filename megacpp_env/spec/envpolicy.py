@@ -12,7 +12,17 @@ every process of the image. Four families:
 3. interpreter start-up hooks and options (``PYTHONSTARTUP``, ``PYTHONHOME``, ``PERL5OPT``,
    ``NODE_OPTIONS``, ``JAVA_TOOL_OPTIONS`` ...): code or options injected into every interpreter;
 4. helper commands that tools run on their own (``GIT_SSH_COMMAND``, ``GIT_CONFIG_*``, ``EDITOR``,
-   ``PAGER``, ``LESSOPEN`` ...).
+   ``PAGER``, ``LESSOPEN`` ...);
+5. configuration files and stores that a tool loads from the path the variable names (``HOME``,
+   ``XDG_CONFIG_HOME``, ``ZDOTDIR``, ``OPENSSL_CONF``, ``PIP_CONFIG_FILE``, ``GIT_ALTERNATE_OBJECT_DIRECTORIES``,
+   ``MAKEFILES``, ``SSL_CERT_FILE`` ...), and every variable of the namespaces of the tools that
+   fetch or install (``GIT_*``, ``PIP_*``, ``UV_*``, ``XDG_*``, ``OPENSSL_*``, ``CURL_*`` ...): a build
+   step's downloads, trust roots, git objects and installer settings come from the tool, never from
+   a spec line.
+
+Build variables (``env.build``, ``env.sources``, ``sources.*.build_env``) are judged twice: here, by
+name, at load time; and by ``megacpp-env check`` (rule UP001) against what the source's facts say its
+build files read, so a name outside the compiler and CUDA knobs must be one the build really reads.
 
 Search paths (``PATH``, ``LD_LIBRARY_PATH``, ``PYTHONPATH``, ``CPATH`` ...) and compiler knobs (``CC``,
 ``CFLAGS``, ``CMAKE_ARGS``) are what images legitimately need and stay allowed; a search path must
@@ -38,6 +48,16 @@ _HELPERS = frozenset({
     "GIT_CONFIG_COUNT", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_EDITOR", "GIT_PAGER", "GIT_SEQUENCE_EDITOR",
     "EDITOR", "VISUAL", "PAGER", "MANPAGER", "LESSOPEN", "LESSCLOSE", "BROWSER",
 })  # fmt: skip
+_FILES = frozenset({
+    "HOME", "ZDOTDIR", "OPENSSL_CONF", "OPENSSL_ENGINES", "OPENSSL_MODULES", "PIP_CONFIG_FILE", "UV_CONFIG_FILE",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_OBJECT_DIRECTORY", "GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE",
+    "GIT_COMMON_DIR", "MAKEFILES", "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE",
+    "CURL_HOME", "NETRC", "WGETRC", "CONDARC", "NPM_CONFIG_USERCONFIG", "DOCKER_CONFIG", "KUBECONFIG",
+    "GNUPGHOME", "HGRCPATH", "TERMINFO", "TERMINFO_DIRS", "MAGIC", "PYTHONPYCACHEPREFIX", "PYTHONPLATLIBDIR",
+    "SSH_AUTH_SOCK", "TMPDIR", "CCACHE_CONFIGPATH", "CCACHE_DIR", "SCCACHE_CONF",
+    "SETUPTOOLS_USE_DISTUTILS", "DISTUTILS_CONFIG", "PYDISTUTILS_CFG", "TWINE_CONFIG_FILE", "PYPIRC",
+})  # fmt: skip
+_FILE_PREFIXES = ("GIT_", "PIP_", "UV_", "XDG_", "OPENSSL_", "CURL_", "SSL_", "NPM_CONFIG_", "CONDA_", "DOCKER_")
 _PREFIXES = {
     "LD_": "the dynamic loader",
     "BASH_FUNC_": "a shell start-up hook",
@@ -53,6 +73,10 @@ _REMEDY = {
     "the dynamic loader": "link the library, or set it for the one command that needs it, not the whole image",
     "an interpreter start-up hook": "import or pass the option explicitly in the program that needs it",
     "a helper command": "configure the tool explicitly for the one step that needs it",
+    "a tool load a configuration file or store it names": (
+        "drop it: the image's tools keep their own configuration; a build variable must be a compiler "
+        "or CUDA knob, or one the source's build files read (facts/<source>.toml)"
+    ),
 }
 
 
@@ -65,9 +89,12 @@ def family(name: str) -> str:
         (_LOADER, "the dynamic loader"),
         (_INTERPRETER, "an interpreter start-up hook"),
         (_HELPERS, "a helper command"),
+        (_FILES, "a tool load a configuration file or store it names"),
     ):
         if name in names:
             return what
+    if name.upper().startswith(_FILE_PREFIXES) or name.upper() in _FILES:
+        return "a tool load a configuration file or store it names"
     return next((what for prefix, what in _PREFIXES.items() if name.startswith(prefix)), "")
 
 
@@ -75,6 +102,8 @@ def refusal(name: str, value: str) -> tuple[str, str]:
     """(problem, remedy) for ``name=value`` in a spec's env, or ('', '') when it is allowed."""
     what = family(name)
     if what:
+        if what == "a tool load a configuration file or store it names":
+            return f"{name} is refused: it makes {what}, in every process", _REMEDY[what]
         return f"{name} is refused: it makes {what} run or load code in every process", _REMEDY[what]
     if name in SEARCH_PATHS:
         bad = [entry for entry in value.split(":") if not entry.startswith("/")]
