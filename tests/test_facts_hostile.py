@@ -174,3 +174,10 @@ def test_a_deeply_nested_facts_file_breaks_no_verb(deep_spec, argv, capsys):
         assert code == 1 and "nested too deeply" in err, err
     if argv[0] == "lock" and victim == "megacpp_smoke_ext":  # the lock's inputs without it: stale
         assert code == 1, err
+
+
+@pytest.mark.parametrize("text", ["project = 5\n", "build-system = []\n", 'tool = "x"\n'])
+def test_a_wrong_typed_pyproject_is_one_line(tmp_path, text):
+    root = _tree(tmp_path, {"setup.py": SETUP, "pyproject.toml": text})
+    with pytest.raises(InputError, match=r"pyproject\.toml: \[.*\] must be a table"):
+        _extract(root)

@@ -60,14 +60,28 @@ class Counts(dict[str, int]):
             self[key] += other.get(key, 0)
 
 
-def cli(counts: Counts, argv: list[str], *, env: dict[str, str] | None = None, cwd: Path | None = None,
-        timeout: float = TIMEOUT_S) -> tuple[int | None, str]:
+def cli(
+    counts: Counts,
+    argv: list[str],
+    *,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+    timeout: float = TIMEOUT_S,
+) -> tuple[int | None, str]:
     """Run ``megacpp-env ARGV``; count the command, a hang (None) and a traceback (exit 3)."""
     counts["commands"] += 1
     full_env = {**os.environ, "MEGACPP_NET_DEADLINE": "4", "NO_COLOR": "1", **(env or {})}
     try:
-        proc = subprocess.run([sys.executable, "-m", "megacpp_env", *argv], capture_output=True, text=True,
-                              timeout=timeout, env=full_env, cwd=cwd or ROOT, check=False, errors="replace")
+        proc = subprocess.run(
+            [sys.executable, "-m", "megacpp_env", *argv],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=full_env,
+            cwd=cwd or ROOT,
+            check=False,
+            errors="replace",
+        )
     except subprocess.TimeoutExpired:
         counts["hangs"] += 1
         return None, ""
@@ -81,12 +95,21 @@ def python(counts: Counts, code: str, *, env: dict[str, str] | None = None) -> t
     """Run a library call in a subprocess (what a verb runs, without its set-up): one of the tool's own
     errors is its exit 1, anything else a traceback."""
     counts["commands"] += 1
-    wrapped = ("import sys\nfrom megacpp_env.errors import MegacppEnvError\ntry:\n"
-               + "".join(f"    {line}\n" for line in code.split("; "))
-               + "except MegacppEnvError as exc:\n    print(exc, file=sys.stderr)\n    sys.exit(1)\n")
+    wrapped = (
+        "import sys\nfrom megacpp_env.errors import MegacppEnvError\ntry:\n"
+        + "".join(f"    {line}\n" for line in code.split("; "))
+        + "except MegacppEnvError as exc:\n    print(exc, file=sys.stderr)\n    sys.exit(1)\n"
+    )
     try:
-        proc = subprocess.run([sys.executable, "-c", wrapped], capture_output=True, text=True, timeout=TIMEOUT_S,
-                              env={**os.environ, "MEGACPP_NET_DEADLINE": "4", **(env or {})}, cwd=ROOT, check=False)
+        proc = subprocess.run(
+            [sys.executable, "-c", wrapped],
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT_S,
+            env={**os.environ, "MEGACPP_NET_DEADLINE": "4", **(env or {})},
+            cwd=ROOT,
+            check=False,
+        )
     except subprocess.TimeoutExpired:
         counts["hangs"] += 1
         return None, ""
@@ -160,7 +183,7 @@ FAULTY: dict[str, Callable[[str, str, str], bytes]] = {
     "content-length-negative": _always(response(200, {"Content-Length": "-5", "Content-Type": INDEX}, b"")),
     "content-length-huge": _always(response(200, {"Content-Length": "9" * 30, "Content-Type": INDEX}, b"")),
     "truncated-body": _always(
-        b"HTTP/1.1 200 OK\r\nContent-Length: 500\r\nContent-Type: " + INDEX.encode() + b"\r\n\r\n{\"manif"
+        b"HTTP/1.1 200 OK\r\nContent-Length: 500\r\nContent-Type: " + INDEX.encode() + b'\r\n\r\n{"manif'
     ),
     "bad-chunk": _always(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n"),
     "realm-space": _realm("http://127.0.0.1:1/to ken"),
@@ -177,8 +200,9 @@ FAULTY: dict[str, Callable[[str, str, str], bytes]] = {
     "digest-int": _manifest({"manifests": [{"digest": 5, "platform": {"os": "linux"}}]}),
     "platform-string": _manifest({"manifests": [{"digest": DIGEST_A, "platform": "linux"}]}),
     "platform-os-list": _manifest({"manifests": [{"digest": DIGEST_A, "platform": {"os": ["linux"]}}]}),
-    "platform-control": _manifest({"manifests": [{"digest": DIGEST_A, "platform": {"os": "li\nnux",
-                                                                                   "architecture": "amd64"}}]}),
+    "platform-control": _manifest(
+        {"manifests": [{"digest": DIGEST_A, "platform": {"os": "li\nnux", "architecture": "amd64"}}]}
+    ),
     "config-list": _manifest({"config": [1]}, MANIFEST),
     "config-digest-bad": _manifest({"config": {"digest": "sha256:zz"}}, MANIFEST),
     "doc-list": _manifest([1, 2]),
@@ -230,8 +254,10 @@ def _artifact_spec(repo: Path, url: str, dirs: dict[str, str]) -> None:
     text = (repo / "stack.yaml").read_text()
     start, end = text.index("  flashinfer_cubins:\n"), text.index("\ntargets:\n")
     lines = "".join(f'      {d}: "{h}"\n' for d, h in dirs.items())
-    block = (f"  flashinfer_cubins:\n    url: {url}\n    env: FLASHINFER_CUBIN_DIR\n    source: flashinfer\n"
-             f"    dirs:\n{lines}")
+    block = (
+        f"  flashinfer_cubins:\n    url: {url}\n    env: FLASHINFER_CUBIN_DIR\n    source: flashinfer\n"
+        f"    dirs:\n{lines}"
+    )
     (repo / "stack.yaml").write_text(text[:start] + block + text[end:])
 
 
@@ -244,15 +270,26 @@ def trickling(tmp: Path) -> Counts:
             counts["false_oks"] += 1
         repo = spec_copy(tmp / "trickle", "arts")
         _artifact_spec(repo, f"http://{server.host}/a/", {"d1/": "0" * 64})
-        rc, _ = cli(counts, ["mirror-artifacts", "flashinfer_cubins", "--to", str(tmp / "trickle" / "out"),
-                             "--spec", str(repo / "stack.yaml")])
+        rc, _ = cli(
+            counts,
+            [
+                "mirror-artifacts",
+                "flashinfer_cubins",
+                "--to",
+                str(tmp / "trickle" / "out"),
+                "--spec",
+                str(repo / "stack.yaml"),
+            ],
+        )
         if rc == 0:
             counts["false_oks"] += 1
         for where in ("wheel", "index"):
             out = tmp / "trickle" / f"{where}.bin"
-            code = ("import os; from megacpp_env.lock.mirror import _download; "
-                    f"fd = os.open({str(out)!r}, os.O_WRONLY | os.O_CREAT, 0o600); "
-                    f"_download('http://{server.host}/{where}.whl', fd)")
+            code = (
+                "import os; from megacpp_env.lock.mirror import _download; "
+                f"fd = os.open({str(out)!r}, os.O_WRONLY | os.O_CREAT, 0o600); "
+                f"_download('http://{server.host}/{where}.whl', fd)"
+            )
             rc, _ = python(counts, code)
             if rc == 0:
                 counts["false_oks"] += 1
@@ -298,10 +335,14 @@ def symlinks(tmp: Path) -> Counts:
         plants = {
             "top": lambda dest, away: (dest / "d1").symlink_to(away),
             "nested": lambda dest, away: ((dest / "d1").mkdir(parents=True), (dest / "d1" / "inc").symlink_to(away)),
-            "file": lambda dest, away: ((dest / "d2").mkdir(parents=True),
-                                        (dest / "d2" / "g.cubin").symlink_to(away / "g")),
-            "listing": lambda dest, away: ((dest / "d2").mkdir(parents=True),
-                                           (dest / "d2" / "checksums.txt").symlink_to(away / "c")),
+            "file": lambda dest, away: (
+                (dest / "d2").mkdir(parents=True),
+                (dest / "d2" / "g.cubin").symlink_to(away / "g"),
+            ),
+            "listing": lambda dest, away: (
+                (dest / "d2").mkdir(parents=True),
+                (dest / "d2" / "checksums.txt").symlink_to(away / "c"),
+            ),
             "dangling": lambda dest, away: (dest / "d1").symlink_to(away / "missing"),
         }
         for name, plant in plants.items():
@@ -310,8 +351,9 @@ def symlinks(tmp: Path) -> Counts:
             away.mkdir()
             plant(dest, away)
             before = sorted(p.name for p in away.rglob("*"))
-            rc, _ = cli(counts, ["mirror-artifacts", "flashinfer_cubins", "--to", str(dest),
-                                 "--spec", str(repo / "stack.yaml")])
+            rc, _ = cli(
+                counts, ["mirror-artifacts", "flashinfer_cubins", "--to", str(dest), "--spec", str(repo / "stack.yaml")]
+            )
             if sorted(p.name for p in away.rglob("*")) != before:
                 counts["escapes"] += 1
             if rc == 0:
@@ -321,11 +363,24 @@ def symlinks(tmp: Path) -> Counts:
 
 
 def _good_registry(method: str, path: str, head: str) -> bytes:
-    index = {"schemaVersion": 2, "mediaType": INDEX, "manifests": [
-        {"mediaType": MANIFEST, "digest": DIGEST_A, "size": 1, "platform": {"os": "linux", "architecture": "arm64"}},
-        {"mediaType": MANIFEST, "digest": "sha256:" + "b" * 64, "size": 1,
-         "platform": {"os": "linux", "architecture": "amd64"}},
-    ]}
+    index = {
+        "schemaVersion": 2,
+        "mediaType": INDEX,
+        "manifests": [
+            {
+                "mediaType": MANIFEST,
+                "digest": DIGEST_A,
+                "size": 1,
+                "platform": {"os": "linux", "architecture": "arm64"},
+            },
+            {
+                "mediaType": MANIFEST,
+                "digest": "sha256:" + "b" * 64,
+                "size": 1,
+                "platform": {"os": "linux", "architecture": "amd64"},
+            },
+        ],
+    }
     return manifest_answer(json.dumps(index).encode(), INDEX, head=method == "HEAD")
 
 

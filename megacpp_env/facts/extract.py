@@ -48,7 +48,7 @@ def extract(req: ExtractRequest) -> SourceFacts:
         raise
     except (tarfile.TarError, zipfile.BadZipFile, EOFError, zlib.error) as exc:
         raise InputError(f"a broken archive: {_why(exc)}", file=str(req.wheel or req.origin)) from None
-    except (OSError, ValueError, KeyError, TypeError, RecursionError, UnicodeError) as exc:
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError, UnicodeError) as exc:
         raise InputError(f"cannot read its facts: {_why(exc)}", file=str(req.origin)) from None
 
 

@@ -41,11 +41,15 @@ def load_pyproject(project: Path, root: Path | None = None) -> dict[str, Any]:
         return {}
     text = read_regular_text(path, limit=MAX_READ, root=root or project)
     try:
-        return tomllib.loads(text)
+        doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise InputError(f"not valid TOML: {exc}", file=str(path)) from None
     except RecursionError:
         raise InputError("nested too deeply", file=str(path)) from None
+    for key in ("project", "build-system", "tool"):
+        if key in doc and not isinstance(doc[key], dict):
+            raise InputError(f"[{key}] must be a table, got {type(doc[key]).__name__}", file=str(path))
+    return doc
 
 
 def read_requirements_file(path: Path, root: Path, seen: frozenset[Path] = frozenset()) -> list[str]:
