@@ -283,9 +283,15 @@ class Client:
             req = netio.Request(url=f"{realm}?{query}", unredirected=auth, limit=1 << 20, deadline=self.deadline)
         resp = self._fetch(req)
         if resp.status != 200:
-            who = f" with the credentials from {creds.source}" if creds is not None else ""
+            realm_text = netio.printable(realm)
+            if creds is not None:
+                raise RegistryError(
+                    f"{ref.name}: token request to {realm_text} with the credentials from {creds.source} "
+                    f"failed: HTTP {resp.status}"
+                )
             raise RegistryError(
-                f"{ref.name}: token request to {netio.printable(realm)}{who} failed: HTTP {resp.status}"
+                f"{ref.name}: anonymous token request to {realm_text} failed: HTTP {resp.status} "
+                f"(remedy: `docker login {ref.registry}` if it needs credentials)"
             )
         doc = _json(resp.body, f"token from {netio.printable(realm)}")
         token = doc.get("token") or doc.get("access_token") or ""
