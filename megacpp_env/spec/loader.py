@@ -75,8 +75,8 @@ def load_spec(path: Path | str) -> Spec:
         raise SpecError(
             "spec file not found", file=str(p), remedy="run from the repository root or pass --spec PATH"
         ) from None
-    except InputError:
-        raise SpecError(f"larger than {MAX_SPEC_BYTES} bytes; refusing to parse it", file=str(p)) from None
+    except InputError as exc:  # too large, a directory, a FIFO or a device: what read_bounded says
+        raise SpecError(exc.detail.replace("refusing to read it", "refusing to parse it"), file=str(p)) from None
     except OSError as exc:
         raise SpecError(f"cannot read spec: {exc.strerror or exc}", file=str(p)) from None
     try:
