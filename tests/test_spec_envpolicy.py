@@ -104,3 +104,28 @@ def test_the_shipped_build_knobs_stay_allowed():
     for name in ["CMAKE_ARGS", "NVCC_APPEND_FLAGS", "TORCH_CUDA_ARCH_LIST", "SETUPTOOLS_SCM_PRETEND_VERSION",
                  "CAUSAL_CONV1D_FORCE_BUILD", "FLASHINFER_CUDA_ARCH_LIST", "TRITON_PTXAS_PATH", "CUDA_HOME"]:
         assert envpolicy.refusal(name, "/usr/local/cuda") == ("", ""), name
+
+
+def test_build_variables_of_a_source_without_facts_are_an_allowlist(tmp_path):
+    """Issue 19, item 10: with no facts to say what the build reads, only compiler and CUDA knobs pass."""
+    import shutil
+
+    from megacpp_env import policy
+    from megacpp_env.spec import load_spec
+    from tests.fixtures.spec import REPO_ROOT
+
+    shutil.copytree(REPO_ROOT / "facts", tmp_path / "facts")
+    (tmp_path / "facts" / "megacpp_smoke_ext.toml").unlink()
+    anchor = '      MEGACPP_SMOKE_EXT_FORCE_BUILD: "TRUE"\n'
+    text = (REPO_ROOT / "stack.yaml").read_text()
+    extra = '      NVCC_APPEND_FLAGS: "-lineinfo"\n      CMAKE_BUILD_TYPE: Release\n      SOME_TOOL_SETTING: "1"\n'
+    (tmp_path / "stack.yaml").write_text(text.replace(anchor, anchor + extra, 1))
+    spec = load_spec(tmp_path / "stack.yaml")
+    found = {f.key: f for f in policy.run_rules(spec, only=("UP001",))}
+    assert sorted(k for k in found if "megacpp_smoke_ext" in k) == [
+        "sources.megacpp_smoke_ext.build_env.MEGACPP_SMOKE_EXT_FORCE_BUILD",
+        "sources.megacpp_smoke_ext.build_env.SOME_TOOL_SETTING",
+    ]
+    f = found["sources.megacpp_smoke_ext.build_env.SOME_TOOL_SETTING"]
+    assert "not a compiler or CUDA variable, and no facts/megacpp_smoke_ext.toml says" in f.message
+    assert "facts extract megacpp_smoke_ext" in f.remedy

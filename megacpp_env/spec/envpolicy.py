@@ -15,10 +15,10 @@ every process of the image. Four families:
    ``PAGER``, ``LESSOPEN`` ...);
 5. configuration files and stores that a tool loads from the path the variable names (``HOME``,
    ``XDG_CONFIG_HOME``, ``ZDOTDIR``, ``OPENSSL_CONF``, ``PIP_CONFIG_FILE``, ``GIT_ALTERNATE_OBJECT_DIRECTORIES``,
-   ``MAKEFILES``, ``SSL_CERT_FILE`` ...), and every variable of the namespaces of the tools that
-   fetch or install (``GIT_*``, ``PIP_*``, ``UV_*``, ``XDG_*``, ``OPENSSL_*``, ``CURL_*`` ...): a build
-   step's downloads, trust roots, git objects and installer settings come from the tool, never from
-   a spec line.
+   ``MAKEFILES``, ``SSL_CERT_FILE`` ...), every variable of the namespaces of the tools that fetch
+   (``GIT_*``, ``XDG_*``, ``OPENSSL_*``, ``CURL_*``, ``SSL_*`` ...), and where pip and uv take packages
+   from (``PIP_INDEX_URL``, ``UV_FIND_LINKS`` ...): a build step's downloads, trust roots, git objects
+   and package sources come from the tool and the lock, never from a spec line.
 
 Build variables (``env.build``, ``env.sources``, ``sources.*.build_env``) are judged twice: here, by
 name, at load time; and by ``megacpp-env check`` (rule UP001) against what the source's facts say its
@@ -57,7 +57,14 @@ _FILES = frozenset({
     "SSH_AUTH_SOCK", "TMPDIR", "CCACHE_CONFIGPATH", "CCACHE_DIR", "SCCACHE_CONF",
     "SETUPTOOLS_USE_DISTUTILS", "DISTUTILS_CONFIG", "PYDISTUTILS_CFG", "TWINE_CONFIG_FILE", "PYPIRC",
 })  # fmt: skip
-_FILE_PREFIXES = ("GIT_", "PIP_", "UV_", "XDG_", "OPENSSL_", "CURL_", "SSL_", "NPM_CONFIG_", "CONDA_", "DOCKER_")
+_FILE_PREFIXES = ("GIT_", "XDG_", "OPENSSL_", "CURL_", "SSL_", "NPM_CONFIG_", "CONDA_", "DOCKER_")
+# pip's and uv's settings stay allowed (PIP_NO_INDEX, UV_NO_BUILD_ISOLATION), but not where they load a
+# configuration, certificates or packages from: the lock says where packages come from
+_INSTALLER_SOURCES = frozenset({
+    "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS", "PIP_TRUSTED_HOST", "PIP_CERT", "PIP_CLIENT_CERT",
+    "PIP_CONSTRAINT", "PIP_REQUIREMENT", "UV_INDEX_URL", "UV_EXTRA_INDEX_URL", "UV_INDEX", "UV_DEFAULT_INDEX",
+    "UV_FIND_LINKS", "UV_CONSTRAINT", "UV_OVERRIDE", "UV_BUILD_CONSTRAINT", "UV_INSECURE_HOST",
+})  # fmt: skip
 _PREFIXES = {
     "LD_": "the dynamic loader",
     "BASH_FUNC_": "a shell start-up hook",
@@ -80,6 +87,20 @@ _REMEDY = {
 }
 
 
+BUILD_KNOBS = frozenset({
+    "CC", "CXX", "CPP", "CUDAHOSTCXX", "CUDACXX", "CUDAARCHS", "AR", "NM", "RANLIB", "LD", "CFLAGS", "CXXFLAGS",
+    "CPPFLAGS", "LDFLAGS", "CUDAFLAGS", "MAX_JOBS", "MAKEFLAGS", "TORCH_CUDA_ARCH_LIST", "TORCH_NVCC_FLAGS",
+    "SOURCE_DATE_EPOCH", "SETUPTOOLS_SCM_PRETEND_VERSION",
+})  # fmt: skip
+_KNOB_PREFIXES = ("NVCC_", "CUDA_", "CMAKE_", "CUTLASS_NVCC_", "SETUPTOOLS_SCM_PRETEND_VERSION_FOR_")
+
+
+def is_build_knob(name: str) -> bool:
+    """A compiler, CUDA or build-system variable: allowed in any build env without facts to back it
+    (every other build variable must be one the source's build files read: rule UP001)."""
+    return name in BUILD_KNOBS or name in SEARCH_PATHS or name.startswith(_KNOB_PREFIXES)
+
+
 def family(name: str) -> str:
     """The family (see the module docstring) of a refused variable, or '' when it is allowed."""
     if name in SEARCH_PATHS:
@@ -93,7 +114,7 @@ def family(name: str) -> str:
     ):
         if name in names:
             return what
-    if name.upper().startswith(_FILE_PREFIXES) or name.upper() in _FILES:
+    if name.upper().startswith(_FILE_PREFIXES) or name.upper() in _FILES | _INSTALLER_SOURCES:
         return "a tool load a configuration file or store it names"
     return next((what for prefix, what in _PREFIXES.items() if name.startswith(prefix)), "")
 
