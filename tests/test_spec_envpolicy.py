@@ -129,3 +129,29 @@ def test_build_variables_of_a_source_without_facts_are_an_allowlist(tmp_path):
     f = found["sources.megacpp_smoke_ext.build_env.SOME_TOOL_SETTING"]
     assert "not a compiler or CUDA variable, and no facts/megacpp_smoke_ext.toml says" in f.message
     assert "facts extract megacpp_smoke_ext" in f.remedy
+
+
+
+def test_a_stated_reason_admits_a_build_variable_and_must_name_one(tmp_path, stack_data):
+    import shutil
+
+    from megacpp_env import policy
+    from megacpp_env.spec import load_spec
+    from tests.fixtures.spec import REPO_ROOT
+
+    shutil.copytree(REPO_ROOT / "facts", tmp_path / "facts")
+    (tmp_path / "facts" / "megacpp_smoke_ext.toml").unlink()
+    anchor = '      MEGACPP_SMOKE_EXT_FORCE_BUILD: "TRUE"\n'
+    reasons = ('    build_env_reasons:\n      MEGACPP_SMOKE_EXT_FORCE_BUILD: "setup.py:12 reads it; facts not '
+               'extracted for this test"\n')
+    text = (REPO_ROOT / "stack.yaml").read_text().replace(anchor, anchor + reasons, 1)
+    (tmp_path / "stack.yaml").write_text(text)
+    spec = load_spec(tmp_path / "stack.yaml")
+    assert spec.sources["megacpp_smoke_ext"].build_env_reasons == {
+        "MEGACPP_SMOKE_EXT_FORCE_BUILD": "setup.py:12 reads it; facts not extracted for this test"}
+    assert not [f for f in policy.run_rules(spec, only=("UP001",)) if "megacpp_smoke_ext" in f.key]
+    data = copy.deepcopy(stack_data)
+    data["sources"]["megacpp_smoke_ext"]["build_env_reasons"] = {"NOT_SET_HERE": "why"}
+    with pytest.raises(SpecError, match="NOT_SET_HERE is not set in build_env") as exc:
+        load_data(data)
+    assert exc.value.key == "sources.megacpp_smoke_ext.build_env_reasons.NOT_SET_HERE"

@@ -44,8 +44,8 @@ def _unread_env(spec: Spec) -> Iterator[tuple[str, str, str]]:
         who = readers(spec, src, f)
         for var in sorted(_own_env(t, src)):
             key = source_env_key(spec, t.name, src, var)
-            if who.reads(var) or (var == "TORCH_CUDA_ARCH_LIST" and f.arch.gencode):
-                continue  # a hard-coded -gencode list is UP002's finding
+            if who.reads(var) or (var == "TORCH_CUDA_ARCH_LIST" and f.arch.gencode) or var in src.build_env_reasons:
+                continue  # a hard-coded -gencode list is UP002's finding; a stated reason is the spec's word
             yield (
                 key,
                 f"{src.name} does not read {var}: no file of its build at {f.commit[:12]} reads it "
@@ -57,12 +57,13 @@ def _unread_env(spec: Spec) -> Iterator[tuple[str, str, str]]:
 
 def _unbacked_env(spec: Spec, t: Target, src: Source) -> Iterator[tuple[str, str, str]]:
     for var in sorted(_own_env(t, src)):
-        if not envpolicy.is_build_knob(var):
+        if not envpolicy.is_build_knob(var) and var not in src.build_env_reasons:
             yield (
                 source_env_key(spec, t.name, src, var),
                 f"{var} is not a compiler or CUDA variable, and no facts/{src.name}.toml says {src.name}'s "
                 "build reads it (build variables are an allowlist)",
-                f"run `megacpp-env facts extract {src.name} --from CHECKOUT` and commit it, or drop {var}",
+                f"run `megacpp-env facts extract {src.name} --from CHECKOUT` and commit it, say why under "
+                f"sources.{src.name}.build_env_reasons.{var}, or drop {var}",
             )
 
 

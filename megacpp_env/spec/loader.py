@@ -56,6 +56,7 @@ TOOLCHAIN_KEYS = (
 SOURCE_KEYS = (
     "repo", "commit", "ref", "submodules", "install", "overlay", "pre_build", "build_env", "extra_requirements",
     "drop_requirements", "needs", "subdir", "provisional", "sanity", "fetches", "unpinned_fetches", "jobs",
+    "build_env_reasons",
 )  # fmt: skip
 TARGET_KEYS = (
     "description", "platforms", "base_image", "toolchain", "gpu", "features", "serving", "requirements",
@@ -275,7 +276,21 @@ def _source(r: F.Reader, value: Any, key: str, name: str) -> Source:
         fetches=_fetches(r, d.get("fetches", {}), k("fetches")),
         unpinned_fetches=_reasons(r, d.get("unpinned_fetches", {}), k("unpinned_fetches"), F.ENV_NAME_RE, "a variable"),
         jobs=_jobs(r, d.get("jobs", {}), k("jobs")),
+        build_env_reasons=_build_env_reasons(r, d, k("build_env_reasons")),
     )
+
+
+def _build_env_reasons(r: F.Reader, d: dict[str, Any], key: str) -> dict[str, str]:
+    """``build_env_reasons``: VAR -> why the build needs it, for a build_env variable that is neither a
+    compiler/CUDA knob nor one the source's facts show its build reading (rule UP001 accepts it then)."""
+    out = _reasons(r, d.get("build_env_reasons", {}), key, F.ENV_NAME_RE, "a variable of build_env")
+    build_env = d.get("build_env") or {}
+    for name in out:
+        if not isinstance(build_env, dict) or name not in build_env:
+            raise r.fail(
+                join_key(key, name), f"{name} is not set in build_env", "set it under build_env, or drop it here"
+            )
+    return out
 
 
 def _fetches(r: F.Reader, value: Any, key: str) -> dict[str, str]:
