@@ -241,7 +241,10 @@ class Client:
 
     def _credentials(self, registry: str) -> dockerauth.Credentials | None:
         if registry not in self._creds:
-            self._creds[registry] = self.credentials(registry)
+            try:
+                self._creds[registry] = self.credentials(registry)
+            except dockerauth.CredentialsError as exc:  # a RegistryError, so callers name the spec key
+                raise RegistryError(f"{registry}: cannot read its credentials: {exc}") from None
         return self._creds[registry]
 
     def _authorize(self, ref: Reference, challenge: str) -> str:

@@ -294,3 +294,11 @@ def test_pin_base_against_a_registry_with_htpasswd_auth(auth_registry, tmp_path,
     assert f"    base_image: {host}/megacpp/cuda:13.2@{digest}\n" in path.read_text()
     assert dispatch(argparse.Namespace(verb="pin-base", **vars(_pin_args(path, "gb10", check=True)))) == 0
     capsys.readouterr()
+
+
+def test_an_unusable_config_is_a_registry_error_naming_the_registry(tmp_path):
+    path = _config(tmp_path, {"credsStore": "../x"})
+    with serve(lambda m, p, h: unauthorized('Basic realm="r"')) as server:
+        client = Client(deadline=10, credentials=lambda registry: dockerauth.load(registry, path=path))
+        with pytest.raises(RegistryError, match=rf"^{server.host}: cannot read its credentials: .*credsStore: a "):
+            client.resolve(Reference.parse(f"{server.host}/x/y:1"))
