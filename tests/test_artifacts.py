@@ -165,3 +165,24 @@ def test_a_trickling_server_hits_the_deadline(tmp_path, monkeypatch):
         with pytest.raises(ToolError, match=r"cannot fetch http://.*: no complete answer within the deadline of 2 s"):
             mirror_artifacts(art, tmp_path / "m")
     assert not list((tmp_path / "m").rglob("*.part"))
+
+
+@pytest.mark.parametrize("answer", [
+    b"HTTP/1.1 abc nonsense\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\nX-Big: " + b"a" * 70000 + b"\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\n" + b"".join(b"X-%d: y\r\n" % i for i in range(150)) + b"\r\n",
+    b"HTTP/1.1 200 OK\r\nContent-Length: abc\r\nConnection: close\r\n\r\nshort",
+    b"HTTP/1.1 200 OK\r\nContent-Length: 500\r\nConnection: close\r\n\r\ntruncated",
+    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n",
+    b"HTTP/1.1 500 \x1b[31mred\r\nContent-Length: 0\r\n\r\n",
+], ids=["bad-status", "header-64k", "150-headers", "length-abc", "truncated", "bad-chunk", "500-ansi"])
+def test_a_faulty_artifact_server_is_one_line(tmp_path, answer):
+    """Issue 19: mirror-artifacts against a faulty server: a ToolError/VerificationError line, nothing kept."""
+    from tests.fixtures.faultyhttp import serve
+
+    with serve(lambda m, p, h: answer) as server:
+        art = spec_with(tmp_path, f"http://{server.host}/a/", {FMHA: sha(b"x")}).artifacts["flashinfer_cubins"]
+        with pytest.raises((ToolError, VerificationError)) as exc:
+            mirror_artifacts(art, tmp_path / "m")
+    assert "\n" not in str(exc.value) and "\x1b" not in str(exc.value)
+    assert not [p for p in (tmp_path / "m").rglob("*") if p.is_file()]
