@@ -9,6 +9,14 @@ Prints tried / refused / leaked / partial / traceback per class. The bad columns
   partial    a SIGKILL left a half-written file or a checkout that ``overlay restore`` cannot repair;
   traceback  a verb ended in exit 3 (a bug) instead of a one-line error.
 Exit status 1 when any bad column is non-zero. Touches only its own temporary directory.
+
+Round 3 (issue 19): every module of ``benchmarks/adversarial_r3/`` is imported and its
+``run(tmp) -> dict`` called; each prints one row of counts:
+  commands   verbs run;            tracebacks  exit 3 or a traceback;   hangs  no answer in time;
+  leaked/planted  secrets that reached an output / secrets planted;    escapes  a command that ran,
+  or a write outside the allowed place;  false_oks  exit 0 or "ok" where the input was bad;
+  partials   leftovers of a killed or failed run;  wedges  a next run that fails because of them.
+``--only-r3`` runs only round 3; ``--skip-r3`` only the classes above.
 """
 
 from __future__ import annotations
@@ -429,7 +437,15 @@ def main_(argv: list[str] | None = None) -> int:
     parser.add_argument("--secrets", type=int, default=500)
     parser.add_argument("--kills", type=int, default=40)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--only-r3", action="store_true", help="run only the round-3 modules (issue 19)")
+    parser.add_argument("--skip-r3", action="store_true", help="skip the round-3 modules")
+    parser.add_argument("--r3", action="append", default=[], metavar="MODULE", help="only these round-3 modules")
     args = parser.parse_args(argv)
+    r3: dict[str, dict[str, int]] = {}
+    if not args.skip_r3:
+        r3 = round3(args.r3)
+    if args.only_r3:
+        return report_r3(r3, as_json=args.json)
     results: dict[str, Tally] = {}
     notes: dict[str, int] = {}
     with tempfile.TemporaryDirectory(prefix="megacpp-adversarial-") as d:
@@ -446,7 +462,16 @@ def main_(argv: list[str] | None = None) -> int:
             fn(results[name])
         seconds = round(time.perf_counter() - started, 1)
     if args.json:
-        print(json.dumps({"classes": {k: asdict(v) for k, v in results.items()}, "notes": notes, "seconds": seconds}))
+        print(
+            json.dumps(
+                {
+                    "classes": {k: asdict(v) for k, v in results.items()},
+                    "notes": notes,
+                    "seconds": seconds,
+                    "round3": r3,
+                }
+            )
+        )
     else:
         print(f"{'class':18} {'tried':>6} {'refused':>8} {'ok':>5} {'leaked':>7} {'partial':>8} {'traceback':>10}")
         for name, t in results.items():
@@ -454,7 +479,56 @@ def main_(argv: list[str] | None = None) -> int:
         for key, value in notes.items():
             print(f"note: {key}: {value}")
         print(f"took {seconds}s")
-    return 1 if any(t.bad for t in results.values()) else 0
+        if r3:
+            report_r3(r3, as_json=False)
+    return 1 if any(t.bad for t in results.values()) or _r3_bad(r3) else 0
+
+
+# ---- round 3 (issue 19): benchmarks/adversarial_r3/<area>.py ------------------------------------------
+
+R3_KEYS = ("commands", "tracebacks", "hangs", "leaked", "planted", "escapes", "false_oks", "partials", "wedges")
+R3_BAD = ("tracebacks", "hangs", "leaked", "escapes", "false_oks", "partials", "wedges")
+
+
+def round3(only: list[str]) -> dict[str, dict[str, int]]:
+    """Import every module of benchmarks/adversarial_r3/ and run it in a temporary directory of its own."""
+    import importlib
+    import pkgutil
+
+    import benchmarks.adversarial_r3 as pkg
+
+    out: dict[str, dict[str, int]] = {}
+    for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
+        if info.name.startswith("_") or (only and info.name not in only):
+            continue
+        module = importlib.import_module(f"benchmarks.adversarial_r3.{info.name}")
+        with tempfile.TemporaryDirectory(prefix=f"megacpp-adv-r3-{info.name}-") as d:
+            started = time.perf_counter()
+            counts = module.run(Path(d))
+            counts = {key: int(counts.get(key, 0)) for key in R3_KEYS}
+            counts["seconds"] = round(time.perf_counter() - started)
+        out[info.name] = counts
+    return out
+
+
+def _r3_bad(r3: dict[str, dict[str, int]]) -> bool:
+    return any(row.get(key, 0) for row in r3.values() for key in R3_BAD)
+
+
+def report_r3(r3: dict[str, dict[str, int]], *, as_json: bool) -> int:
+    total = {key: sum(row.get(key, 0) for row in r3.values()) for key in R3_KEYS}
+    if as_json:
+        print(json.dumps({"round3": r3, "total": total}))
+    else:
+        head = f"{'area':10} {'commands':>8} {'tracebacks':>10} {'hangs':>6} {'leaked/planted':>15} {'escapes':>8} "
+        print(head + f"{'false oks':>9} {'partials':>9} {'wedges':>7}")
+        for name, row in [*r3.items(), ("total", total)]:
+            leak = f"{row['leaked']}/{row['planted']}"
+            print(
+                f"{name:10} {row['commands']:8} {row['tracebacks']:10} {row['hangs']:6} {leak:>15} "
+                f"{row['escapes']:8} {row['false_oks']:9} {row['partials']:9} {row['wedges']:7}"
+            )
+    return 1 if _r3_bad(r3) else 0
 
 
 if __name__ == "__main__":

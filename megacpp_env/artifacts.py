@@ -15,22 +15,23 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import stat
 import tempfile
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import IO, Any
+from typing import Any
 
-from megacpp_env.errors import ToolError, VerificationError
-from megacpp_env.fsutil import sha256_file
+from megacpp_env import netio
+from megacpp_env.errors import RefusedError, ToolError, VerificationError
+from megacpp_env.fsutil import read_text_input, sha256_file
 from megacpp_env.spec.model import ArtifactSet
 
 CHECKSUMS = "checksums.txt"
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 CHUNK = 1 << 20
-Opener = Callable[[str], IO[bytes]]
+Opener = Callable[[str, Callable[[bytes], None]], None]  # (url, sink): streams the body into sink
+DEADLINE_S = 1800.0  # one file, start to end (MEGACPP_NET_DEADLINE overrides)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -69,24 +70,31 @@ def parse_checksums(text: str, where: str) -> list[tuple[str, str]]:
     return out
 
 
-def _open(url: str) -> IO[bytes]:
+def _open(url: str, sink: Callable[[bytes], None]) -> None:
+    """Stream ``url`` into ``sink`` (http(s) only, a total deadline: ``netio``); 4xx/5xx are errors."""
     try:
-        return urllib.request.urlopen(url, timeout=120)  # type: ignore[no-any-return]  # noqa: S310
-    except (urllib.error.URLError, OSError) as exc:
-        raise ToolError(f"cannot fetch {url}: {getattr(exc, 'reason', exc)}") from None
+        resp = netio.fetch(netio.Request(url=url, limit=0, deadline=netio.deadline_s(DEADLINE_S)), sink=sink)
+    except netio.NetError as exc:
+        raise ToolError(f"cannot fetch {netio.printable(url)}: {exc.detail}") from None
+    if resp.status != 200:
+        raise ToolError(f"cannot fetch {netio.printable(url)}: HTTP {resp.status}")
 
 
 def _download(url: str, target: Path, sha256: str, opener: Opener) -> int:
     """Stream ``url`` into ``target`` (atomically), refusing it unless its sha256 is ``sha256``."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    digest, size = hashlib.sha256(), 0
+    digest = hashlib.sha256()
+    sizes: list[int] = []
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")
     try:
-        with os.fdopen(fd, "wb") as out, opener(url) as response:
-            while chunk := response.read(CHUNK):
+        with os.fdopen(fd, "wb") as out:
+
+            def sink(chunk: bytes) -> None:
                 digest.update(chunk)
                 out.write(chunk)
-                size += len(chunk)
+                sizes.append(len(chunk))
+
+            opener(url, sink)
             out.flush()
             os.fsync(out.fileno())
         if digest.hexdigest() != sha256:
@@ -95,7 +103,7 @@ def _download(url: str, target: Path, sha256: str, opener: Opener) -> int:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    return size
+    return sum(sizes)
 
 
 def _entries(artifact: ArtifactSet, dest: Path, base: str) -> Iterator[tuple[str, str, Path, str]]:
@@ -103,7 +111,8 @@ def _entries(artifact: ArtifactSet, dest: Path, base: str) -> Iterator[tuple[str
     for directory, pinned in artifact.dirs.items():
         local = dest / directory / CHECKSUMS
         yield f"{base}{directory}{CHECKSUMS}", pinned, local, directory
-        for sha, rel in parse_checksums(local.read_text(encoding="utf-8"), f"{artifact.name}:{directory}{CHECKSUMS}"):
+        text = read_text_input(local)
+        for sha, rel in parse_checksums(text, f"{artifact.name}:{directory}{CHECKSUMS}"):
             yield f"{base}{directory}{rel}", sha, dest / directory / rel, directory
 
 
@@ -114,6 +123,7 @@ def mirror_artifacts(artifact: ArtifactSet, dest: Path, *, url: str = "", opener
     # _entries reads each checksums.txt only after the loop below has fetched and verified it
     for link, sha, local, _directory in _entries(artifact, Path(dest), base):
         files += 1
+        plain_below(Path(dest), local)
         if local.is_file() and sha256_file(local) == sha:
             kept += 1
             total += local.stat().st_size
@@ -123,16 +133,39 @@ def mirror_artifacts(artifact: ArtifactSet, dest: Path, *, url: str = "", opener
     return MirrorResult(name=artifact.name, dest=str(dest), files=files, fetched=fetched, kept=kept, bytes=total)
 
 
+def plain_below(root: Path, path: Path) -> None:
+    """Refuse (RefusedError) unless every directory between ``root`` and ``path`` is a plain directory
+    (or absent) and ``path`` is a regular file (or absent): a symlink planted inside the mirror would
+    send a write, or a "kept" verdict, outside it. ``mirror`` refuses the same way."""
+    rel = path.relative_to(root)
+    current = root
+    for n, part in enumerate(rel.parts):
+        current = current / part
+        try:
+            mode = os.lstat(current).st_mode
+        except FileNotFoundError:
+            return
+        last = n == len(rel.parts) - 1
+        if not (stat.S_ISREG(mode) if last else stat.S_ISDIR(mode)):
+            kind = "a regular file" if last else "a plain directory"
+            raise RefusedError(
+                f"mirror-artifacts: {current} is not {kind} (a symlink?); refusing to write through it "
+                f"(remedy: remove it, or mirror into a fresh directory)"
+            )
+
+
 def verify_artifacts(artifact: ArtifactSet, dest: Path) -> list[str]:
     """Offline: every pinned checksums.txt and every file it lists is present with its sha256."""
     problems: list[str] = []
     for directory, pinned in artifact.dirs.items():
         listing = Path(dest) / directory / CHECKSUMS
+        plain_below(Path(dest), listing)
         if not listing.is_file() or sha256_file(listing) != pinned:
             problems.append(f"{directory}{CHECKSUMS}: {'missing' if not listing.is_file() else 'not the pinned file'}")
             continue
-        for sha, rel in parse_checksums(listing.read_text(encoding="utf-8"), f"{directory}{CHECKSUMS}"):
+        for sha, rel in parse_checksums(read_text_input(listing), f"{directory}{CHECKSUMS}"):
             path = Path(dest) / directory / rel
+            plain_below(Path(dest), path)
             if not path.is_file():
                 problems.append(f"{directory}{rel}: missing")
             elif sha256_file(path) != sha:

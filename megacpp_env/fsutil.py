@@ -239,19 +239,79 @@ def write_output(path: Path, data: bytes) -> bool:
 
 def read_bounded(path: Path, limit: int = MAX_INPUT_BYTES) -> bytes:
     """The bytes of ``path``, refusing (InputError) a directory or anything longer than ``limit``.
-    FIFOs and devices are read up to the limit (``<(git show ...)`` works; ``/dev/zero`` does not)."""
+    A regular file, or a pipe the shell made (``<(git show ...)``, ``/dev/stdin`` from a pipe) is
+    read up to the limit; a named FIFO, a device or a socket is refused without blocking (a FIFO
+    nobody writes would wait forever)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
     except IsADirectoryError:
         raise InputError("is a directory, not a file", file=str(path)) from None
-    if stat.S_ISDIR(os.fstat(fd).st_mode):
+    mode = os.fstat(fd).st_mode
+    if stat.S_ISDIR(mode):
         os.close(fd)
         raise InputError("is a directory, not a file", file=str(path))
+    if not stat.S_ISREG(mode) and not _anonymous_pipe(fd):
+        os.close(fd)
+        raise InputError(f"is {file_kind(mode)}, not a regular file; refusing to read it", file=str(path))
+    os.set_blocking(fd, True)
     with os.fdopen(fd, "rb") as fh:
         data = fh.read(limit + 1)
     if len(data) > limit:
         raise InputError(f"larger than {limit} bytes; refusing to read it", file=str(path))
     return data
+
+
+def read_regular(path: Path, *, limit: int = MAX_INPUT_BYTES, root: Path | None = None) -> bytes:
+    """The bytes of the regular file ``path`` (symlinks followed), bounded. Anything else is refused
+    without blocking: a FIFO (opened non-blocking, so no writer is waited for), a device, a socket, a
+    directory. With ``root``, a file whose real path is outside ``root`` (through a symlink or ``..``)
+    is refused too. Errors are ``InputError`` naming the file."""
+    if root is not None:
+        real, top = os.path.realpath(path), os.path.realpath(root)
+        if real != top and not real.startswith(top.rstrip("/") + "/"):
+            raise InputError(f"leaves the tree {root} (it resolves to {real}); refusing to read it", file=str(path))
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise InputError("no such file", file=str(path)) from None
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror or exc}", file=str(path)) from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise InputError(f"is {file_kind(mode)}, not a regular file; refusing to read it", file=str(path))
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            data = fh.read(limit + 1)
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror or exc}", file=str(path)) from None
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise InputError(f"larger than {limit} bytes; refusing to read it", file=str(path))
+    return data
+
+
+def read_regular_text(path: Path, *, limit: int = MAX_INPUT_BYTES, root: Path | None = None) -> str:
+    """``read_regular``, decoded as UTF-8 (a BOM dropped); a one-line error names the first bad byte."""
+    return _decode(read_regular(path, limit=limit, root=root), path)
+
+
+def _decode(data: bytes, path: Path) -> str:
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InputError(
+            f"not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})", file=str(path)
+        ) from None
+
+
+def _anonymous_pipe(fd: int) -> bool:
+    """True for a pipe with no name (process substitution, a shell pipe): it has a writer already."""
+    try:
+        return str(Path(f"/proc/self/fd/{fd}").readlink()).startswith("pipe:")
+    except OSError:
+        return False
 
 
 def read_text_input(path: Path, *, limit: int = MAX_INPUT_BYTES) -> str:

@@ -16,8 +16,10 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from megacpp_env import registry
@@ -198,7 +200,8 @@ def write_pins(spec: Spec, results: list[PinResult]) -> bool:
     for r in changes:
         text = edit_line(text, spec, r.entry, str(r.entry.image), str(pinned_image(r)))
     _validate(spec, text, changes)
-    return atomic_write_text(spec.path, text)
+    # through a symlinked stack.yaml to the file it names: the link stays, and the real spec is pinned
+    return atomic_write_text(Path(os.path.realpath(spec.path)), text)
 
 
 def pinned_image(result: PinResult) -> ImageRef:

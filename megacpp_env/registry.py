@@ -12,9 +12,14 @@
   and blob read is checked against its digest.
 
 Loopback registries (127.0.0.0/8, ``localhost``, ``::1``) are spoken to over plain HTTP, like dockerd's
-default insecure range; every other registry over HTTPS (``SSL_CERT_FILE`` is honoured). Anonymous
-bearer tokens (Docker Hub's ``WWW-Authenticate: Bearer realm=...``) are fetched; no credentials are
-read, so private repositories answer "needs credentials".
+default insecure range; every other registry over HTTPS (``SSL_CERT_FILE`` is honoured). Every request
+goes through ``netio`` (one total deadline, bounded answers, one-line errors for whatever a faulty
+server sends), and every document is checked for shape before it is used.
+
+Authentication: on a 401, a ``Bearer`` challenge gets a token from its realm (anonymously, or with
+the credentials ``docker login`` stored: ``dockerauth``); a ``Basic`` challenge is answered with the
+stored credentials. Credentials go only to the registry and to an https (or loopback) token realm,
+never to a redirect's target, and never into a message.
 """
 
 from __future__ import annotations
@@ -22,13 +27,12 @@ from __future__ import annotations
 import ipaddress
 import json
 import re
-import ssl
-import urllib.error
 import urllib.parse
-import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from megacpp_env import dockerauth, netio
 from megacpp_env.errors import ToolError
 from megacpp_env.fsutil import sha256_bytes
 
@@ -48,6 +52,8 @@ _TAG_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 _PATH_RE = re.compile(r"^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*$")
 _HOST_RE = re.compile(r"^(?:[A-Za-z0-9.-]+|\[[0-9A-Fa-f:]+\])(?::[0-9]{1,5})?$")
 _CHALLENGE_RE = re.compile(r'(\w+)="([^"]*)"')
+_TOKEN_RE = re.compile(r"^[\x21-\x7e]{1,16384}$")  # printable ASCII, no space: it goes into a header
+_PLATFORM_PART_RE = re.compile(r"^[A-Za-z0-9._-]{0,64}$")
 
 
 class RegistryError(ToolError):
@@ -149,8 +155,10 @@ class Served:
 
 @dataclass(kw_only=True, slots=True)
 class Client:
-    timeout: float = 30.0
-    tokens: dict[str, str] = field(default_factory=dict)  # "registry repository" -> bearer token
+    deadline: float = field(default_factory=lambda: netio.deadline_s(120.0))  # seconds per request
+    tokens: dict[str, str] = field(default_factory=dict)  # "registry repository" -> Authorization value
+    credentials: Callable[[str], dockerauth.Credentials | None] = field(default_factory=lambda: dockerauth.load)
+    _creds: dict[str, dockerauth.Credentials | None] = field(default_factory=dict)
 
     def resolve(self, ref: Reference) -> Descriptor:
         """The manifest ``ref`` names now (its tag, or its digest when it has no tag)."""
@@ -161,9 +169,9 @@ class Client:
         if status == 404:
             raise RegistryError(f"{ref}: not found in {ref.registry} (HEAD manifests/{target}: 404)")
         digest = headers.get("docker-content-digest", "")
-        media_type = headers.get("content-type", "").split(";")[0].strip()
-        size = int(headers.get("content-length") or 0)
-        if not _DIGEST_RE.match(digest):  # some registries omit the header on HEAD: hash the body
+        media_type = _media_type(headers)
+        size = _content_length(headers)
+        if not _DIGEST_RE.match(digest) or size is None:  # no header on HEAD, or a bad one: hash the body
             body, media_type = self._manifest_bytes(ref, target)
             digest, size = f"sha256:{sha256_bytes(body)}", len(body)
         if ref.digest and not ref.tag and digest != ref.digest:
@@ -176,7 +184,8 @@ class Client:
         if f"sha256:{sha256_bytes(body)}" != digest:
             raise RegistryError(f"{ref.name}@{digest}: the manifest the registry sent does not hash to its digest")
         doc = _json(body, f"{ref.name}@{digest}")
-        return media_type or str(doc.get("mediaType", "")), doc
+        declared = doc.get("mediaType", "")
+        return media_type or (declared if isinstance(declared, str) else ""), doc
 
     def blob(self, ref: Reference, digest: str, *, limit: int = MAX_CONFIG) -> bytes:
         status, _, body = self._request("GET", ref, f"blobs/{digest}", (), limit=limit)
@@ -188,17 +197,16 @@ class Client:
 
     def platforms(self, ref: Reference, digest: str) -> tuple[Served, ...]:
         media_type, doc = self.manifest(ref, digest)
+        where = f"{ref.name}@{digest}"
         if media_type in INDEX_TYPES or "manifests" in doc:
-            return tuple(
-                Served(platform=_platform_of(entry.get("platform") or {}), manifest=str(entry.get("digest", "")))
-                for entry in doc.get("manifests", [])
-                if (entry.get("platform") or {}).get("os") not in (None, "unknown")  # attestations
-            )
-        config_digest = str((doc.get("config") or {}).get("digest", ""))
-        if not _DIGEST_RE.match(config_digest):
-            raise RegistryError(f"{ref.name}@{digest}: the manifest names no config blob")
-        config = _json(self.blob(ref, config_digest), f"{ref.name} config {config_digest}")
-        return (Served(platform=_platform_of(config), manifest=digest),)
+            served = (_served(entry, where, n) for n, entry in enumerate(_list(doc, "manifests", where)))
+            return tuple(s for s in served if s is not None)
+        config = doc.get("config")
+        config_digest = config.get("digest") if isinstance(config, dict) else None
+        if not isinstance(config_digest, str) or not _DIGEST_RE.match(config_digest):
+            raise RegistryError(f"{where}: the manifest names no config blob (media type {media_type or 'none'})")
+        config_doc = _json(self.blob(ref, config_digest), f"{ref.name} config {config_digest}")
+        return (Served(platform=_platform_of(config_doc, f"{ref.name} config {config_digest}"), manifest=digest),)
 
     # ---- HTTP -------------------------------------------------------------------------------
 
@@ -206,7 +214,7 @@ class Client:
         status, headers, body = self._request("GET", ref, f"manifests/{target}", MANIFEST_TYPES, limit=MAX_MANIFEST)
         if status == 404:
             raise RegistryError(f"{ref.name}: manifest {target} not found in {ref.registry}")
-        return body, headers.get("content-type", "").split(";")[0].strip()
+        return body, _media_type(headers)
 
     def _request(
         self, method: str, ref: Reference, path: str, accept: tuple[str, ...], *, limit: int = 0
@@ -217,64 +225,141 @@ class Client:
             status, headers, body = self._http(method, url, accept, self.tokens.get(key, ""), limit)
             if status != 401 or attempt:
                 break
-            self.tokens[key] = self._token(ref, headers.get("www-authenticate", ""))
+            self.tokens[key] = self._authorize(ref, headers.get("www-authenticate", ""))
         if status == 401:
-            raise RegistryError(f"{ref.name}: not found, or private (the registry refused an anonymous token)")
+            creds = self._creds.get(ref.registry)
+            if creds is not None:
+                raise RegistryError(f"{ref.name}: {ref.registry} refused the credentials from {creds.source}")
+            raise RegistryError(
+                f"{ref.name}: not found, or private (the registry refused an anonymous token; "
+                f"remedy: `docker login {ref.registry}` if it needs credentials)"
+            )
         if status >= 400 and status != 404:
-            raise RegistryError(f"{method} {url}: HTTP {status}: {body[:200].decode('utf-8', 'replace').strip()}")
+            text = netio.printable(body[:200].decode("utf-8", "replace").strip())
+            raise RegistryError(f"{method} {url}: HTTP {status}: {text}")
         return status, headers, body
 
-    def _token(self, ref: Reference, challenge: str) -> str:
-        scheme, _, params = challenge.partition(" ")
+    def _credentials(self, registry: str) -> dockerauth.Credentials | None:
+        if registry not in self._creds:
+            try:
+                self._creds[registry] = self.credentials(registry)
+            except dockerauth.CredentialsError as exc:  # a RegistryError, so callers name the spec key
+                raise RegistryError(f"{registry}: cannot read its credentials: {exc}") from None
+        return self._creds[registry]
+
+    def _authorize(self, ref: Reference, challenge: str) -> str:
+        """The ``Authorization`` value to retry with after a 401 carrying ``challenge``."""
+        scheme, _, params = challenge.strip().partition(" ")
+        creds = self._credentials(ref.registry)
+        if scheme.lower() == "basic":
+            if creds is None or creds.identity_token:
+                raise RegistryError(
+                    f"{ref.name}: {ref.registry} needs credentials (basic auth) and none are stored for it "
+                    f"(remedy: `docker login {ref.registry}`; megacpp-env reads ~/.docker/config.json)"
+                )
+            return creds.basic()
         if scheme.lower() != "bearer":
             raise RegistryError(
-                f"{ref.name}: {ref.registry} needs credentials ({scheme or 'no'} auth); megacpp-env reads none, "
-                "so only public repositories and open registries can be resolved"
+                f"{ref.name}: {ref.registry} asks for {netio.printable(scheme[:40]) or 'no'} auth, "
+                "which megacpp-env does not speak (it speaks bearer tokens and basic auth)"
             )
+        return "Bearer " + self._token(ref, challenge, params, creds)
+
+    def _token(self, ref: Reference, challenge: str, params: str, creds: dockerauth.Credentials | None) -> str:
         fields = dict(_CHALLENGE_RE.findall(params))
         realm = fields.pop("realm", "")
-        if not realm.startswith(("https://", "http://")):
-            raise RegistryError(f"{ref.name}: bad bearer challenge {challenge!r}")
+        if not realm.startswith(("https://", "http://")) or not realm.isprintable() or " " in realm:
+            raise RegistryError(f"{ref.name}: bad bearer challenge {netio.printable(challenge[:200])!r}")
         fields.setdefault("scope", f"repository:{ref.repository}:pull")
-        status, _, body = self._http("GET", f"{realm}?{urllib.parse.urlencode(fields)}", (), "", 1 << 20)
-        if status != 200:
-            raise RegistryError(f"{ref.name}: token request to {realm} failed: HTTP {status}")
-        doc = _json(body, f"token from {realm}")
-        token = str(doc.get("token") or doc.get("access_token") or "")
-        if not token:
-            raise RegistryError(f"{ref.name}: {realm} sent no token")
+        if creds is not None and not (realm.startswith("https://") or is_loopback(_host_of(realm))):
+            raise RegistryError(
+                f"{ref.name}: the token service {netio.printable(realm)} is plain http; "
+                "refusing to send the stored credentials to it"
+            )
+        query = urllib.parse.urlencode(fields)
+        if creds is not None and creds.identity_token:
+            form = {**fields, "grant_type": "refresh_token", "refresh_token": creds.secret, "client_id": "megacpp-env"}
+            req = netio.Request(url=realm, method="POST", data=urllib.parse.urlencode(form).encode(), limit=1 << 20,
+                                deadline=self.deadline)  # fmt: skip
+        else:
+            auth = {"Authorization": creds.basic()} if creds is not None else {}
+            req = netio.Request(url=f"{realm}?{query}", unredirected=auth, limit=1 << 20, deadline=self.deadline)
+        resp = self._fetch(req)
+        if resp.status != 200:
+            realm_text = netio.printable(realm)
+            if creds is not None:
+                raise RegistryError(
+                    f"{ref.name}: token request to {realm_text} with the credentials from {creds.source} "
+                    f"failed: HTTP {resp.status}"
+                )
+            raise RegistryError(
+                f"{ref.name}: anonymous token request to {realm_text} failed: HTTP {resp.status} "
+                f"(remedy: `docker login {ref.registry}` if it needs credentials)"
+            )
+        doc = _json(resp.body, f"token from {netio.printable(realm)}")
+        token = doc.get("token") or doc.get("access_token") or ""
+        if not isinstance(token, str) or not _TOKEN_RE.match(token):
+            raise RegistryError(f"{ref.name}: {netio.printable(realm)} sent no usable token")
         return token
 
     def _http(
-        self, method: str, url: str, accept: tuple[str, ...], token: str, limit: int
+        self, method: str, url: str, accept: tuple[str, ...], authorization: str, limit: int
     ) -> tuple[int, dict[str, str], bytes]:
-        req = urllib.request.Request(url, method=method)  # noqa: S310 - the scheme is http(s), built above
-        if accept:
-            req.add_header("Accept", ", ".join(accept))
-        if token:  # unredirected: a blob redirect to a CDN must not carry the registry's token
-            req.add_unredirected_header("Authorization", f"Bearer {token}")
-        context = ssl.create_default_context() if url.startswith("https://") else None
+        headers = {"Accept": ", ".join(accept)} if accept else {}
+        # unredirected: a blob redirect to a CDN must not carry the registry's token
+        auth = {"Authorization": authorization} if authorization else {}
+        resp = self._fetch(
+            netio.Request(
+                url=url, method=method, headers=headers, unredirected=auth, limit=limit, deadline=self.deadline
+            )
+        )
+        return resp.status, resp.headers, resp.body
+
+    @staticmethod
+    def _fetch(req: netio.Request) -> netio.Response:
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout, context=context) as resp:  # noqa: S310
-                return resp.status, _lower(resp.headers), _read(resp, limit, url)
-        except urllib.error.HTTPError as exc:
-            return exc.code, _lower(exc.headers), _read(exc, 4096, url)
-        except (urllib.error.URLError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise RegistryError(f"{method} {url}: cannot reach the registry: {reason}") from None
+            return netio.fetch(req)
+        except netio.NetError as exc:
+            raise RegistryError(f"{exc.what}: cannot reach the registry: {exc.detail}") from None
 
 
-def _lower(headers: Any) -> dict[str, str]:
-    return {k.lower(): v for k, v in (headers or {}).items()}
+def _host_of(url: str) -> str:
+    return urllib.parse.urlsplit(url).netloc.rpartition("@")[2]
 
 
-def _read(resp: Any, limit: int, url: str) -> bytes:
-    if not limit:
-        return b""
-    body: bytes = resp.read(limit + 1)
-    if len(body) > limit:
-        raise RegistryError(f"GET {url}: answer larger than {limit} bytes")
-    return body
+def _media_type(headers: dict[str, str]) -> str:
+    value = headers.get("content-type", "").split(";")[0].strip()
+    return value if value.isprintable() and len(value) < 256 else ""
+
+
+def _content_length(headers: dict[str, str]) -> int | None:
+    raw = headers.get("content-length", "").strip()
+    return int(raw) if raw.isdigit() and len(raw) < 16 else None
+
+
+def _list(doc: dict[str, Any], key: str, where: str) -> list[Any]:
+    value = doc.get(key)
+    if not isinstance(value, list):
+        raise RegistryError(f"{where}: {key}: expected a list, got {type(value).__name__}")
+    return value
+
+
+def _served(entry: Any, where: str, n: int) -> Served | None:
+    """One entry of an index; None for an attestation (no platform, or ``os: unknown``)."""
+    at = f"{where}: manifests[{n}]"
+    if not isinstance(entry, dict):
+        raise RegistryError(f"{at}: expected an object, got {type(entry).__name__}")
+    digest = entry.get("digest")
+    if not isinstance(digest, str) or not _DIGEST_RE.match(digest):
+        raise RegistryError(f"{at}.digest: expected sha256:<64 hex>")
+    platform = entry.get("platform")
+    if platform is None:
+        platform = {}
+    if not isinstance(platform, dict):
+        raise RegistryError(f"{at}.platform: expected an object, got {type(platform).__name__}")
+    if platform.get("os") in (None, "unknown"):
+        return None
+    return Served(platform=_platform_of(platform, f"{at}.platform"), manifest=digest)
 
 
 def _json(body: bytes, what: str) -> dict[str, Any]:
@@ -282,13 +367,17 @@ def _json(body: bytes, what: str) -> dict[str, Any]:
         doc = json.loads(body)
     except ValueError as exc:
         raise RegistryError(f"{what}: not JSON ({exc})") from None
+    except RecursionError:
+        raise RegistryError(f"{what}: JSON nested too deeply") from None
     if not isinstance(doc, dict):
         raise RegistryError(f"{what}: not a JSON object")
     return doc
 
 
-def _platform_of(doc: dict[str, Any]) -> str:
-    parts = [str(doc.get("os", "")), str(doc.get("architecture", ""))]
+def _platform_of(doc: dict[str, Any], where: str) -> str:
+    parts = [doc.get("os", ""), doc.get("architecture", "")]
     if doc.get("variant"):
-        parts.append(str(doc["variant"]))
+        parts.append(doc["variant"])
+    if not all(isinstance(p, str) and _PLATFORM_PART_RE.match(p) for p in parts):
+        raise RegistryError(f"{where}: os/architecture/variant must be short names")
     return "/".join(parts)

@@ -11,7 +11,7 @@ import pytest
 
 from megacpp_env.artifacts import mirror_artifacts, verify_artifacts
 from megacpp_env.cli import main
-from megacpp_env.errors import ToolError, VerificationError
+from megacpp_env.errors import RefusedError, ToolError, VerificationError
 from megacpp_env.spec import load_spec
 from tests.fixtures.index import IndexServer
 from tests.fixtures.spec import REPO_ROOT
@@ -123,3 +123,66 @@ def test_an_unreachable_url_is_a_tool_error(tmp_path):
     art = spec_with(tmp_path, "http://127.0.0.1:9/artifactory/", {FMHA: "0" * 64}).artifacts["flashinfer_cubins"]
     with pytest.raises(ToolError, match=r"cannot fetch http://127\.0\.0\.1:9/artifactory/"):
         mirror_artifacts(art, tmp_path / "m")
+
+
+# ---- issue 19: a symlinked subdirectory, a trickling server, a FIFO listing ----------------------
+
+
+@pytest.mark.parametrize("where", ["top", "nested", "file"])
+def test_a_symlink_inside_the_mirror_is_refused(served, tmp_path, where):
+    _root, base, pins = served
+    art = spec_with(tmp_path, base, pins).artifacts["flashinfer_cubins"]
+    dest, elsewhere = tmp_path / "mirror", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    first = FMHA.split("/", maxsplit=1)[0]
+    if where == "top":  # ln -s /elsewhere DIR/d1
+        dest.mkdir()
+        (dest / first).symlink_to(elsewhere)
+        planted = dest / first
+    elif where == "nested":
+        (dest / FMHA).mkdir(parents=True)
+        (dest / FMHA / "include").symlink_to(elsewhere)
+        planted = dest / FMHA / "include"
+    else:
+        (dest / GEMM).mkdir(parents=True)
+        (elsewhere / "k").write_bytes(b"\x7fELF gemm kernel" * 1000)
+        (dest / GEMM / "gemm_sm100f_fp8.cubin").symlink_to(elsewhere / "k")
+        planted = dest / GEMM / "gemm_sm100f_fp8.cubin"
+    with pytest.raises(RefusedError, match=f"mirror-artifacts: {planted} is not a .*; refusing to write through it"):
+        mirror_artifacts(art, dest)
+    assert [p.name for p in elsewhere.iterdir()] in ([], ["k"])  # nothing written outside
+    with pytest.raises(RefusedError):
+        verify_artifacts(art, dest)
+
+
+def test_a_trickling_server_hits_the_deadline(tmp_path, monkeypatch):
+    from tests.fixtures.faultyhttp import response, serve, trickle
+
+    body = b"a" * 200
+    monkeypatch.setenv("MEGACPP_NET_DEADLINE", "2")
+    with serve(lambda m, p, h: trickle(response(200, {}, body), 0.3)) as server:
+        art = spec_with(tmp_path, f"http://{server.host}/a/", {FMHA: sha(body)}).artifacts["flashinfer_cubins"]
+        with pytest.raises(ToolError, match=r"cannot fetch http://.*: no complete answer within the deadline of 2 s"):
+            mirror_artifacts(art, tmp_path / "m")
+    assert not list((tmp_path / "m").rglob("*.part"))
+
+
+@pytest.mark.parametrize("answer", [
+    b"HTTP/1.1 abc nonsense\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\nX-Big: " + b"a" * 70000 + b"\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\n" + b"".join(b"X-%d: y\r\n" % i for i in range(150)) + b"\r\n",
+    b"HTTP/1.1 200 OK\r\nContent-Length: abc\r\nConnection: close\r\n\r\nshort",
+    b"HTTP/1.1 200 OK\r\nContent-Length: 500\r\nConnection: close\r\n\r\ntruncated",
+    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n",
+    b"HTTP/1.1 500 \x1b[31mred\r\nContent-Length: 0\r\n\r\n",
+], ids=["bad-status", "header-64k", "150-headers", "length-abc", "truncated", "bad-chunk", "500-ansi"])
+def test_a_faulty_artifact_server_is_one_line(tmp_path, answer):
+    """Issue 19: mirror-artifacts against a faulty server: a ToolError/VerificationError line, nothing kept."""
+    from tests.fixtures.faultyhttp import serve
+
+    with serve(lambda m, p, h: answer) as server:
+        art = spec_with(tmp_path, f"http://{server.host}/a/", {FMHA: sha(b"x")}).artifacts["flashinfer_cubins"]
+        with pytest.raises((ToolError, VerificationError)) as exc:
+            mirror_artifacts(art, tmp_path / "m")
+    assert "\n" not in str(exc.value) and "\x1b" not in str(exc.value)
+    assert not [p for p in (tmp_path / "m").rglob("*") if p.is_file()]

@@ -44,7 +44,7 @@ def test_atomic_write_refuses_to_replace_a_device(tmp_path):
 @needs_root
 def test_a_zero_device_is_not_read_without_bound(tmp_path):
     zero = _device(tmp_path / "zero", 5)
-    with pytest.raises(errors.InputError, match="larger than 1024 bytes"):
+    with pytest.raises(errors.InputError, match="is a character device, not a regular file"):
         fsutil.read_bounded(zero, 1024)
     assert fsutil.write_output(zero, b"x" * 10)  # as an output it is written to (and discards), not read
     assert _is_char_device(zero)
@@ -205,3 +205,40 @@ def test_atomic_symlink_replaces_files_and_links_not_directories(tmp_path) -> No
     with pytest.raises(errors.RefusedError, match="is a directory, not a regular file"):
         atomic_symlink(tmp_path / "dir", "x")
     assert not list(p.parent.glob(".*.tmp"))
+
+
+# ---- issue 19: readers refuse non-regular files without blocking -----------------------------------
+
+
+def test_a_named_fifo_is_refused_without_blocking(tmp_path):
+    fifo = tmp_path / "f.toml"
+    os.mkfifo(fifo)
+    for read in (fsutil.read_bounded, fsutil.read_text_input, fsutil.read_regular, fsutil.read_regular_text):
+        with pytest.raises(errors.InputError, match=r"f\.toml: is a FIFO, not a regular file; refusing to read it"):
+            read(fifo)
+
+
+def test_a_shell_pipe_is_still_read(tmp_path):
+    r, w = os.pipe()
+    os.write(w, b"a = 1\n")
+    os.close(w)
+    try:
+        assert fsutil.read_text_input(f"/proc/self/fd/{r}") == "a = 1\n"  # what <(git show ...) names
+    finally:
+        os.close(r)
+
+
+def test_read_regular_refuses_what_leaves_the_tree(tmp_path):
+    tree, outside = tmp_path / "tree", tmp_path / "outside"
+    tree.mkdir()
+    outside.mkdir()
+    (outside / "x").write_text("secret\n")
+    (tree / "link").symlink_to(outside / "x")
+    (tree / "in").write_text("ok\n")
+    assert fsutil.read_regular_text(tree / "in", root=tree) == "ok\n"
+    for path in (tree / "link", tree / ".." / "outside" / "x"):
+        with pytest.raises(errors.InputError, match=f"leaves the tree {tree}"):
+            fsutil.read_regular(path, root=tree)
+    (tree / "bad").write_bytes(b"\xff")
+    with pytest.raises(errors.InputError, match="not UTF-8 text"):
+        fsutil.read_regular_text(tree / "bad")

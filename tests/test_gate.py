@@ -289,3 +289,16 @@ def test_unused_acknowledgements_are_named_once_with_their_scope(tmp_path, capsy
         "  nvidia-ml-py added (target cuda_smoke, version 1.0)",
         "  torch upgraded (target gb10, platform linux/arm64)",
     ]
+
+
+def test_a_base_lock_that_is_not_utf8_is_one_line(repo, capsys):
+    """Issue 19: `gate --base C` where C's lock holds the byte 0xff was a UnicodeDecodeError traceback."""
+    lock = sorted((repo / "locks").glob("pylock.*.toml"))[0]
+    good = lock.read_bytes()
+    lock.write_bytes(good + b"# \xff\n")
+    git(repo, "commit", "-q", "-am", "a lock with 0xff")
+    lock.write_bytes(good)
+    rc, out, err = run(capsys, "gate", "--base", "HEAD", "--spec", str(repo / "stack.yaml"))
+    assert rc == 1, out + err
+    assert f"HEAD:locks/{lock.name}: not UTF-8 text (byte 0xff at offset {len(good) + 2})" in out + err
+    assert "Traceback" not in out + err

@@ -224,3 +224,20 @@ def test_entries_split_by_marker_are_compared_one_by_one():
     assert d.unchanged == 2
     assert f"numpy ; {arm}" in diff.render([d], "text")
     assert f"| `numpy ; {arm}` |" in diff.render([d], "markdown")
+
+
+def test_a_fifo_named_as_a_lock_is_refused_not_waited_on(tmp_path):
+    """Issue 19: `lock diff OLD f.toml` blocked forever on a FIFO nobody writes."""
+    import os
+    import subprocess
+    import sys
+
+    old = tmp_path / "old.txt"
+    old.write_text("")
+    fifo = tmp_path / "f.toml"
+    os.mkfifo(fifo)
+    proc = subprocess.run([sys.executable, "-m", "megacpp_env", "lock", "diff", str(old), str(fifo)],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 1, proc.stderr
+    assert f"{fifo}: is a FIFO, not a regular file; refusing to read it" in proc.stderr
+    assert "Traceback" not in proc.stderr

@@ -12,7 +12,7 @@ import pytest
 from megacpp_env.cli import main
 from megacpp_env.errors import VerificationError
 from megacpp_env.fsutil import sha256_file
-from megacpp_env.lock.mirror import fetch, mirror_lock
+from megacpp_env.lock.mirror import DownloadError, fetch, mirror_lock
 from megacpp_env.lock.pylock import Artifact, read_pylock
 from tests.fixtures.index import IndexServer, write_lock_spec
 
@@ -318,3 +318,37 @@ def test_mirror_cli_refuses_a_traversal_name_in_a_committed_lock(tmp_path, capsy
     err = capsys.readouterr().err
     assert rc == 1 and err.count("\n") == 1 and "Traceback" not in err
     assert victim.read_text() == "precious\n"
+
+
+# ---- issue 19: a total deadline, and no FIFO behind a file:// URL ---------------------------------
+
+
+def test_a_trickling_index_hits_the_deadline(tmp_path, monkeypatch):
+    import os
+
+    from megacpp_env.lock.mirror import _download
+    from tests.fixtures.faultyhttp import response, serve, trickle
+
+    monkeypatch.setenv("MEGACPP_NET_DEADLINE", "2")
+    fd = os.open(tmp_path / "out", os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        with serve(lambda m, p, h: trickle(response(200, {}, b"x" * 100), 0.3)) as server, pytest.raises(
+            DownloadError, match=r"cannot download http://.*/w\.whl: no complete answer within the deadline of 2 s"
+        ):
+            _download(f"http://{server.host}/w.whl", fd)
+    finally:
+        os.close(fd)
+
+
+def test_a_fifo_behind_a_file_url_is_refused(tmp_path):
+    import os
+
+    from megacpp_env.lock.mirror import _download
+
+    os.mkfifo(tmp_path / "w.whl")
+    fd = os.open(tmp_path / "out", os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        with pytest.raises(DownloadError, match="not a regular file"):
+            _download((tmp_path / "w.whl").as_uri(), fd)
+    finally:
+        os.close(fd)

@@ -288,3 +288,37 @@ def _build_args(path: Path) -> argparse.Namespace:
     ca = ca_bundle()
     argv = canonical_argv(["build", "smoke", "--spec", str(path), "--json", *(["--ca-bundle", ca] if ca else [])])
     return build_parser(argv).parse_args(argv)
+
+
+# ---- issue 19: a symlinked stack.yaml, a faulty registry ------------------------------------------
+
+
+def test_pin_writes_through_a_symlinked_spec(tmp_path):
+    real = _spec_file(tmp_path)
+    (tmp_path / "link").mkdir()
+    link = tmp_path / "link" / "stack.yaml"
+    link.symlink_to(real)
+    before = real.read_text()
+    spec = load_spec(link)
+    results = [pinning.PinResult(entry=e, status=pinning.PINNED, digest=DIGEST)
+               for e in pinning.entries(spec, spec.target("smoke"))]
+    assert pinning.write_pins(spec, results)
+    assert link.is_symlink() and link.resolve() == real.resolve()
+    assert real.read_text() != before and f"debian-forky:amd64@{DIGEST}" in real.read_text()
+
+
+@pytest.mark.parametrize("case", ["bad-status-line", "header-over-64k", "over-100-headers", "realm-with-del",
+                                  "manifests-a-string", "deep-nesting", "content-length-abc"])
+def test_pin_base_against_a_faulty_registry_is_one_line(tmp_path, capsys, case):
+    from tests.fixtures.faultyhttp import serve
+    from tests.test_registry_hostile import CASES
+
+    with serve(CASES[case]) as server:
+        path = _spec_file(tmp_path, f"    base_image: {CUDA}\n", f"    base_image: {server.host}/x/y:1\n", count=2)
+        before = path.read_text()
+        code = dispatch(argparse.Namespace(verb="pin-base", **vars(_pin_args(path, "gb10", json=True))))
+    out = capsys.readouterr().out
+    assert code == 1, out
+    error = json.loads(out)["error"]
+    assert "Traceback" not in out and "\n" not in error and error.startswith(f"{path}:")
+    assert path.read_text() == before

@@ -66,7 +66,7 @@ def test_reference_parse_rejects(text):
 
 def test_unreachable_registry_is_a_clear_error():
     with pytest.raises(RegistryError, match=r"^HEAD http://127\.0\.0\.1:9/v2/x/manifests/1: cannot reach the registry"):
-        Client(timeout=5).resolve(Reference.parse("127.0.0.1:9/x:1"))
+        Client(deadline=5).resolve(Reference.parse("127.0.0.1:9/x:1"))
 
 
 # ---- against the real registry -------------------------------------------------------------------
@@ -92,7 +92,7 @@ def test_registry_up_is_idempotent_and_stops(tmp_path):
     assert stop.returncode == 0 and "stopped the registry" in stop.stderr
     assert not (tmp_path / "reg" / "registry.pid").exists()
     with pytest.raises(RegistryError, match="cannot reach the registry"):
-        Client(timeout=5).resolve(Reference.parse(f"127.0.0.1:{port}/x:1"))
+        Client(deadline=5).resolve(Reference.parse(f"127.0.0.1:{port}/x:1"))
 
 
 @pytest.mark.docker
@@ -259,8 +259,8 @@ def test_a_registry_that_wants_credentials_is_named(pushed_base):
     try:
         ref = Reference.parse(f"{proxy.host}/{pushed_base.ref.split('/', 1)[1]}")
         with pytest.raises(RegistryError) as exc:
-            Client().resolve(ref)
+            Client(credentials=lambda registry: None).resolve(ref)
     finally:
         proxy.close()
-    assert str(exc.value) == (f"{ref.name}: {proxy.host} needs credentials (Basic auth); megacpp-env reads none, "
-                              "so only public repositories and open registries can be resolved")
+    assert str(exc.value) == (f"{ref.name}: {proxy.host} needs credentials (basic auth) and none are stored for it "
+                              f"(remedy: `docker login {proxy.host}`; megacpp-env reads ~/.docker/config.json)")

@@ -54,3 +54,104 @@ def test_search_paths_and_build_knobs_are_allowed():
         ("MAX_JOBS", "8"),
     ]:
         assert envpolicy.refusal(name, value) == ("", ""), name
+
+
+# ---- issue 19, item 10: variables that make a tool load a file it names -----------------------------
+
+FILE_LOADING = [
+    "OPENSSL_CONF", "HOME", "XDG_CONFIG_HOME", "PIP_CONFIG_FILE", "ZDOTDIR", "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    # siblings
+    "XDG_DATA_DIRS", "GIT_DIR", "GIT_OBJECT_DIRECTORY", "PIP_INDEX_URL", "UV_CONFIG_FILE", "UV_INDEX_URL",
+    "MAKEFILES", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_HOME", "NETRC", "OPENSSL_MODULES", "GNUPGHOME",
+    "DOCKER_CONFIG", "pip_config_file",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", FILE_LOADING)
+@pytest.mark.parametrize("where", ["env.build", "env.runtime", "build_env", "env.sources"])
+def test_file_loading_variables_are_refused_with_file_line_key_and_remedy(stack_data, name, where, tmp_path):
+    from megacpp_env.spec import load_spec
+
+    data = copy.deepcopy(stack_data)
+    if where == "build_env":
+        data["sources"]["megacpp_smoke_ext"]["build_env"][name] = "/tmp/evil.cnf"
+        key = f"sources.megacpp_smoke_ext.build_env.{name}"
+    elif where == "env.sources":
+        data["targets"]["smoke"]["env"].setdefault("sources", {}).setdefault("megacpp_smoke_ext", {})[name] = "/x"
+        key = f"targets.smoke.env.sources.megacpp_smoke_ext.{name}"
+    else:
+        section = where.split(".")[1]
+        data["targets"]["smoke"].setdefault("env", {}).setdefault(section, {})[name] = "/tmp/evil.cnf"
+        key = f"targets.smoke.{where}.{name}"
+    with pytest.raises(SpecError, match=f"{name} is refused: it makes a tool load a configuration file") as exc:
+        load_data(data)
+    assert exc.value.key == key
+    assert "compiler or CUDA knob" in exc.value.remedy
+    # from a file: the message names file and line
+    import yaml
+
+    path = tmp_path / "stack.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    with pytest.raises(SpecError) as exc:
+        load_spec(path)
+    assert str(exc.value).startswith(f"{path}:{exc.value.line}: {key}: {name} is refused") and exc.value.line > 0
+    assert str(exc.value).endswith(f"(remedy: {exc.value.remedy})")
+
+
+def test_the_shipped_build_knobs_stay_allowed():
+    from megacpp_env.spec import envpolicy
+
+    for name in ["CMAKE_ARGS", "NVCC_APPEND_FLAGS", "TORCH_CUDA_ARCH_LIST", "SETUPTOOLS_SCM_PRETEND_VERSION",
+                 "CAUSAL_CONV1D_FORCE_BUILD", "FLASHINFER_CUDA_ARCH_LIST", "TRITON_PTXAS_PATH", "CUDA_HOME"]:
+        assert envpolicy.refusal(name, "/usr/local/cuda") == ("", ""), name
+
+
+def test_build_variables_of_a_source_without_facts_are_an_allowlist(tmp_path):
+    """Issue 19, item 10: with no facts to say what the build reads, only compiler and CUDA knobs pass."""
+    import shutil
+
+    from megacpp_env import policy
+    from megacpp_env.spec import load_spec
+    from tests.fixtures.spec import REPO_ROOT
+
+    shutil.copytree(REPO_ROOT / "facts", tmp_path / "facts")
+    (tmp_path / "facts" / "megacpp_smoke_ext.toml").unlink()
+    anchor = '      MEGACPP_SMOKE_EXT_FORCE_BUILD: "TRUE"\n'
+    text = (REPO_ROOT / "stack.yaml").read_text()
+    extra = '      NVCC_APPEND_FLAGS: "-lineinfo"\n      CMAKE_BUILD_TYPE: Release\n      SOME_TOOL_SETTING: "1"\n'
+    (tmp_path / "stack.yaml").write_text(text.replace(anchor, anchor + extra, 1))
+    spec = load_spec(tmp_path / "stack.yaml")
+    found = {f.key: f for f in policy.run_rules(spec, only=("UP001",))}
+    assert sorted(k for k in found if "megacpp_smoke_ext" in k) == [
+        "sources.megacpp_smoke_ext.build_env.MEGACPP_SMOKE_EXT_FORCE_BUILD",
+        "sources.megacpp_smoke_ext.build_env.SOME_TOOL_SETTING",
+    ]
+    f = found["sources.megacpp_smoke_ext.build_env.SOME_TOOL_SETTING"]
+    assert "not a compiler or CUDA variable, and no facts/megacpp_smoke_ext.toml says" in f.message
+    assert "facts extract megacpp_smoke_ext" in f.remedy
+
+
+
+def test_a_stated_reason_admits_a_build_variable_and_must_name_one(tmp_path, stack_data):
+    import shutil
+
+    from megacpp_env import policy
+    from megacpp_env.spec import load_spec
+    from tests.fixtures.spec import REPO_ROOT
+
+    shutil.copytree(REPO_ROOT / "facts", tmp_path / "facts")
+    (tmp_path / "facts" / "megacpp_smoke_ext.toml").unlink()
+    anchor = '      MEGACPP_SMOKE_EXT_FORCE_BUILD: "TRUE"\n'
+    reasons = ('    build_env_reasons:\n      MEGACPP_SMOKE_EXT_FORCE_BUILD: "setup.py:12 reads it; facts not '
+               'extracted for this test"\n')
+    text = (REPO_ROOT / "stack.yaml").read_text().replace(anchor, anchor + reasons, 1)
+    (tmp_path / "stack.yaml").write_text(text)
+    spec = load_spec(tmp_path / "stack.yaml")
+    assert spec.sources["megacpp_smoke_ext"].build_env_reasons == {
+        "MEGACPP_SMOKE_EXT_FORCE_BUILD": "setup.py:12 reads it; facts not extracted for this test"}
+    assert not [f for f in policy.run_rules(spec, only=("UP001",)) if "megacpp_smoke_ext" in f.key]
+    data = copy.deepcopy(stack_data)
+    data["sources"]["megacpp_smoke_ext"]["build_env_reasons"] = {"NOT_SET_HERE": "why"}
+    with pytest.raises(SpecError, match="NOT_SET_HERE is not set in build_env") as exc:
+        load_data(data)
+    assert exc.value.key == "sources.megacpp_smoke_ext.build_env_reasons.NOT_SET_HERE"

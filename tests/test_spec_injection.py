@@ -274,3 +274,13 @@ def test_a_huge_spec_is_refused_before_it_is_parsed(tmp_path):
         from megacpp_env.spec import load_spec_text
 
         load_spec_text(load_data_text, big)
+
+
+def test_a_fifo_named_as_the_spec_is_refused_not_waited_on(tmp_path):
+    """Issue 19: every reader refuses a non-regular file, and says so (not "larger than")."""
+    import os
+
+    fifo = tmp_path / "stack.yaml"
+    os.mkfifo(fifo)
+    with pytest.raises(SpecError, match=r"stack\.yaml: is a FIFO, not a regular file; refusing to parse it$"):
+        load_spec(fifo)

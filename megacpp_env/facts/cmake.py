@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from megacpp_env.fsutil import read_regular
+
 COMMAND_RE = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)\s*\(")
 ENV_READ_RE = re.compile(r"\$ENV\{([A-Za-z_][A-Za-z0-9_]*)\}|\bDEFINED\s+ENV\{([A-Za-z_][A-Za-z0-9_]*)\}")
 VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -110,7 +112,7 @@ def _keyword(args: tuple[str, ...], key: str) -> list[str]:
 
 
 def scan_cmake(path: Path, rel: str) -> CMakeScan:
-    text = strip_comments(path.read_text(encoding="utf-8", errors="replace"))
+    text = strip_comments(read_regular(path).decode("utf-8", "replace"))
     scan = CMakeScan(rel=rel)
     for lineno, line in enumerate(text.splitlines(), 1):
         for m in ENV_READ_RE.finditer(line):

@@ -17,6 +17,7 @@ from typing import Any
 from megacpp_env.facts import project as P
 from megacpp_env.facts import pyscan
 from megacpp_env.facts.model import Distribution
+from megacpp_env.fsutil import read_regular_text
 
 SKIP_PACKAGES = {"tests", "test", "docs", "benchmarks", "examples", "build", "dist", "csrc", "include", "scripts"}
 
@@ -51,7 +52,7 @@ class _Setup:
 
 
 def read_distribution(inp: Inputs, subdir: str) -> Distribution:
-    pyproject = P.load_pyproject(inp.project)
+    pyproject = P.load_pyproject(inp.project, inp.root)
     proj = pyproject.get("project", {})
     dynamic = set(proj.get("dynamic", [])) if proj else set()
     setup = _Setup(inp.project, inp.root)
@@ -98,8 +99,10 @@ def _version(
             return found
     if isinstance(spec, dict) and "file" in spec:
         files = spec["file"] if isinstance(spec["file"], list) else [spec["file"]]
-        path = inp.project / files[0]
-        return P.Read(value=path.read_text(encoding="utf-8").strip(), where=P.rel(path, inp.root))
+        path = inp.project / str(files[0])
+        return P.Read(
+            value=read_regular_text(path, limit=P.MAX_READ, root=inp.root).strip(), where=P.rel(path, inp.root)
+        )
     found = _setup_version(inp, setup)
     if found.value:
         return found
@@ -129,7 +132,9 @@ def _version_txt(inp: Inputs) -> P.Read:
     for base in (inp.project, inp.root):
         path = base / "version.txt"
         if path.is_file():
-            return P.Read(value=path.read_text(encoding="utf-8").strip(), where=P.rel(path, inp.root))
+            return P.Read(
+                value=read_regular_text(path, limit=P.MAX_READ, root=inp.root).strip(), where=P.rel(path, inp.root)
+            )
     return P.NONE
 
 

@@ -10,24 +10,24 @@ pin's when they are not.
 
 from __future__ import annotations
 
-import hashlib
 import tarfile
 import tempfile
 import zipfile
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from megacpp_env import git
-from megacpp_env.errors import RefusedError, VerificationError
+from megacpp_env.errors import InputError, MegacppEnvError, RefusedError, VerificationError, one_line
 from megacpp_env.facts import project as P
 from megacpp_env.facts.distribution import Inputs, read_distribution
 from megacpp_env.facts.model import Component, Distribution, ReadFrom, SourceFacts, Submodule, WheelMetadata
 from megacpp_env.facts.registry import read_registry
 from megacpp_env.facts.scan import artifact_manifests, components, scan_build
 from megacpp_env.facts.sdist import find_record
-from megacpp_env.fsutil import sha256_file
+from megacpp_env.fsutil import read_regular, read_regular_text, sha256_file
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -45,6 +45,23 @@ class ExtractRequest:
 
 
 def extract(req: ExtractRequest) -> SourceFacts:
+    """The facts of one source. Whatever the tree, sdist or wheel holds (malformed TOML, a truncated
+    archive, a file that is not UTF-8, a FIFO, a symlink out of the tree) is one InputError line."""
+    try:
+        return _extract(req)
+    except MegacppEnvError:
+        raise
+    except (tarfile.TarError, zipfile.BadZipFile, EOFError, zlib.error) as exc:
+        raise InputError(f"a broken archive: {_why(exc)}", file=str(req.wheel or req.origin)) from None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError, UnicodeError) as exc:
+        raise InputError(f"cannot read its facts: {_why(exc)}", file=str(req.origin)) from None
+
+
+def _why(exc: BaseException) -> str:
+    return one_line(f"{type(exc).__name__}: {exc}")[:300]
+
+
+def _extract(req: ExtractRequest) -> SourceFacts:
     with _tree(req) as (root, read_from):
         project = root / req.subdir if req.subdir else root
         if not project.is_dir():
@@ -89,6 +106,8 @@ def extract(req: ExtractRequest) -> SourceFacts:
 @contextmanager
 def _tree(req: ExtractRequest) -> Iterator[tuple[Path, ReadFrom]]:
     origin = req.origin
+    if origin.exists() and not origin.is_file() and not origin.is_dir():
+        raise InputError("neither a directory nor an sdist: not a regular file", file=str(origin))
     if origin.is_file() and tarfile.is_tarfile(origin):
         with tempfile.TemporaryDirectory(prefix="megacpp-facts-") as tmp:
             with tarfile.open(origin) as tar:
@@ -172,10 +191,23 @@ def _with_dropped(dist: Distribution, inputs: Inputs, files: tuple[str, ...]) ->
 
 def _pkg_info(root: Path) -> dict[str, object] | None:
     path = root / "PKG-INFO"
-    return P.parse_metadata(path.read_text(encoding="utf-8")) if path.is_file() else None
+    return P.parse_metadata(read_regular_text(path, limit=P.MAX_READ, root=root)) if path.is_file() else None
 
 
 def _wheel(path: Path, name: str, version: str) -> WheelMetadata:
+    from packaging.version import InvalidVersion
+
+    if not path.is_file():
+        raise InputError("not a regular file (expected a .whl)", file=str(path))
+    if not zipfile.is_zipfile(path):
+        raise InputError("not a wheel (not a zip archive)", file=str(path))
+    try:
+        return _wheel_metadata(path, name, version)
+    except InvalidVersion as exc:
+        raise InputError(f"not a wheel of {name}: {exc}", file=str(path)) from None
+
+
+def _wheel_metadata(path: Path, name: str, version: str) -> WheelMetadata:
     from packaging.utils import canonicalize_name
     from packaging.version import Version
 
@@ -194,7 +226,7 @@ def _wheel(path: Path, name: str, version: str) -> WheelMetadata:
         raise VerificationError(
             f"{path} is {meta['name']} {meta['version']}, but the source at the pin builds {name} {version}"
         )
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    digest = sha256_file(path)
     extras = {k: tuple(v) for k, v in sorted(dict(meta["extras"]).items())}
     return WheelMetadata(
         file=path.name,
@@ -248,7 +280,7 @@ def _artifact_candidates(project: Path) -> Iterator[Path]:
         if parts & {"tests", "3rdparty", "third_party", "build"}:
             continue
         try:
-            if b"class CheckSumHash" in path.read_bytes():
+            if b"class CheckSumHash" in read_regular(path, limit=P.MAX_READ, root=project):
                 yield path
-        except OSError:
+        except (OSError, InputError):
             continue

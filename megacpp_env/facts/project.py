@@ -14,8 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from megacpp_env.errors import VerificationError
+from megacpp_env.errors import InputError, VerificationError
 from megacpp_env.facts import pyscan
+from megacpp_env.fsutil import read_regular_text
+
+MAX_READ = 16 << 20  # the largest project file read
+MAX_INCLUDE_DEPTH = 32
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -29,30 +33,50 @@ class Read:
 NONE = Read(value=None, where="")
 
 
-def load_pyproject(project: Path) -> dict[str, Any]:
+def load_pyproject(project: Path, root: Path | None = None) -> dict[str, Any]:
+    """``pyproject.toml`` of ``project`` ({} when absent); malformed, not UTF-8, not a regular file, or
+    a symlink out of ``root``: one InputError naming it."""
     path = project / "pyproject.toml"
-    if not path.is_file():
+    if not path.exists() and not path.is_symlink():
         return {}
-    with path.open("rb") as fh:
-        return tomllib.load(fh)
+    text = read_regular_text(path, limit=MAX_READ, root=root or project)
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"not valid TOML: {exc}", file=str(path)) from None
+    except RecursionError:
+        raise InputError("nested too deeply", file=str(path)) from None
+    for key in ("project", "build-system", "tool"):
+        if key in doc and not isinstance(doc[key], dict):
+            raise InputError(f"[{key}] must be a table, got {type(doc[key]).__name__}", file=str(path))
+    return doc
 
 
 def read_requirements_file(path: Path, root: Path, seen: frozenset[Path] = frozenset()) -> list[str]:
     """Requirement lines of ``path`` in order, following ``-r``/``--requirement``; options and
-    comments dropped. Relative ``-r`` paths are relative to the including file."""
+    comments dropped. Relative ``-r`` paths are relative to the including file; one that leaves
+    ``root`` (``-r ../../outside/x``, or a symlink out) is refused, as is a missing one, a FIFO or a
+    file that is not UTF-8 (InputError naming the file and the including line)."""
     if path.resolve() in seen:
         return []
     if not path.resolve().is_relative_to(root.resolve()):
         raise VerificationError(f"{path}: a requirements file outside the tree ({root}) is not read (hostile -r?)")
+    if len(seen) > MAX_INCLUDE_DEPTH:
+        raise InputError(f"-r includes nested deeper than {MAX_INCLUDE_DEPTH}", file=str(path))
     out: list[str] = []
-    for raw in path.read_text(encoding="utf-8").splitlines():
+    for raw in read_regular_text(path, limit=MAX_READ, root=root).splitlines():
         line = raw.split(" #", 1)[0].strip()
         if not line or line.startswith("#"):
             continue
         for flag in ("-r ", "--requirement ", "--requirement="):
             if line.startswith(flag):
                 sub = path.parent / line[len(flag) :].strip()
-                out += read_requirements_file(sub, root, seen | {path.resolve()})
+                try:
+                    out += read_requirements_file(sub, root, seen | {path.resolve()})
+                except InputError as exc:
+                    if exc.file != str(sub):
+                        raise
+                    raise InputError(f"{line!r}: {sub}: {exc.detail}", file=str(path)) from None
                 break
         else:
             if not line.startswith("-"):
@@ -61,7 +85,10 @@ def read_requirements_file(path: Path, root: Path, seen: frozenset[Path] = froze
 
 
 def rel(path: Path, root: Path) -> str:
-    return path.resolve().relative_to(root.resolve()).as_posix()
+    try:
+        return path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        raise InputError(f"leaves the tree {root}; refusing to read it", file=str(path)) from None
 
 
 # ---- setup.py ------------------------------------------------------------------------------------

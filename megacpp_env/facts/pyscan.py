@@ -17,10 +17,15 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from megacpp_env.errors import InputError
+from megacpp_env.fsutil import read_regular
+
 GENCODE_RE = re.compile(r"arch=compute_([0-9]+[a-z]?),code=(?:sm|compute)_([0-9]+[a-z]?)")
 THREADS_RE = re.compile(r"^--threads[= ]([0-9]+)$")
 UNIT_SUFFIXES = (".cu", ".cpp", ".cc", ".cxx", ".c")
 ENV_FUNCS = {("os", "getenv"), ("os.environ", "get")}
+
+MAX_SOURCE = 16 << 20  # the largest source file scanned
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -47,8 +52,8 @@ class FileScan:
 
 def parse(path: Path) -> ast.Module | None:
     try:
-        return ast.parse(path.read_bytes(), filename=str(path))
-    except (SyntaxError, ValueError, OSError):
+        return ast.parse(read_regular(path, limit=MAX_SOURCE), filename=str(path))
+    except (SyntaxError, ValueError, OSError, RecursionError, MemoryError):  # InputError is a ValueError
         return None
 
 
@@ -293,8 +298,8 @@ def scan_file(path: Path, rel: str) -> FileScan:
     """One file's reads (cached by content: a closure and the scan that follows it read each file once,
     and a file edited in between is scanned again)."""
     try:
-        data = path.read_bytes()
-    except OSError:
+        data = read_regular(path, limit=MAX_SOURCE)
+    except (OSError, InputError):
         return FileScan(rel=rel)
     return _scan_bytes(data, str(path), rel)
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from megacpp_env.facts import cmake, pyscan
 from megacpp_env.facts.model import ArchFlags, ArtifactManifest, Component, EnvRead, Fetch, ToolUse
 from megacpp_env.facts.project import load_pyproject, rel
+from megacpp_env.fsutil import read_regular
 
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 
@@ -220,12 +221,12 @@ def components(tree: Path, prefix: str) -> list[Component]:
     for name, (header, macros) in HEADERS.items():
         path = tree / header
         if path.is_file():
-            parts = [_define(path.read_text(errors="replace"), m) for m in macros]
+            parts = [_define(read_regular(path).decode("utf-8", "replace"), m) for m in macros]
             if None not in parts:
                 out.append(Component(name=name, version=".".join(map(str, parts)), at=f"{prefix}{header}"))
     path = tree / CCCL_HEADER
     if path.is_file():
-        value = _define(path.read_text(errors="replace"), "CCCL_VERSION")
+        value = _define(read_regular(path).decode("utf-8", "replace"), "CCCL_VERSION")
         if value is not None:
             version = f"{value // 1000000}.{value // 1000 % 1000}.{value % 1000}"
             out.append(Component(name="cccl", version=version, at=f"{prefix}{CCCL_HEADER}"))

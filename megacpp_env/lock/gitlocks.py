@@ -9,7 +9,7 @@ from pathlib import Path
 from megacpp_env import git, layout
 from megacpp_env.errors import SpecError
 from megacpp_env.lock.diff import LockDiff, diff_locks
-from megacpp_env.lock.pylock import Lock, read_pylock, read_pylock_text
+from megacpp_env.lock.pylock import Lock, LockFormatError, read_pylock, read_pylock_text
 
 PREFIX, SUFFIX = layout.LOCK_PREFIX, layout.LOCK_SUFFIX
 
@@ -63,6 +63,17 @@ def head_lock_names(root: Path) -> list[str]:
     return sorted(p.name for p in layout.locks_dir(root).glob(f"{PREFIX}*{SUFFIX}"))
 
 
+def _base_lock(data: bytes, where: str) -> Lock:
+    """The lock at the base commit; bytes that are not UTF-8 are a LockFormatError naming it."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise LockFormatError(
+            f"not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})", file=where
+        ) from None
+    return read_pylock_text(text, path=where)
+
+
 def lock_pairs(root: Path, ref: str) -> tuple[str, list[LockPair]]:
     """(commit, pairs) for every lock file at ``ref`` or in the working tree."""
     commit = resolve_ref(root, ref)
@@ -70,7 +81,7 @@ def lock_pairs(root: Path, ref: str) -> tuple[str, list[LockPair]]:
     pairs = []
     for name in sorted(set(base_lock_names(root, commit)) | set(head_lock_names(root))):
         data = git.show_file(root, f"./{locks_rel}/{name}", commit)
-        base = read_pylock_text(data.decode("utf-8"), path=f"{ref}:{locks_rel}/{name}") if data is not None else None
+        base = _base_lock(data, f"{ref}:{locks_rel}/{name}") if data is not None else None
         head_path = layout.locks_dir(root) / name
         head = read_pylock(head_path) if head_path.exists() else None
         pairs.append(LockPair(name=name, title=title_of(name), base=base, head=head))

@@ -20,13 +20,13 @@ descriptor of ``DIR/sha256`` or ``DIR/files`` opened with ``O_NOFOLLOW``, by a p
 from __future__ import annotations
 
 import errno
-import http.client
 import json
 import os
 import re
 import secrets
 import stat
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from megacpp_env import layout
+from megacpp_env import layout, netio
 from megacpp_env.chars import dangerous_char
 from megacpp_env.errors import InputError, RefusedError, StaleError, VerificationError
 from megacpp_env.fsutil import CHUNK, atomic_write_text, read_text_input
@@ -43,6 +43,7 @@ from megacpp_env.lock.pylock import Artifact, Lock, LockedPackage, read_pylock
 from megacpp_env.records import as_dict
 
 TIMEOUT_S = 60
+DEADLINE_S = 1800.0  # one download, start to end (MEGACPP_NET_DEADLINE overrides)
 SHA256_RE = re.compile(r"[0-9a-f]{64}")
 _NOFOLLOW_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -203,18 +204,43 @@ def _hash_at(name: str, dir_fd: int) -> str:
 
 
 def _download(url: str, fd: int) -> None:
-    if not url.startswith(("https://", "http://", "file://")):
+    if url.startswith("file://"):
+        _copy_file_url(url, fd)
+        return
+    if not url.startswith(("https://", "http://")):
         raise VerificationError(f"refusing to download {url!r}: not an http(s) or file URL")
+    with os.fdopen(fd, "wb", closefd=False) as fh:
+        try:  # a total deadline: a server trickling bytes cannot stall the mirror
+            resp = netio.fetch(
+                netio.Request(url=url, limit=0, deadline=netio.deadline_s(DEADLINE_S)),
+                sink=lambda chunk: _write(fh, chunk),
+            )
+        except netio.NetError as exc:
+            raise DownloadError(f"cannot download {netio.printable(url)}: {exc.detail}") from None
+    if resp.status != 200:
+        raise DownloadError(f"cannot download {netio.printable(url)}: HTTP {resp.status} {resp.reason}".rstrip())
+
+
+def _write(fh: Any, chunk: bytes) -> None:
+    fh.write(chunk)
+
+
+def _copy_file_url(url: str, fd: int) -> None:
+    """A ``file://`` artifact (a local index): a regular file only (a FIFO would block forever)."""
     try:
-        with urllib.request.urlopen(url, timeout=TIMEOUT_S) as resp, os.fdopen(fd, "wb", closefd=False) as fh:  # noqa: S310 (checked above)
+        path = urllib.request.url2pathname(urllib.parse.urlsplit(url).path)
+        if not stat.S_ISREG(Path(path).stat().st_mode):
+            raise DownloadError(f"cannot download {url}: not a regular file")
+        with (
+            urllib.request.urlopen(url, timeout=TIMEOUT_S) as resp,  # noqa: S310 (file:// only)
+            os.fdopen(fd, "wb", closefd=False) as fh,
+        ):
             while chunk := resp.read(CHUNK):
                 fh.write(chunk)
-    except urllib.error.HTTPError as exc:
-        raise DownloadError(f"cannot download {url}: HTTP {exc.code} {exc.reason}") from None
     except urllib.error.URLError as exc:
         raise DownloadError(f"cannot download {url}: {exc.reason}") from None
-    except (OSError, http.client.HTTPException) as exc:  # timeouts, resets, truncated responses
-        raise DownloadError(f"cannot download {url}: {exc or type(exc).__name__}") from None
+    except OSError as exc:
+        raise DownloadError(f"cannot download {url}: {exc.strerror or exc}") from None
 
 
 def _fetch_into(sha_fd: int, artifact: Artifact) -> bool:

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 from megacpp_env.rules import upstream_rule
 from megacpp_env.rules.readers import overlay_arch_var, readers, source_env_key, spec_facts
+from megacpp_env.spec import envpolicy
 from megacpp_env.spec.model import Source, Spec, Target
 
 FLASHINFER_ARCH_RE = re.compile(r"^[0-9]+\.[0-9]+[af]?$")
@@ -37,13 +38,14 @@ def _unread_env(spec: Spec) -> Iterator[tuple[str, str, str]]:
     facts = spec_facts(spec)
     for t, src in _wheel_sources(spec):
         f = facts.get(src.name)
-        if f is None:
+        if f is None:  # no facts to say what the build reads: only compiler and CUDA knobs
+            yield from _unbacked_env(spec, t, src)
             continue
         who = readers(spec, src, f)
         for var in sorted(_own_env(t, src)):
             key = source_env_key(spec, t.name, src, var)
-            if who.reads(var) or (var == "TORCH_CUDA_ARCH_LIST" and f.arch.gencode):
-                continue  # a hard-coded -gencode list is UP002's finding
+            if who.reads(var) or (var == "TORCH_CUDA_ARCH_LIST" and f.arch.gencode) or var in src.build_env_reasons:
+                continue  # a hard-coded -gencode list is UP002's finding; a stated reason is the spec's word
             yield (
                 key,
                 f"{src.name} does not read {var}: no file of its build at {f.commit[:12]} reads it "
@@ -51,6 +53,18 @@ def _unread_env(spec: Spec) -> Iterator[tuple[str, str, str]]:
                 _unread_remedy(var, who.names),
             )
     yield from _unread_target_env(spec)
+
+
+def _unbacked_env(spec: Spec, t: Target, src: Source) -> Iterator[tuple[str, str, str]]:
+    for var in sorted(_own_env(t, src)):
+        if not envpolicy.is_build_knob(var) and var not in src.build_env_reasons:
+            yield (
+                source_env_key(spec, t.name, src, var),
+                f"{var} is not a compiler or CUDA variable, and no facts/{src.name}.toml says {src.name}'s "
+                "build reads it (build variables are an allowlist)",
+                f"run `megacpp-env facts extract {src.name} --from CHECKOUT` and commit it, say why under "
+                f"sources.{src.name}.build_env_reasons.{var}, or drop {var}",
+            )
 
 
 def _unread_remedy(var: str, names: dict[str, str]) -> str:

@@ -12,7 +12,17 @@ every process of the image. Four families:
 3. interpreter start-up hooks and options (``PYTHONSTARTUP``, ``PYTHONHOME``, ``PERL5OPT``,
    ``NODE_OPTIONS``, ``JAVA_TOOL_OPTIONS`` ...): code or options injected into every interpreter;
 4. helper commands that tools run on their own (``GIT_SSH_COMMAND``, ``GIT_CONFIG_*``, ``EDITOR``,
-   ``PAGER``, ``LESSOPEN`` ...).
+   ``PAGER``, ``LESSOPEN`` ...);
+5. configuration files and stores that a tool loads from the path the variable names (``HOME``,
+   ``XDG_CONFIG_HOME``, ``ZDOTDIR``, ``OPENSSL_CONF``, ``PIP_CONFIG_FILE``, ``GIT_ALTERNATE_OBJECT_DIRECTORIES``,
+   ``MAKEFILES``, ``SSL_CERT_FILE`` ...), every variable of the namespaces of the tools that fetch
+   (``GIT_*``, ``XDG_*``, ``OPENSSL_*``, ``CURL_*``, ``SSL_*`` ...), and where pip and uv take packages
+   from (``PIP_INDEX_URL``, ``UV_FIND_LINKS`` ...): a build step's downloads, trust roots, git objects
+   and package sources come from the tool and the lock, never from a spec line.
+
+Build variables (``env.build``, ``env.sources``, ``sources.*.build_env``) are judged twice: here, by
+name, at load time; and by ``megacpp-env check`` (rule UP001) against what the source's facts say its
+build files read, so a name outside the compiler and CUDA knobs must be one the build really reads.
 
 Search paths (``PATH``, ``LD_LIBRARY_PATH``, ``PYTHONPATH``, ``CPATH`` ...) and compiler knobs (``CC``,
 ``CFLAGS``, ``CMAKE_ARGS``) are what images legitimately need and stay allowed; a search path must
@@ -38,6 +48,23 @@ _HELPERS = frozenset({
     "GIT_CONFIG_COUNT", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_EDITOR", "GIT_PAGER", "GIT_SEQUENCE_EDITOR",
     "EDITOR", "VISUAL", "PAGER", "MANPAGER", "LESSOPEN", "LESSCLOSE", "BROWSER",
 })  # fmt: skip
+_FILES = frozenset({
+    "HOME", "ZDOTDIR", "OPENSSL_CONF", "OPENSSL_ENGINES", "OPENSSL_MODULES", "PIP_CONFIG_FILE", "UV_CONFIG_FILE",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_OBJECT_DIRECTORY", "GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE",
+    "GIT_COMMON_DIR", "MAKEFILES", "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE",
+    "CURL_HOME", "NETRC", "WGETRC", "CONDARC", "NPM_CONFIG_USERCONFIG", "DOCKER_CONFIG", "KUBECONFIG",
+    "GNUPGHOME", "HGRCPATH", "TERMINFO", "TERMINFO_DIRS", "MAGIC", "PYTHONPYCACHEPREFIX", "PYTHONPLATLIBDIR",
+    "SSH_AUTH_SOCK", "TMPDIR", "CCACHE_CONFIGPATH", "CCACHE_DIR", "SCCACHE_CONF",
+    "SETUPTOOLS_USE_DISTUTILS", "DISTUTILS_CONFIG", "PYDISTUTILS_CFG", "TWINE_CONFIG_FILE", "PYPIRC",
+})  # fmt: skip
+_FILE_PREFIXES = ("GIT_", "XDG_", "OPENSSL_", "CURL_", "SSL_", "NPM_CONFIG_", "CONDA_", "DOCKER_")
+# pip's and uv's settings stay allowed (PIP_NO_INDEX, UV_NO_BUILD_ISOLATION), but not where they load a
+# configuration, certificates or packages from: the lock says where packages come from
+_INSTALLER_SOURCES = frozenset({
+    "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS", "PIP_TRUSTED_HOST", "PIP_CERT", "PIP_CLIENT_CERT",
+    "PIP_CONSTRAINT", "PIP_REQUIREMENT", "UV_INDEX_URL", "UV_EXTRA_INDEX_URL", "UV_INDEX", "UV_DEFAULT_INDEX",
+    "UV_FIND_LINKS", "UV_CONSTRAINT", "UV_OVERRIDE", "UV_BUILD_CONSTRAINT", "UV_INSECURE_HOST",
+})  # fmt: skip
 _PREFIXES = {
     "LD_": "the dynamic loader",
     "BASH_FUNC_": "a shell start-up hook",
@@ -53,7 +80,25 @@ _REMEDY = {
     "the dynamic loader": "link the library, or set it for the one command that needs it, not the whole image",
     "an interpreter start-up hook": "import or pass the option explicitly in the program that needs it",
     "a helper command": "configure the tool explicitly for the one step that needs it",
+    "a tool load a configuration file or store it names": (
+        "drop it: the image's tools keep their own configuration; a build variable must be a compiler "
+        "or CUDA knob, or one the source's build files read (facts/<source>.toml)"
+    ),
 }
+
+
+BUILD_KNOBS = frozenset({
+    "CC", "CXX", "CPP", "CUDAHOSTCXX", "CUDACXX", "CUDAARCHS", "AR", "NM", "RANLIB", "LD", "CFLAGS", "CXXFLAGS",
+    "CPPFLAGS", "LDFLAGS", "CUDAFLAGS", "MAX_JOBS", "MAKEFLAGS", "TORCH_CUDA_ARCH_LIST", "TORCH_NVCC_FLAGS",
+    "SOURCE_DATE_EPOCH", "SETUPTOOLS_SCM_PRETEND_VERSION",
+})  # fmt: skip
+_KNOB_PREFIXES = ("NVCC_", "CUDA_", "CMAKE_", "CUTLASS_NVCC_", "SETUPTOOLS_SCM_PRETEND_VERSION_FOR_")
+
+
+def is_build_knob(name: str) -> bool:
+    """A compiler, CUDA or build-system variable: allowed in any build env without facts to back it
+    (every other build variable must be one the source's build files read: rule UP001)."""
+    return name in BUILD_KNOBS or name in SEARCH_PATHS or name.startswith(_KNOB_PREFIXES)
 
 
 def family(name: str) -> str:
@@ -65,9 +110,12 @@ def family(name: str) -> str:
         (_LOADER, "the dynamic loader"),
         (_INTERPRETER, "an interpreter start-up hook"),
         (_HELPERS, "a helper command"),
+        (_FILES, "a tool load a configuration file or store it names"),
     ):
         if name in names:
             return what
+    if name.upper().startswith(_FILE_PREFIXES) or name.upper() in _FILES | _INSTALLER_SOURCES:
+        return "a tool load a configuration file or store it names"
     return next((what for prefix, what in _PREFIXES.items() if name.startswith(prefix)), "")
 
 
@@ -75,6 +123,8 @@ def refusal(name: str, value: str) -> tuple[str, str]:
     """(problem, remedy) for ``name=value`` in a spec's env, or ('', '') when it is allowed."""
     what = family(name)
     if what:
+        if what == "a tool load a configuration file or store it names":
+            return f"{name} is refused: it makes {what}, in every process", _REMEDY[what]
         return f"{name} is refused: it makes {what} run or load code in every process", _REMEDY[what]
     if name in SEARCH_PATHS:
         bad = [entry for entry in value.split(":") if not entry.startswith("/")]

@@ -55,6 +55,7 @@ TOOLCHAIN_KEYS = (
 SOURCE_KEYS = (
     "repo", "commit", "ref", "submodules", "install", "overlay", "pre_build", "build_env", "extra_requirements",
     "drop_requirements", "needs", "subdir", "provisional", "sanity", "fetches", "unpinned_fetches", "jobs",
+    "build_env_reasons",
 )  # fmt: skip
 TARGET_KEYS = (
     "description", "platforms", "base_image", "toolchain", "gpu", "features", "serving", "requirements",
@@ -81,8 +82,8 @@ def load_spec(path: Path | str) -> Spec:
         raise SpecError(
             "spec file not found", file=str(p), remedy="run from the repository root or pass --spec PATH"
         ) from None
-    except InputError:
-        raise SpecError(f"larger than {MAX_SPEC_BYTES} bytes; refusing to parse it", file=str(p)) from None
+    except InputError as exc:  # too large, a directory, a FIFO or a device: what read_bounded says
+        raise SpecError(exc.detail.replace("refusing to read it", "refusing to parse it"), file=str(p)) from None
     except OSError as exc:
         raise SpecError(f"cannot read spec: {exc.strerror or exc}", file=str(p)) from None
     try:
@@ -281,7 +282,21 @@ def _source(r: F.Reader, value: Any, key: str, name: str) -> Source:
         fetches=_fetches(r, d.get("fetches", {}), k("fetches")),
         unpinned_fetches=_reasons(r, d.get("unpinned_fetches", {}), k("unpinned_fetches"), F.ENV_NAME_RE, "a variable"),
         jobs=_jobs(r, d.get("jobs", {}), k("jobs")),
+        build_env_reasons=_build_env_reasons(r, d, k("build_env_reasons")),
     )
+
+
+def _build_env_reasons(r: F.Reader, d: dict[str, Any], key: str) -> dict[str, str]:
+    """``build_env_reasons``: VAR -> why the build needs it, for a build_env variable that is neither a
+    compiler/CUDA knob nor one the source's facts show its build reading (rule UP001 accepts it then)."""
+    out = _reasons(r, d.get("build_env_reasons", {}), key, F.ENV_NAME_RE, "a variable of build_env")
+    build_env = d.get("build_env") or {}
+    for name in out:
+        if not isinstance(build_env, dict) or name not in build_env:
+            raise r.fail(
+                join_key(key, name), f"{name} is not set in build_env", "set it under build_env, or drop it here"
+            )
+    return out
 
 
 def _fetches(r: F.Reader, value: Any, key: str) -> dict[str, str]:

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from megacpp_env.fsutil import canonical_hash
 from megacpp_env.layout import checkout_dir_name
-from megacpp_env.records import as_dict
+from megacpp_env.records import HIDDEN, as_dict
 
 SCHEMA_VERSION = 1
 INSTALL_MODES = ("wheel", "path")
@@ -150,6 +150,9 @@ class Source:
     # Build-time fetches the spec cannot pin yet: env var -> why (reported; the sealed build fails on them).
     unpinned_fetches: Mapping[str, str] = field(default_factory=dict)
     jobs: SourceJobs = field(default_factory=SourceJobs)
+    # build_env variable -> why the build needs it, where no facts show the build reading it (UP001).
+    # Policy text, not a build input: left out of to_dict, so it changes no rendered input digest.
+    build_env_reasons: Mapping[str, str] = field(default_factory=dict, metadata=HIDDEN)
 
     @property
     def dist_dir_name(self) -> str:
