@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from megacpp_env.errors import InputError, VerificationError
+from megacpp_env.errors import InputError
 from megacpp_env.facts import pyscan
 from megacpp_env.fsutil import read_regular_text
 
@@ -59,8 +59,6 @@ def read_requirements_file(path: Path, root: Path, seen: frozenset[Path] = froze
     file that is not UTF-8 (InputError naming the file and the including line)."""
     if path.resolve() in seen:
         return []
-    if not path.resolve().is_relative_to(root.resolve()):
-        raise VerificationError(f"{path}: a requirements file outside the tree ({root}) is not read (hostile -r?)")
     if len(seen) > MAX_INCLUDE_DEPTH:
         raise InputError(f"-r includes nested deeper than {MAX_INCLUDE_DEPTH}", file=str(path))
     out: list[str] = []
