@@ -56,6 +56,7 @@ TOOLCHAIN_KEYS = (
 SOURCE_KEYS = (
     "repo", "commit", "ref", "submodules", "install", "overlay", "pre_build", "build_env", "extra_requirements",
     "drop_requirements", "needs", "subdir", "provisional", "sanity", "fetches", "unpinned_fetches", "jobs",
+    "unobtainable",
 )  # fmt: skip
 TARGET_KEYS = (
     "description", "platforms", "base_image", "toolchain", "gpu", "features", "serving", "requirements",
@@ -275,6 +276,7 @@ def _source(r: F.Reader, value: Any, key: str, name: str) -> Source:
         fetches=_fetches(r, d.get("fetches", {}), k("fetches")),
         unpinned_fetches=_reasons(r, d.get("unpinned_fetches", {}), k("unpinned_fetches"), F.ENV_NAME_RE, "a variable"),
         jobs=_jobs(r, d.get("jobs", {}), k("jobs")),
+        unobtainable=_reasons(r, d.get("unobtainable", {}), k("unobtainable"), SUBDIR_RE, "a relative path"),
     )
 
 

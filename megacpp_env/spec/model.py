@@ -156,6 +156,10 @@ class Source:
     # Build-time fetches the spec cannot pin yet: env var -> why (reported; the sealed build fails on them).
     unpinned_fetches: Mapping[str, str] = field(default_factory=dict)
     jobs: SourceJobs = field(default_factory=SourceJobs)
+    # Declared exceptions to verification: a path of the checkout (a submodule, or a file inside the
+    # source or a submodule) whose pinned object cannot be obtained -> why. Such a path is left out,
+    # never stood in for, and `verify-checkout` reports it (a present path is still judged by content).
+    unobtainable: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def dist_dir_name(self) -> str:
