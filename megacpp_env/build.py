@@ -431,7 +431,26 @@ def preflight(spec: Spec, target: str, platform: str) -> list[str]:
     problems = [
         f"{s.relpath} is stale (run `megacpp-env render {target}` and commit it)" for s in render.check(spec, [target])
     ]
-    return problems + _lock_problems(spec, target, platform)
+    return problems + _lock_problems(spec, target, platform) + artifact_problems(spec, target)
+
+
+def artifact_problems(spec: Spec, target: str) -> list[str]:
+    """Each artifact set of ``target`` that is not mirrored, verified, at ``.megacpp/artifacts/<name>``
+    (the source stages that read it and the image bind or copy it from there; the build has no network)."""
+    from megacpp_env.artifacts import verify_artifacts
+
+    out = []
+    for name in spec.target(target).artifacts:
+        directory = layout.artifact_mirror_dir(spec.root, name)
+        rel = directory.relative_to(spec.root).as_posix()
+        found = verify_artifacts(spec.artifacts[name], directory)
+        if found:
+            more = f" and {len(found) - 1} more" if len(found) > 1 else ""
+            out.append(
+                f"artifact set {name} ({spec.artifacts[name].env}) is not mirrored at {rel}: {found[0]}{more} "
+                f"(run `megacpp-env mirror-artifacts {name} --to {rel}`, or copy a verified mirror there)"
+            )
+    return out
 
 
 def _lock_problems(spec: Spec, target: str, platform: str) -> list[str]:
@@ -511,6 +530,9 @@ def build_context(plan: BuildPlan) -> Iterator[Path]:
         context = stage_context(plan.staged, tmp)
         if plan.source_mirror.is_dir():  # the source stages bind-mount it from the context
             shutil.copytree(plan.source_mirror, context / layout.SOURCE_MIRROR, copy_function=_link_or_copy)
+        artifacts = plan.root / layout.ARTIFACT_MIRROR
+        if artifacts.is_dir():  # verified by preflight; bound into stages and copied into the image
+            shutil.copytree(artifacts, context / layout.ARTIFACT_MIRROR, copy_function=_link_or_copy)
         yield context
 
 

@@ -55,13 +55,42 @@ class CheckoutResult:
 class Verification:
     state: CheckoutState
     problems: tuple[str, ...]
+    exceptions: tuple[str, ...] = ()  # declared unobtainable paths left out, with why (reported, not problems)
 
     @property
     def ok(self) -> bool:
         return not self.problems
 
     def to_dict(self) -> dict[str, Any]:
-        return {"ok": self.ok, "problems": list(self.problems), **self.state.to_dict()}
+        return {"ok": self.ok, "problems": list(self.problems), "exceptions": list(self.exceptions),
+                **self.state.to_dict()}  # fmt: skip
+
+
+def unobtainable_of(source: object) -> dict[str, str]:
+    """A source's (or plan's) declared exceptions to verification: checkout path -> why (none for a fetch)."""
+    value = getattr(source, "unobtainable", None)
+    return {str(k): str(v) for k, v in value.items()} if isinstance(value, Mapping) else {}
+
+
+def declared_exceptions(
+    state: CheckoutState, unobtainable: Mapping[str, str]
+) -> tuple[frozenset[str], tuple[str, ...]]:
+    """(paths excused, report lines). A declared path is excused only while it is absent: a submodule
+    left uninitialised, or a file missing from the work tree. Present bytes are judged as usual, so a
+    stand-in is a local change, never an exception."""
+    root = Path(state.path)
+    excused: set[str] = set()
+    lines: list[str] = []
+    subs = {s.path: s for s in state.submodules}
+    for rel, why in sorted(unobtainable.items()):
+        sub = subs.get(rel)
+        if sub is not None and sub.actual is None:
+            excused.add(rel)
+            lines.append(f"{rel}: submodule pinned at {sub.expected} left out (declared unobtainable: {why})")
+        elif sub is None and not (root / rel).exists() and not (root / rel).is_symlink():
+            excused.add(rel)
+            lines.append(f"{rel}: file left out (declared unobtainable: {why})")
+    return frozenset(excused), tuple(lines)
 
 
 # ---- inspecting ---------------------------------------------------------------------------------
@@ -75,7 +104,11 @@ def inspect_checkout(path: Path | str, source: PinnedSource | None = None) -> Ch
 
 
 def problems_of(
-    state: CheckoutState, *, require_submodules: bool = False, overlay_dir: Path | None = None
+    state: CheckoutState,
+    *,
+    require_submodules: bool = False,
+    overlay_dir: Path | None = None,
+    excused: frozenset[str] = frozenset(),
 ) -> tuple[str, ...]:
     """Why ``state`` is not exactly its pin (empty when it is). Judged by content: every tracked file's
     bytes and mode against the pinned tree, and every untracked file; a change is accepted only where
@@ -90,11 +123,13 @@ def problems_of(
         out.append(f"HEAD is {state.head or '(no commit)'}, the pin is {state.expected}")
     explained, overlay_problems = overlay_explains(state, overlay_dir)
     out += overlay_problems
-    unexplained = sorted(state.modified_paths - explained)
+    unexplained = sorted(state.modified_paths - explained - excused)
     if unexplained:
         shown = ", ".join(unexplained[:5]) + (f" and {len(unexplained) - 5} more" if len(unexplained) > 5 else "")
         out.append(f"local changes no overlay manifest accounts for: {shown} (see `git -C {state.path} status`)")
     for sub in state.submodules:
+        if sub.path in excused:
+            continue
         if sub.actual is None and require_submodules:
             out.append(f"submodule {sub.path} is not initialised (pinned at {sub.expected})")
         elif sub.actual is not None and not sub.matches:
@@ -147,7 +182,9 @@ def verify_checkout(
     overlay's files)? See ``problems_of``."""
     state = inspect_checkout(path, source)
     required = bool(source and source.submodules)
-    return Verification(state=state, problems=problems_of(state, require_submodules=required, overlay_dir=overlay_dir))
+    excused, exceptions = declared_exceptions(state, unobtainable_of(source))
+    problems = problems_of(state, require_submodules=required, overlay_dir=overlay_dir, excused=excused)
+    return Verification(state=state, problems=problems, exceptions=exceptions)
 
 
 # ---- making -------------------------------------------------------------------------------------
@@ -204,8 +241,81 @@ def _fetch_into(source: PinnedSource, work: Path, config: Mapping[str, str]) -> 
     shallow = git.fetch_commit(work, source.repo, source.commit, config=config)
     git.checkout_detached(work, source.commit)
     if source.submodules:
-        git.submodule_update(work, allow_file_protocol=git.is_local_url(source.repo), config=config)
+        declared = unobtainable_of(source)
+        if declared:
+            _submodules_except(work, declared, {**_file_config(source.repo), **config})
+        else:
+            git.submodule_update(work, allow_file_protocol=git.is_local_url(source.repo), config=config)
     return shallow
+
+
+def _file_config(url: str) -> dict[str, str]:
+    return {"protocol.file.allow": "always"} if git.is_local_url(url) else {}
+
+
+def _submodules_except(repo: Path, declared: Mapping[str, str], config: Mapping[str, str], prefix: str = "") -> None:
+    """Every submodule of ``repo`` at its pinned commit, recursively, except the declared unobtainable
+    ones (left uninitialised). A submodule holding a declared file is fetched without blobs
+    (``--filter=blob:none``, from a mirror that allows filters) and checked out sparse, that file
+    left out; every other blob is fetched as checkout needs it."""
+    urls = _gitmodule_urls(repo)
+    for rel, sha in sorted(git.gitlinks(repo).items()):
+        full = f"{prefix}{rel}"
+        if full in declared:
+            continue
+        if rel not in urls:
+            raise RefusedError(f"{repo}: submodule {rel} has no URL in .gitmodules (fix the pin or declare it)")
+        inside = sorted(p[len(full) + 1 :] for p in declared if p.startswith(full + "/"))
+        sub = repo / rel
+        sub.mkdir(parents=True, exist_ok=True)
+        git.init(sub)
+        git.set_remote(sub, "origin", urls[rel])
+        fetch = ["fetch", "--quiet", "--depth", "1", "--no-tags"]
+        if inside:
+            fetch.append("--filter=blob:none")
+            git.git_path(sub, "info").mkdir(parents=True, exist_ok=True)
+            patterns = "/*\n" + "".join(f"!/{p}\n" for p in inside)
+            git.git_path(sub, "info/sparse-checkout").write_text(patterns, encoding="utf-8")
+            git.run_git(["config", "core.sparseCheckout", "true"], sub)
+        git.run_git([*fetch, "origin", sha], sub, config=config, trusted=True)
+        git.run_git(["-c", "advice.detachedHead=false", "checkout", "--quiet", "--detach", sha], sub,
+                    config=config, trusted=True)  # fmt: skip
+        _submodules_except(sub, declared, config, prefix=f"{full}/")
+
+
+def _gitmodule_urls(repo: Path) -> dict[str, str]:
+    """Submodule path -> URL from the checkout's .gitmodules (relative URLs resolved against origin)."""
+    if not (repo / ".gitmodules").is_file():
+        return {}
+    proc = git.run_git(["config", "-f", ".gitmodules", "--get-regexp", r"^submodule\..*\.(path|url)$"], repo,
+                       check=False)  # fmt: skip
+    paths: dict[str, str] = {}
+    urls: dict[str, str] = {}
+    for line in proc.stdout.decode("utf-8", "replace").splitlines():
+        key, _, value = line.partition(" ")
+        name, _, attr = key[len("submodule.") :].rpartition(".")
+        (paths if attr == "path" else urls)[name] = value
+    base = git.remote_urls(repo).get("origin", "")
+    out = {}
+    for name, path in paths.items():
+        url = urls.get(name, "")
+        if url.startswith(("./", "../")):
+            url = _relative_url(base, url)
+        if url:
+            out[path] = url
+    return out
+
+
+def _relative_url(base: str, url: str) -> str:
+    """git's rule for ``./x`` and ``../x`` in .gitmodules: relative to the superproject's URL."""
+    head = base.rstrip("/")
+    while True:
+        if url.startswith("./"):
+            url = url[2:]
+        elif url.startswith("../"):
+            url, head = url[3:], head.rpartition("/")[0] or head
+        else:
+            return f"{head}/{url}"
 
 
 def _write_record(source: PinnedSource, dest: Path, *, shallow: bool) -> None:
@@ -237,15 +347,20 @@ def _reuse_existing(
             f"{dest} is a checkout at {state.head or '(no commit)'}, not at the pin {source.commit} of "
             f"{source.name}; refusing to change it (move it away, or pass another --dest)"
         )
-    problems = problems_of(state, overlay_dir=overlay_dir)
+    declared = unobtainable_of(source)
+    excused, _ = declared_exceptions(state, declared)
+    problems = problems_of(state, overlay_dir=overlay_dir, excused=excused)
     if problems:
         raise RefusedError(
             f"{dest} is at the pin of {source.name} but its content is not: {'; '.join(problems)}. Refusing to "
             f"reuse or change it: move it away (or delete it) and run `megacpp-env checkout {source.name} "
             f"--dest {dest}` again, or pass another --dest"
         )
-    if source.submodules and any(s.actual is None for s in state.submodules):
-        git.submodule_update(dest, allow_file_protocol=git.is_local_url(source.repo), config=config)
+    if source.submodules and any(s.actual is None and s.path not in declared for s in state.submodules):
+        if declared:
+            _submodules_except(dest, declared, {**_file_config(source.repo), **config})
+        else:
+            git.submodule_update(dest, allow_file_protocol=git.is_local_url(source.repo), config=config)
     _write_record(source, dest, shallow=False)
     return CheckoutResult(action="unchanged", state=inspect_checkout(dest, source))
 

@@ -36,6 +36,8 @@ IMAGE_SRCBUILD = f"{IMAGE_HOME}/srcbuild"  # the tool's source-build closure (PY
 IMAGE_PLANS = f"{IMAGE_HOME}/sources"  # rendered source build plans: <name>.json
 IMAGE_WHEELS = f"{IMAGE_HOME}/wheels"  # built wheels: <name>/*.whl
 IMAGE_SOURCE_MIRROR = "/mnt/megacpp-source-mirror"  # where a source stage mounts its part of the mirror
+IMAGE_ARTIFACT_MOUNT = "/mnt/megacpp-artifacts"  # where a source stage mounts a verified artifact set: <name>/
+IMAGE_ARTIFACTS = f"{IMAGE_HOME}/artifacts"  # the runtime image's copy of each artifact set: <name>/
 CUDA_HOME = "/usr/local/cuda"  # every CUDA target's CUDA_HOME (the base image's, or a link to the PyPI prefix)
 
 
@@ -51,6 +53,7 @@ def image_cuda_root(version: str) -> str:
 
 # In the repository (the build context).
 SOURCE_MIRROR = ".megacpp/source-mirror"
+ARTIFACT_MIRROR = ".megacpp/artifacts"  # `mirror-artifacts NAME --to .megacpp/artifacts/NAME`; build reads it
 
 # Labels (besides org.opencontainers.image.*).
 LABEL_PREFIX = "io.megacpp.env"
@@ -128,6 +131,11 @@ def dockerfile_path(root: Path, target: str) -> Path:
 def source_plans_dir(root: Path, target: str) -> Path:
     """``images/<target>/sources/``: one rendered source build plan per source (``<name>.json``)."""
     return images_dir(root) / target / "sources"
+
+
+def artifact_mirror_dir(root: Path, name: str) -> Path:
+    """Where ``build`` expects artifact set ``name`` (verified offline before Docker runs)."""
+    return root / ARTIFACT_MIRROR / name
 
 
 def source_mirror_dir(root: Path) -> Path:

@@ -89,8 +89,31 @@ def _split_on_arch(path: Path, root: Path) -> dict[str, str]:
     return {"prefix": prefix, "suffix": suffix, "name_prefix": prefix.rpartition("/")[2]}
 
 
-def _source_view(root: Path, target: Target, src: Source, plan: SourcePlan) -> dict[str, Any]:
+def _runtime_env(spec: Spec, target: Target) -> dict[str, str]:
+    """The target's runtime env, with each artifact set's variable pointing at the image's copy of it."""
+    env = {spec.artifacts[n].env: f"{layout.IMAGE_ARTIFACTS}/{n}" for n in target.artifacts}
+    return {**env, **target.runtime_env}
+
+
+def _artifacts_of(spec: Spec, target: Target, src: Source) -> list[tuple[str, str, str]]:
+    """(context dir, mount point, variable) of each artifact set of ``target`` that ``src`` builds with: a
+    source that needs the set's source and is built from that source's own checkout (same repository and
+    commit): FlashInfer's jit-cache, whose AOT build reads the cubins. The JIT package itself compiles
+    nothing, and a source that only imports FlashInfer at run time (vLLM) gets the runtime copy."""
+    out = []
+    for name in target.artifacts:
+        art = spec.artifacts[name]
+        owner = spec.sources.get(art.source)
+        if owner and art.source in src.needs and (owner.repo, owner.commit) == (src.repo, src.commit):
+            out.append((f"{layout.ARTIFACT_MIRROR}/{name}", f"{layout.IMAGE_ARTIFACT_MOUNT}/{name}", art.env))
+    return out
+
+
+def _source_view(
+    root: Path, target: Target, src: Source, plan: SourcePlan, artifacts: list[tuple[str, str, str]]
+) -> dict[str, Any]:
     return {
+        "artifacts": artifacts,
         "name": src.name,
         "commit": src.commit,
         "ref": src.ref,
@@ -166,7 +189,11 @@ def view(spec: Spec, target: Target, templates: Path) -> dict[str, Any]:
         "lock_export": _split_on_arch(layout.requirements_export_path(root, target.name, sentinel), root),
         "lock_pylock": _split_on_arch(layout.lock_path(root, target.name, sentinel), root),
         "extra_index_urls": [i.url for i in _explicit_indexes(spec, target)],
-        "sources": [_source_view(root, target, s, sourceplans.plan_of(spec, target, s)) for s in target.sources],
+        "sources": [
+            _source_view(root, target, s, sourceplans.plan_of(spec, target, s), _artifacts_of(spec, target, s))
+            for s in target.sources
+        ],
+        "artifacts": [(f"{layout.ARTIFACT_MIRROR}/{n}", f"{layout.IMAGE_ARTIFACTS}/{n}") for n in target.artifacts],
         "srcbuild": layout.IMAGE_SRCBUILD,
         "srcbuild_closure": _closure_view(),
         "plans_dir": layout.IMAGE_PLANS,
@@ -175,7 +202,7 @@ def view(spec: Spec, target: Target, templates: Path) -> dict[str, Any]:
         "src_dir": layout.IMAGE_SRC,
         "runtime_patches": list(target.runtime_patches),
         "resolutions_file": layout.resolutions_path(spec.root, target.name).relative_to(spec.root).as_posix(),
-        "runtime_env": sorted(target.runtime_env.items()),
+        "runtime_env": sorted(_runtime_env(spec, target).items()),
         "labels": _labels(target, inputs),
     }
 

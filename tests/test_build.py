@@ -79,9 +79,15 @@ def test_dry_run_prints_the_full_buildkit_command(capsys, spec, target, platform
         "io.megacpp.env.lock-sha256": "missing",
         "io.megacpp.env.content-sha256": digest,
     }
-    assert notes == [f"# a real build would refuse: unlocked: {target} {platform}: index pytorch-nightly-cu132 "
-                     f"(https://download.pytorch.org/whl/nightly/cu132) unreachable here; lock it where it is "
-                     f"reachable and commit locks/pylock.{target}-{platform.replace('/', '-')}.toml"]
+    assert notes[0] == (f"# a real build would refuse: unlocked: {target} {platform}: index pytorch-nightly-cu132 "
+                        f"(https://download.pytorch.org/whl/nightly/cu132) unreachable here; lock it where it is "
+                        f"reachable and commit locks/pylock.{target}-{platform.replace('/', '-')}.toml")
+    # cloud also uses the FlashInfer cubin set, which is not mirrored here (tests/test_build_artifacts.py)
+    assert notes[1:] == ([] if target == "gb10" else [
+        "# a real build would refuse: artifact set flashinfer_cubins (FLASHINFER_CUBIN_DIR) is not mirrored at "
+        ".megacpp/artifacts/flashinfer_cubins: 10f64528a1172dae8e29601a3b99ab9dc78d37be/gemm-91e0ba0-2710384/"
+        "checksums.txt: missing and 12 more (run `megacpp-env mirror-artifacts flashinfer_cubins --to "
+        ".megacpp/artifacts/flashinfer_cubins`, or copy a verified mirror there)"])
 
 
 def test_dry_run_secrets_cache_and_buildx(capsys, tmp_path):

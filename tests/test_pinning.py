@@ -77,8 +77,9 @@ def test_pin_edits_only_the_value_on_the_recorded_lines(tmp_path):
          f"      linux/arm64: megacpp-base/debian-forky:arm64@{DIGEST}\n"),
     ]
     tc005 = [f.key for f in policy.run_rules(load_spec(tmp_path / "stack.yaml"), only=("TC005",))]
-    # cuda_smoke names the same base on an identical line: pinning smoke's leaves it unpinned
-    assert tc005 == ["targets.gb10.base_image", "targets.cloud.base_image", "targets.cuda_smoke.base_image.linux/amd64"]
+    # cuda_smoke names the same bases on identical lines: pinning smoke's leaves them unpinned
+    assert tc005 == ["targets.gb10.base_image", "targets.cloud.base_image", "targets.cuda_smoke.base_image.linux/amd64",
+                     "targets.cuda_smoke.base_image.linux/arm64"]
 
 
 @pytest.mark.parametrize(("line", "pinned"), [
@@ -207,8 +208,9 @@ def test_pin_base_writes_the_registry_digest(pushed_base, repo_copy, capsys):
          f'    base_image: "{pinned}"   # pushed by the test\n')]
     spec = load_spec(path)
     tc005 = [f.key for f in policy.run_rules(spec, only=("TC005",))]
-    # cuda_smoke names the same base on an identical line: pinning smoke's leaves it unpinned
-    assert tc005 == ["targets.gb10.base_image", "targets.cloud.base_image", "targets.cuda_smoke.base_image.linux/amd64"]  # smoke no longer warns
+    # cuda_smoke names the same bases on identical lines: pinning smoke's leaves them unpinned
+    assert tc005 == ["targets.gb10.base_image", "targets.cloud.base_image", "targets.cuda_smoke.base_image.linux/amd64",
+                     "targets.cuda_smoke.base_image.linux/arm64"]  # smoke no longer warns
     assert f"ARG BASE_IMAGE_AMD64={pinned}\n" in (repo_copy / "images/smoke/Dockerfile").read_text()
     assert build.preflight(spec, "smoke", "linux/amd64") == []  # the Dockerfile was re-rendered
     assert pin_cmd.run(_pin_args(path, check=True)) == 0

@@ -128,7 +128,7 @@ def test_rule_trips_and_not(rule_id, clean, tmp_path):
 
 
 def test_digest_rule(clean, tmp_path):
-    assert len(fired(clean, "TC005", tmp_path)) == 5  # gb10, cloud, smoke x2, cuda_smoke: warnings
+    assert len(fired(clean, "TC005", tmp_path)) == 6  # gb10, cloud, smoke x2, cuda_smoke x2: warnings
     data = copy.deepcopy(clean)
     digest = "@sha256:" + "a" * 64
     for t in data["targets"].values():

@@ -41,4 +41,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"{args.path}: not as pinned:")
         for problem in result.problems:
             print(f"  - {problem}")
+    if not args.json and result.exceptions:
+        print(f"{args.path}: declared exceptions (stack.yaml `unobtainable:`), left out and not stood in for:")
+        for line in result.exceptions:
+            print(f"  - {line}")
     return 0 if result.ok else 1

@@ -56,6 +56,7 @@ SOURCE_KEYS = (
     "repo", "commit", "ref", "submodules", "install", "overlay", "pre_build", "build_env", "extra_requirements",
     "drop_requirements", "needs", "subdir", "provisional", "sanity", "fetches", "unpinned_fetches", "jobs",
     "build_env_reasons",
+    "unobtainable",
 )  # fmt: skip
 TARGET_KEYS = (
     "description", "platforms", "base_image", "toolchain", "gpu", "features", "serving", "requirements",
@@ -283,6 +284,7 @@ def _source(r: F.Reader, value: Any, key: str, name: str) -> Source:
         unpinned_fetches=_reasons(r, d.get("unpinned_fetches", {}), k("unpinned_fetches"), F.ENV_NAME_RE, "a variable"),
         jobs=_jobs(r, d.get("jobs", {}), k("jobs")),
         build_env_reasons=_build_env_reasons(r, d, k("build_env_reasons")),
+        unobtainable=_reasons(r, d.get("unobtainable", {}), k("unobtainable"), SUBDIR_RE, "a relative path"),
     )
 
 

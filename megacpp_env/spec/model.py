@@ -153,6 +153,10 @@ class Source:
     # build_env variable -> why the build needs it, where no facts show the build reading it (UP001).
     # Policy text, not a build input: left out of to_dict, so it changes no rendered input digest.
     build_env_reasons: Mapping[str, str] = field(default_factory=dict, metadata=HIDDEN)
+    # Declared exceptions to verification: a path of the checkout (a submodule, or a file inside the
+    # source or a submodule) whose pinned object cannot be obtained -> why. Such a path is left out,
+    # never stood in for, and `verify-checkout` reports it (a present path is still judged by content).
+    unobtainable: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def dist_dir_name(self) -> str:

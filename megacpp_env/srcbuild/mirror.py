@@ -43,7 +43,7 @@ SCHEMA = 1
 INDEX = "index.json"
 PIN_REF = "refs/megacpp/pins/"
 _REPO_PATH = re.compile(r"^git/[A-Za-z0-9._-]+\.git$")
-_MIRROR_CONFIG = {"uploadpack.allowAnySHA1InWant": "true", "gc.auto": "0"}
+_MIRROR_CONFIG = {"uploadpack.allowAnySHA1InWant": "true", "uploadpack.allowFilter": "true", "gc.auto": "0"}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -138,9 +138,12 @@ class SourcePlan:
     sanity: SanityPlan = field(default_factory=SanityPlan)
     jobs: JobsPlan = field(default_factory=JobsPlan)
     fetches: tuple[FetchPlan, ...] = ()
+    unobtainable: Mapping[str, str] = field(default_factory=dict)  # declared exceptions: path -> why
 
     def to_dict(self) -> dict[str, Any]:
+        extra = {"unobtainable": dict(sorted(self.unobtainable.items()))} if self.unobtainable else {}
         return {
+            **extra,
             "schema_version": SCHEMA,
             "generated_by": f"megacpp-env render {self.target}",
             "target": self.target,
@@ -220,6 +223,7 @@ def plan_for(target: Target, source: Source, fetched: Mapping[str, Source], jobs
         ),
         jobs=jobs or target_jobs(target, nvcc_threads=source.jobs.nvcc_threads),
         fetches=tuple(_fetch(env_name, fetched[name]) for env_name, name in sorted(source.fetches.items())),
+        unobtainable=dict(sorted(source.unobtainable.items())),
     )
 
 
@@ -251,7 +255,7 @@ def _fetch(env: str, src: Source) -> FetchPlan:
 REMEDY = "re-render it: `megacpp-env render TARGET`"
 _PLAN_KEYS = (
     "schema_version", "generated_by", "target", "name", "dist", "repo", "commit", "ref", "submodules", "install",
-    "overlay", "subdir", "build_env", "pre_build", "sanity", "jobs", "fetches",
+    "overlay", "subdir", "build_env", "pre_build", "sanity", "jobs", "fetches", "unobtainable",
 )  # fmt: skip
 _JOBS_KEYS = (
     "reads", "nvcc_threads", "cuda", "mem_per_job_gib", "max_jobs", "nvcc_threads_override", "units", "archs",
@@ -286,7 +290,20 @@ def _read(t: Table) -> SourcePlan:
         sanity=_sanity(t.table("sanity")),
         jobs=_jobs(t.table("jobs")),
         fetches=tuple(_read_fetch(f) for f in t.tables("fetches", default=[])),
+        unobtainable=_unobtainable(t),
     )
+
+
+def _unobtainable(t: Table) -> dict[str, str]:
+    table = t.table("unobtainable", default=None)
+    if table is None:
+        return {}
+    out = {}
+    for name in table.data:
+        if not _SUBDIR_RE.match(str(name)) or not name:
+            table.fail(f"expected a relative path, got {name!r}", str(name), remedy=REMEDY)
+        out[str(name)] = _line(table, str(name), nonempty=True)
+    return out
 
 
 def _line(t: Table, key: str, *, nonempty: bool = False) -> str:

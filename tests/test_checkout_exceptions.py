@@ -1,0 +1,130 @@
+"""Declared exceptions to verification (``unobtainable:`` in stack.yaml): a submodule whose pinned commit
+cannot be had, and a file whose blob a mirror lacks, are left out and reported, never stood in for.
+Real repositories: the "gone" submodule's repository is deleted after the pin is made; the "partial"
+submodule is served from a bare copy that holds every object of its pin but one blob."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from megacpp_env import git
+from megacpp_env.checkout import checkout_source, verify_checkout
+from megacpp_env.errors import MegacppEnvError
+from megacpp_env.spec.model import Source
+from megacpp_env.srcbuild.plan import SourcePlan
+from tests.fixtures.git_repos import commit_all, make_repo
+
+FILE_OK = {"protocol.file.allow": "always"}
+IMAGE = "media/big.png"
+DECLARED = {
+    "lib/gone": "its repository is gone (test)",
+    f"lib/partial/{IMAGE}": "its blob is missing from the mirror (test)",
+}
+
+
+@dataclass(frozen=True)
+class Upstream:
+    url: str
+    commit: str
+    blob: str  # the blob the partial mirror lacks
+
+
+@pytest.fixture
+def upstream(tmp_path: Path) -> Upstream:
+    partial = tmp_path / "partial-src"
+    make_repo(partial, {"include/a.h": "int a;\n", IMAGE: b"\x89PNG" + bytes(range(200))})
+    commit = git.head_commit(partial)
+    assert commit
+    blob = git.git_text(["rev-parse", f"HEAD:{IMAGE}"], partial)
+    mirror = tmp_path / "partial-mirror.git"  # every object of the pin but the image's blob
+    git.run_git(["init", "--quiet", "--bare", str(mirror)])
+    objects = git.git_text(["rev-list", "--objects", commit], partial).splitlines()
+    wanted = "".join(line.split()[0] + "\n" for line in objects if line.split()[0] != blob)
+    pack = git.run_git(["pack-objects", "--stdout"], partial, input_bytes=wanted.encode()).stdout
+    git.run_git(["index-pack", "--stdin"], mirror, input_bytes=pack)
+    git.run_git(["update-ref", "refs/heads/main", commit], mirror)
+    for key in ("uploadpack.allowFilter", "uploadpack.allowAnySHA1InWant"):
+        git.run_git(["config", key, "true"], mirror)
+    gone = tmp_path / "gone"
+    make_repo(gone, {"x.txt": "x\n"})
+    main = tmp_path / "main"
+    make_repo(main, {"README": "demo\n"}, submodules={"lib/partial": partial.as_uri(), "lib/gone": gone.as_uri()})
+    git.run_git(["config", "-f", ".gitmodules", "submodule.lib/partial.url", mirror.as_uri()], main)
+    sha = commit_all(main, "lib/partial is served by the mirror that lacks one blob")
+    shutil.rmtree(gone)
+    shutil.rmtree(partial)
+    assert sha
+    return Upstream(url=main.as_uri(), commit=sha, blob=blob)
+
+
+def _source(up: Upstream, declared: dict[str, str]) -> Source:
+    return Source(name="demo", repo=up.url, commit=up.commit, submodules=True, unobtainable=declared)
+
+
+def test_declared_paths_are_left_out_and_reported(upstream: Upstream, tmp_path: Path) -> None:
+    dest = tmp_path / "src"
+    checkout_source(_source(upstream, DECLARED), dest)
+    assert (dest / "lib/partial/include/a.h").read_text() == "int a;\n"
+    assert not (dest / "lib/partial" / IMAGE).exists()
+    assert not (dest / "lib/gone/.git").exists()
+    result = verify_checkout(dest, _source(upstream, DECLARED))
+    assert result.ok, result.problems
+    assert len(result.exceptions) == 2
+    assert any(e.startswith("lib/gone: submodule pinned at") and DECLARED["lib/gone"] in e for e in result.exceptions)
+    assert any(e.startswith(f"lib/partial/{IMAGE}: file left out") for e in result.exceptions)
+    assert result.to_dict()["exceptions"] == list(result.exceptions)
+
+
+def test_an_undeclared_missing_object_fails_the_checkout(upstream: Upstream, tmp_path: Path) -> None:
+    with pytest.raises(MegacppEnvError):
+        checkout_source(_source(upstream, {"lib/gone": DECLARED["lib/gone"]}), tmp_path / "src")
+    assert not (tmp_path / "src").exists()  # nothing half-made is left at the destination
+
+
+def test_a_stand_in_is_a_problem_not_an_exception(upstream: Upstream, tmp_path: Path) -> None:
+    dest = tmp_path / "src"
+    checkout_source(_source(upstream, DECLARED), dest)
+    (dest / "lib/partial" / IMAGE).parent.mkdir(parents=True, exist_ok=True)
+    (dest / "lib/partial" / IMAGE).write_bytes(b"not the pinned image")
+    result = verify_checkout(dest, _source(upstream, DECLARED))
+    assert not result.ok
+    assert any(f"lib/partial/{IMAGE}" in p for p in result.problems)
+    assert len(result.exceptions) == 1  # only the submodule is still excused
+
+
+def test_without_the_declaration_the_same_tree_is_not_as_pinned(upstream: Upstream, tmp_path: Path) -> None:
+    dest = tmp_path / "src"
+    checkout_source(_source(upstream, DECLARED), dest)
+    result = verify_checkout(dest, _source(upstream, {}))
+    assert not result.ok and not result.exceptions
+    text = " ".join(result.problems)
+    assert "lib/gone is not initialised" in text and f"lib/partial/{IMAGE}" in text
+
+
+def test_plan_carries_the_declarations(upstream: Upstream) -> None:
+    plan = SourcePlan(target="t", name="demo", dist="demo", repo=upstream.url, commit=upstream.commit,
+                      unobtainable=DECLARED)  # fmt: skip
+    assert SourcePlan.from_dict(plan.to_dict()).unobtainable == DECLARED
+    plain = SourcePlan(target="t", name="demo", dist="demo", repo=upstream.url, commit=upstream.commit)
+    assert "unobtainable" not in plain.to_dict()  # plans of sources without exceptions are unchanged
+
+
+def test_spec_rejects_a_path_that_leaves_the_checkout(tmp_path: Path) -> None:
+    from megacpp_env.spec import load_spec
+
+    text = (
+        "schema_version: 1\nproject: p\ntoolchains:\n  host: {gcc: '13', python: '3.12', uv: '0.13.9'}\n"
+        "sources:\n  demo:\n    repo: https://example.invalid/demo.git\n    commit: '" + "a" * 40 + "'\n"
+        "    unobtainable: {'../etc/passwd': why}\n"
+        "targets:\n  t:\n    description: d\n    platforms: [linux/amd64]\n    base_image: none/none:none\n"
+        "    toolchain: host\n    sources: [demo]\n"
+    )
+    (tmp_path / "stack.yaml").write_text(text)
+    with pytest.raises(MegacppEnvError, match=r"sources\.demo\.unobtainable"):
+        load_spec(tmp_path / "stack.yaml")
+    (tmp_path / "stack.yaml").write_text(text.replace("'../etc/passwd'", "3rdparty/spdlog"))
+    assert load_spec(tmp_path / "stack.yaml").sources["demo"].unobtainable == {"3rdparty/spdlog": "why"}
