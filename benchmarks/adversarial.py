@@ -398,7 +398,10 @@ def gate_mutations(tmp: Path, tally: Tally) -> None:
     text = (repo / LOCK).read_text()
     a = "a7db850025b95ded1eae8a46181a1a6c56c92c96f0e2b005d9ff8dc0210cab44"
     b = "ab7ae7122974553370f0bdb919e1a960b2cd1bc1ef0276416d896db81c14582c"
-    idna = text[text.index('[[packages]]\nname = "idna"') :].split("\n\n", 1)[0]
+    start = text.index('[[packages]]\nname = "idna"')
+    # the whole package entry (its sdist and wheel tables too), up to the next package
+    idna = text[start : text.find("\n[[packages]]", start + 1) % (len(text) + 1)].rstrip("\n")
+    assert a in idna and b in idna, "the smoke lock's idna entry changed: update the two hashes here"
     swapped = idna.replace(a, "1" * 64).replace(b, "2" * 64)
     split = (
         swapped.replace('name = "idna"', 'name = "idna"\nmarker = "sys_platform == \'linux\'"', 1)
