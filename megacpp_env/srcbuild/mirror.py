@@ -114,12 +114,21 @@ def read_source_index(root: Path, source: str) -> dict[str, dict[str, Any]]:
 
 
 def insteadof_config(root: Path, source: str) -> dict[str, str]:
-    """``-c`` settings that make git fetch every URL of ``source``'s mirror from the mirror."""
+    """``-c`` settings that make git fetch every URL of ``source``'s mirror from the mirror, and no
+    URL from anywhere else: every network transport is off (``git.OFFLINE_CONFIG``), so a URL the
+    mirror lacks (a submodule of a submodule) fails instead of reaching the network."""
     base = source_dir(root, source).resolve()
-    cfg = {"protocol.file.allow": "always"}
+    cfg = dict(git.OFFLINE_CONFIG)
     for url, entry in sorted(read_source_index(root, source).items()):
         cfg[f"url.{(base / str(entry['path'])).as_uri()}.insteadOf"] = url
     return cfg
+
+
+def require_pins(root: Path, source: str, pins: Iterable[tuple[str, str]], *, remedy: str) -> None:
+    """RefusedError naming every pin the source's mirror lacks (nothing falls back to the network)."""
+    missing = missing_pins(root, source, pins)
+    if missing:
+        raise RefusedError(f"source mirror {root} lacks {', '.join(missing)} (run `{remedy}`)")
 
 
 def missing_pins(root: Path, source: str, pins: Iterable[tuple[str, str]]) -> list[str]:
@@ -212,7 +221,7 @@ def _fill(
 def _fetch_pin(repo: Path, pin: Pin, rewrites: dict[str, str], say: Callable[[str], None]) -> None:
     if not (repo / "HEAD").is_file():
         repo.parent.mkdir(parents=True, exist_ok=True)
-        git.run_git(["init", "--quiet", "--bare", "--template=", str(repo)])
+        git.run_git(["init", "--quiet", "--bare", "--template=", "--", str(repo)])
         for key, value in _MIRROR_CONFIG.items():
             git.run_git(["config", key, value], repo)
     if not git.has_commit(repo, pin.commit):
@@ -224,12 +233,14 @@ def _fetch_pin(repo: Path, pin: Pin, rewrites: dict[str, str], say: Callable[[st
 def _fetch(repo: Path, pin: Pin, rewrites: dict[str, str]) -> None:
     """By SHA first (with its history); else every branch and tag (a bundle or a server that refuses
     fetching by SHA), keeping only what the pin needs referenced."""
+    git.check_url(pin.url)
+    git.check_sha(pin.commit)
     cfg = {"protocol.file.allow": "always", **rewrites}
-    by_sha = ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", pin.url, pin.commit]
+    by_sha = ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--", pin.url, pin.commit]
     if git.run_git(by_sha, repo, check=False, config=cfg).returncode == 0 and git.has_commit(repo, pin.commit):
         return
     every = ["+refs/heads/*:refs/megacpp/upstream/heads/*", "+refs/tags/*:refs/megacpp/upstream/tags/*"]
-    git.run_git(["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", pin.url, *every], repo, config=cfg)
+    git.run_git(["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--", pin.url, *every], repo, config=cfg)
     if not git.has_commit(repo, pin.commit):
         raise ToolError(
             f"commit {pin.commit} is not reachable from any branch or tag of {strip_url_credentials(pin.url)}"
@@ -243,27 +254,17 @@ def _submodule_pins(repo: Path, pin: Pin) -> list[Pin]:
     links = git.gitlinks(repo, pin.commit)
     if not links:
         return []
-    urls = _gitmodules_urls(repo, pin.commit)
+    urls = git.gitmodules_urls(repo, pin.commit)
     out = []
+    where = f"{strip_url_credentials(pin.url)} @ {pin.commit}: .gitmodules"
     for path, commit in sorted(links.items()):
         if path not in urls:
-            raise ToolError(
-                f"{strip_url_credentials(pin.url)} @ {pin.commit}: submodule {path} has no URL in .gitmodules"
-            )
-        out.append(Pin(url=resolve_submodule_url(pin.url, urls[path]), commit=commit, submodules=True))
+            raise ToolError(f"{where}: submodule {path} has no URL")
+        git.check_url(urls[path], what=f"{where}: submodule {path}: url")
+        url = resolve_submodule_url(pin.url, urls[path])
+        git.check_url(url, what=f"{where}: submodule {path}: url", allow_local=git.is_local_url(pin.url))
+        out.append(Pin(url=url, commit=commit, submodules=True))
     return out
-
-
-def _gitmodules_urls(repo: Path, commit: str) -> dict[str, str]:
-    """path -> url from ``.gitmodules`` at ``commit`` (git config syntax, read by git itself)."""
-    proc = git.run_git(["config", "--blob", f"{commit}:.gitmodules", "--get-regexp", r"^submodule\..*\.(path|url)$"],
-                       repo, check=False)  # fmt: skip
-    names: dict[str, dict[str, str]] = {}
-    for line in proc.stdout.decode("utf-8", "replace").splitlines():
-        key, _, value = line.partition(" ")
-        name, _, attr = key[len("submodule.") :].rpartition(".")
-        names.setdefault(name, {})[attr] = value
-    return {v["path"]: v["url"] for v in names.values() if "path" in v and "url" in v}
 
 
 def resolve_submodule_url(base: str, url: str) -> str:
