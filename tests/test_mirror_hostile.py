@@ -13,11 +13,19 @@ from pathlib import Path
 import pytest
 
 from megacpp_env import git
-from megacpp_env.checkout import checkout_source
+from megacpp_env.checkout import checkout_source, verify_checkout
 from megacpp_env.commands import checkout as checkout_cmd
-from megacpp_env.errors import RefusedError
+from megacpp_env.errors import RefusedError, ToolError
 from megacpp_env.spec.model import Source
-from megacpp_env.srcbuild.mirror import MirrorRequest, Pin, insteadof_config, mirror_sources
+from megacpp_env.srcbuild.mirror import (
+    PIN_REF,
+    MirrorRequest,
+    Pin,
+    insteadof_config,
+    mirror_sources,
+    repo_key,
+    source_dir,
+)
 from tests.fixtures.git_repos import FILE_OK, IDENTITY, make_repo, write_files
 
 # Every URL a hostile .gitmodules (or spec) may hold to run a command or reach past the mirror.
@@ -53,6 +61,10 @@ def hostile_upstream(tmp_path: Path, url: str) -> tuple[str, str]:
     commit = git.head_commit(main)
     assert commit and git.gitlinks(main) == {"lib": sub_commit}
     return main.as_uri(), commit
+
+
+def request(src: Source) -> MirrorRequest:
+    return MirrorRequest(source=src.name, pins=(Pin(url=src.repo, commit=src.commit, submodules=src.submodules),))
 
 
 def planted(tmp_path: Path) -> list[Path]:
@@ -165,3 +177,225 @@ def test_cli_checkout_mirror_refuses_before_any_fetch(smoke_source, tmp_path: Pa
     assert not any("fetch" in r.getMessage() for r in caplog.records)
     assert not (tmp_path / "co").exists()
     assert set(os.listdir(tmp_path / "proj")) == {"stack.yaml", "overlays"}
+
+
+# ---- item 7: a re-run verifies what a checkout will read ----------------------------------------------
+
+
+def mirrored(upstream, tmp_path: Path) -> tuple[Path, MirrorRequest, Path]:
+    """(mirror root, request, the superproject's bare repository in it), packed as a real mirror may be."""
+    src = upstream.source()
+    req = MirrorRequest(source="demo", pins=(Pin(url=src.repo, commit=src.commit, submodules=True),))
+    root = tmp_path / "mirror"
+    mirror_sources(root, [req])
+    repo = source_dir(root, "demo") / "git" / f"{repo_key(src.repo)}.git"
+    git.run_git(["repack", "-a", "-d", "-q"], repo)
+    return root, req, repo
+
+
+def assert_serves(upstream, root: Path, dest: Path) -> None:
+    result = checkout_source(upstream.source(), dest, git_config=insteadof_config(root, "demo"))
+    assert result.state.head == upstream.commit and verify_checkout(dest, upstream.source()).ok
+    assert (dest / "data/blob.bin").read_bytes() == upstream.files["data/blob.bin"]
+
+
+def test_rerun_detects_a_flipped_pack_byte_and_refetches(upstream, tmp_path: Path) -> None:
+    root, req, repo = mirrored(upstream, tmp_path)
+    (pack,) = (repo / "objects" / "pack").glob("*.pack")
+    data = bytearray(pack.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    pack.chmod(0o644)
+    pack.write_bytes(bytes(data))
+    (made,) = mirror_sources(root, [req])
+    assert made.action == "updated"
+    assert git.run_git(["fsck", "--full", "--no-progress"], repo, check=False).returncode == 0
+    assert_serves(upstream, root, tmp_path / "co")
+
+
+def test_rerun_detects_a_replaced_blob_and_refetches(upstream, tmp_path: Path) -> None:
+    src = upstream.source()
+    root = tmp_path / "mirror"
+    mirror_sources(root, [request(src)])
+    repo = source_dir(root, "demo") / "git" / f"{repo_key(src.repo)}.git"
+    blob = git.git_text(["rev-parse", f"{src.commit}:data/blob.bin"], repo)
+    other = git.git_text(["rev-parse", f"{src.commit}:README.md"], repo)
+    target = repo / "objects" / blob[:2] / blob[2:]
+    assert target.is_file()  # a few objects arrive loose
+    target.chmod(0o644)
+    shutil.copyfile(repo / "objects" / other[:2] / other[2:], target)  # valid zlib, the wrong content
+    (made,) = mirror_sources(root, [request(src)])
+    assert made.action == "updated"
+    assert_serves(upstream, root, tmp_path / "co")
+
+
+def test_rerun_restores_a_deleted_pin_ref_without_the_network(upstream, tmp_path: Path) -> None:
+    root, req, repo = mirrored(upstream, tmp_path)
+    git.run_git(["update-ref", "-d", f"{PIN_REF}{upstream.commit}"], repo)
+    upstream.path.rename(upstream.path.with_name("gone"))  # the ref comes back from the mirror's own objects
+    (made,) = mirror_sources(root, [req])
+    assert made.action == "updated"
+    assert git.git_text(["rev-parse", f"{PIN_REF}{upstream.commit}"], repo) == upstream.commit
+    (again,) = mirror_sources(root, [req])
+    assert again.action == "unchanged"
+
+
+def test_rerun_detects_a_deleted_object_of_a_submodule(upstream, tmp_path: Path) -> None:
+    src = upstream.source()
+    root = tmp_path / "mirror"
+    mirror_sources(root, [request(src)])
+    sub = source_dir(root, "demo") / "git" / f"{repo_key(upstream.sub_path.as_uri())}.git"
+    blob = git.git_text(["rev-parse", f"{upstream.sub_commit}:lib.txt"], sub)
+    (sub / "objects" / blob[:2] / blob[2:]).unlink()
+    (made,) = mirror_sources(root, [request(src)])
+    assert made.action == "updated"
+    assert_serves(upstream, root, tmp_path / "co")
+
+
+def test_a_corrupt_mirror_the_upstream_cannot_repair_fails_loudly(upstream, tmp_path: Path) -> None:
+    root, req, repo = mirrored(upstream, tmp_path)
+    (pack,) = (repo / "objects" / "pack").glob("*.pack")
+    pack.chmod(0o644)
+    pack.write_bytes(pack.read_bytes()[:-30])
+    upstream.path.rename(upstream.path.with_name("gone"))
+    with pytest.raises(ToolError):
+        mirror_sources(root, [req])
+    assert [p.name for p in (root / "sources").iterdir()] == ["demo"]  # no partial left, nothing claimed ok
+
+
+# ---- item 8: all-or-nothing checkouts, leftovers of killed runs ---------------------------------------
+
+
+def test_checkout_from_a_mirror_missing_a_blob_leaves_nothing_and_a_good_mirror_then_works(
+    upstream, tmp_path: Path
+) -> None:
+    src = upstream.source()
+    root = tmp_path / "mirror"
+    mirror_sources(root, [request(src)])
+    repo = source_dir(root, "demo") / "git" / f"{repo_key(src.repo)}.git"
+    blob = git.git_text(["rev-parse", f"{src.commit}:data/blob.bin"], repo)
+    saved = (repo / "objects" / blob[:2] / blob[2:]).read_bytes()
+    (repo / "objects" / blob[:2] / blob[2:]).unlink()
+    dest = tmp_path / "co"
+    with pytest.raises(ToolError):
+        checkout_source(src, dest, git_config=insteadof_config(root, "demo"))
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith((".co", "co"))) == []
+    (made,) = mirror_sources(root, [request(src)])  # the re-run sees the hole and fills it
+    assert made.action == "updated" and saved
+    assert_serves(upstream, root, dest)
+
+
+def test_leftovers_of_killed_runs_are_removed_and_live_ones_kept(upstream, tmp_path: Path) -> None:
+    import fcntl
+
+    src = upstream.source()
+    root = tmp_path / "mirror"
+    mirror_sources(root, [request(src)])
+    sources = root / "sources"
+    dead = [sources / ".demo.partial-dead1", sources / ".demo.old-99999999", tmp_path / ".co.partial-dead2"]
+    for d in dead:
+        (d / "git").mkdir(parents=True)
+    live = tmp_path / ".co.partial-live"
+    live.mkdir()
+    fd = os.open(live, os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # a run still making its checkout
+    try:
+        git.run_git(
+            ["update-ref", "-d", f"{PIN_REF}{src.commit}"],
+            source_dir(root, "demo") / "git" / f"{repo_key(src.repo)}.git",
+        )
+        mirror_sources(root, [request(src)])
+        checkout_source(src, tmp_path / "co", git_config=insteadof_config(root, "demo"))
+        assert [d for d in dead if d.exists()] == []
+        assert live.is_dir()
+    finally:
+        os.close(fd)
+    assert sorted(p.name for p in sources.iterdir()) == ["demo"]
+
+
+def test_a_killed_checkout_leaves_no_record_and_the_next_run_cleans_up(upstream, tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    dest = tmp_path / "co"
+    code = (
+        "import sys, time\n"
+        "from megacpp_env import checkout, git\n"
+        "real = git.checkout_detached\n"
+        "def slow(path, sha):\n"
+        "    real(path, sha); print('ready', flush=True); time.sleep(60)\n"
+        "git.checkout_detached = slow\n"
+        "from megacpp_env.spec.model import Source\n"
+        f"checkout.checkout_source(Source(name='demo', repo={upstream.url!r}, commit={upstream.commit!r}), {str(dest)!r})\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    left = [p for p in tmp_path.iterdir() if p.name.startswith(".co.partial-")]
+    assert len(left) == 1 and not dest.exists()
+    time.sleep(0.01)
+    checkout_source(upstream.source(), dest)
+    assert not left[0].exists() and verify_checkout(dest, upstream.source()).ok
+
+
+# ---- item 4: corrupt mirror indexes and unusable --to, one-line errors ------------------------------
+
+
+CORRUPT_INDEXES = {
+    "truncated": b'{"schema_version": 1, "sources": {"demo": {"pa',
+    "wrong-types": b'{"schema_version": "1", "sources": ["demo"]}',
+    "wrong-types-entry": b'{"schema_version": 1, "sources": {"demo": 7}}',
+    "deep-nesting": b'{"schema_version": 1, "sources": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+    "huge": b'{"schema_version": 1, "x": "' + b"a" * (80 << 20) + b'"}',
+    "non-utf8": b'{"schema_version": 1, "sources": {"\xff\xfe": {}}}',
+    "wrong-schema": b'{"schema_version": 99, "sources": {}}',
+    "not-an-object": b"[1, 2, 3]",
+}
+
+
+@pytest.mark.parametrize("name", sorted(CORRUPT_INDEXES))
+def test_cli_mirror_sources_with_a_corrupt_index_is_a_one_line_error(name: str, tmp_path: Path, capsys) -> None:
+    from megacpp_env.cli import main
+    from tests.fixtures.git_repos import one_line_error
+    from tests.fixtures.srcbuild import REPO_ROOT
+
+    root = tmp_path / "mirror"
+    root.mkdir()
+    (root / "index.json").write_bytes(CORRUPT_INDEXES[name])
+    assert main(["mirror-sources", "smoke", "--to", str(root), "--spec", str(REPO_ROOT / "stack.yaml")]) == 1
+    err = one_line_error(capsys)
+    assert f"{root / 'index.json'}" in err
+    assert not (root / "sources" / "megacpp_smoke_ext").exists()
+
+
+def test_cli_mirror_sources_with_a_corrupt_source_index_is_a_one_line_error(tmp_path: Path, capsys) -> None:
+    from megacpp_env.srcbuild.mirror import MirrorFormatError
+
+    src_dir = tmp_path / "mirror" / "sources" / "demo"
+    src_dir.mkdir(parents=True)
+    for data in CORRUPT_INDEXES.values():
+        (src_dir / "index.json").write_bytes(data)
+        with pytest.raises((MirrorFormatError, RefusedError)):
+            insteadof_config(tmp_path / "mirror", "demo")
+
+
+@pytest.mark.parametrize("where", ["file", "below-file", "proc", "symlink-to-file"])
+def test_cli_mirror_sources_to_an_unusable_place_is_a_one_line_error(where: str, tmp_path: Path, capsys) -> None:
+    from megacpp_env.cli import main
+    from tests.fixtures.git_repos import one_line_error
+    from tests.fixtures.srcbuild import REPO_ROOT
+
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    (tmp_path / "link").symlink_to(blocker)
+    to = {
+        "file": blocker,
+        "below-file": blocker / "sub",
+        "proc": Path("/proc/megacpp-x"),
+        "symlink-to-file": tmp_path / "link",
+    }[where]
+    assert main(["mirror-sources", "smoke", "--to", str(to), "--spec", str(REPO_ROOT / "stack.yaml")]) == 1
+    assert f"--to {to}: " in one_line_error(capsys)
+    assert blocker.read_text() == "x"

@@ -35,7 +35,7 @@ from typing import Any
 
 from megacpp_env import git
 from megacpp_env.errors import FormatError, RefusedError, ToolError
-from megacpp_env.fsutil import atomic_write_text
+from megacpp_env.fsutil import atomic_write_text, staging_dir, sweep_staging
 from megacpp_env.records import read_json
 from megacpp_env.redact import strip_url_credentials
 
@@ -157,7 +157,8 @@ def mirror_sources(
 
     ``rewrites``: ``-c`` settings applied to the upstream fetches (``url.<local>.insteadOf=<url>``: a
     bundle, another mirror), so a machine without access to the pinned URLs can still mirror them."""
-    root = Path(root)
+    root = _usable_root(Path(root))
+    _read_top_index(root)  # a corrupt one is refused before anything is fetched
     report = [_mirror_one(root, req, dict(rewrites or {}), progress or (lambda _line: None)) for req in requests]
     _write_top_index(root, requests)
     return report
@@ -165,22 +166,77 @@ def mirror_sources(
 
 def _mirror_one(root: Path, req: MirrorRequest, rewrites: dict[str, str], say: Callable[[str], None]) -> MirroredSource:
     final = source_dir(root, req.source)
-    if final.is_dir() and _complete(root, req):
-        say(f"{req.source}: every pin present in {final}")
+    found = verify_source(root, req) if final.is_dir() else Verdict(problems=("not mirrored yet",))
+    if not found.problems:
+        say(f"{req.source}: every pin present and verified in {final}")
         return MirroredSource(source=req.source, path=str(final), action="unchanged", repos=_index_commits(final))
+    if final.is_dir():
+        say(f"{req.source}: repairing {final}: {'; '.join(found.problems)}")
     final.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{req.source}.partial-", dir=final.parent))
-    try:
-        if final.is_dir():
-            shutil.copytree(final, work, dirs_exist_ok=True, copy_function=os.link)  # objects are immutable
-        repos = _fill(work, req.pins, rewrites, say)
+    sweep_staging(final.parent, f".{req.source}.old-")  # a swap a killed run left half-done
+    with staging_dir(final.parent, f".{req.source}.partial-") as work:
+        refetch: list[Pin] = []
+        if final.is_dir() and not found.unusable:
+            skip = {PurePosixPath(rel).name for rel in found.corrupt_paths}
+            shutil.copytree(final, work, dirs_exist_ok=True, copy_function=os.link,  # objects are immutable
+                            ignore=lambda _d, names: [n for n in names if n in skip])  # fmt: skip
+            refetch = [Pin(url=url, commit=c) for url, commits in found.corrupt.items() for c in commits]
+        repos = _fill(work, [*req.pins, *refetch], rewrites, say)
         _write_index(work, req.source, repos)
         action = "updated" if final.is_dir() else "created"
         _swap(work, final)
-    except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
-        raise
     return MirroredSource(source=req.source, path=str(final), action=action, repos=repos)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Verdict:
+    """What a re-run found wrong with a source's mirror (no problems: it serves every pin as is)."""
+
+    problems: tuple[str, ...] = ()
+    corrupt: dict[str, list[str]] = field(default_factory=dict)  # url -> commits of a repository to refetch
+    corrupt_paths: frozenset[str] = frozenset()  # those repositories (git/<key>.git): not copied
+    unusable: bool = False  # the index cannot be read: start over
+
+
+def verify_source(root: Path, req: MirrorRequest) -> Verdict:
+    """Check what a checkout will read from ``req.source``'s mirror: every repository's objects
+    (``git fsck --full``: pack checksums, every object's hash, everything reachable from each pin
+    present), a ``refs/megacpp/pins/<sha>`` ref per pinned commit, and every requested pin
+    (submodules recursively) present."""
+    try:
+        index = read_source_index(root, req.source)
+    except (RefusedError, FormatError) as exc:
+        return Verdict(problems=(str(exc),), unusable=True)
+    problems: list[str] = []
+    corrupt: dict[str, list[str]] = {}
+    paths: set[str] = set()
+    for url, entry in sorted(index.items()):
+        repo = source_dir(root, req.source) / str(entry["path"])
+        bad = _repo_problems(repo, [str(c) for c in entry["commits"]])
+        if bad.get("corrupt"):
+            corrupt[url] = [str(c) for c in entry["commits"]]
+            paths.add(str(entry["path"]))
+        problems += [f"{strip_url_credentials(url)}: {line}" for lines in bad.values() for line in lines]
+    if not problems and not _complete(root, req):
+        problems.append("a requested pin is missing")
+    return Verdict(problems=tuple(problems), corrupt=corrupt, corrupt_paths=frozenset(paths))
+
+
+def _repo_problems(repo: Path, commits: list[str]) -> dict[str, list[str]]:
+    """{"corrupt": [...], "refs": [...]}: objects that fail ``git fsck``, pin refs missing or moved."""
+    if not all(git.SHA_RE.fullmatch(c) for c in commits):
+        return {"corrupt": ["the index lists a commit that is not a 40-hex SHA"]}
+    argv = ["fsck", "--full", "--no-dangling", "--no-progress", "--no-reflogs", *commits]
+    proc = git.run_git(argv, repo, check=False)
+    if proc.returncode != 0:
+        lines = proc.stderr.decode("utf-8", "replace").strip().splitlines() or [f"git fsck exit {proc.returncode}"]
+        return {"corrupt": [f"git fsck: {strip_url_credentials(lines[0])}"]}
+    out = git.run_git(["for-each-ref", "--format=%(objectname) %(refname)", PIN_REF], repo, check=False)
+    refs = {
+        ref.removeprefix(PIN_REF): oid
+        for oid, _, ref in (line.partition(" ") for line in out.stdout.decode().splitlines())
+    }
+    return {"refs": [f"ref {PIN_REF}{c} is missing or moved" for c in commits if refs.get(c) != c]}
 
 
 def _complete(root: Path, req: MirrorRequest) -> bool:
@@ -299,16 +355,46 @@ def _write_index(directory: Path, source: str, repos: dict[str, list[str]]) -> N
     atomic_write_text(directory / INDEX, json.dumps(doc, indent=2, sort_keys=True) + "\n")
 
 
-def _write_top_index(root: Path, requests: Sequence[MirrorRequest]) -> None:
+def _usable_root(root: Path) -> Path:
+    """``root`` made (parents too) as a directory; a one-line RefusedError when it cannot be one."""
+    try:
+        for part in (root / "sources", root):
+            if part.is_symlink() or (part.exists() and not part.is_dir()):
+                raise RefusedError(f"--to {root}: {part} is not a directory (pass a directory for the mirror)")
+        (root / "sources").mkdir(parents=True, exist_ok=True)
+        probe = tempfile.NamedTemporaryFile(dir=root / "sources", prefix=".probe-")  # noqa: SIM115
+        probe.close()
+    except OSError as exc:
+        raise RefusedError(
+            f"--to {root}: cannot make the mirror there: {exc.strerror or exc} (pass a writable directory)"
+        ) from None
+    return root
+
+
+def _read_top_index(root: Path) -> dict[str, dict[str, str]]:
+    """``root/index.json``'s sources (empty when there is none); MirrorFormatError when malformed."""
     path = root / INDEX
     try:
-        old = json.loads(path.read_text(encoding="utf-8")).get("sources", {})
-    except (OSError, ValueError, AttributeError):
-        old = {}
+        t = read_json(path, MirrorFormatError)
+    except FileNotFoundError:
+        return {}
+    remedy = f"move {path} away and run mirror-sources again"
+    if t.number("schema_version") != SCHEMA:
+        t.fail(f"not a schema {SCHEMA} source mirror index ({remedy})", "schema_version")
+    sources = t.table("sources")
+    out = {}
+    for name in sources.data:
+        entry = sources.table(str(name))
+        out[str(name)] = {k: entry.text(k, nonempty=True) for k in ("path", "repo", "commit")}
+    return out
+
+
+def _write_top_index(root: Path, requests: Sequence[MirrorRequest]) -> None:
+    old = _read_top_index(root)
     for req in requests:
         old[req.source] = {"path": f"sources/{req.source}", "repo": req.pins[0].url, "commit": req.pins[0].commit}
     doc = {"schema_version": SCHEMA, "sources": dict(sorted(old.items()))}
-    atomic_write_text(path, json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    atomic_write_text(root / INDEX, json.dumps(doc, indent=2, sort_keys=True) + "\n")
 
 
 def _swap(work: Path, final: Path) -> None:
