@@ -399,3 +399,23 @@ def test_cli_mirror_sources_to_an_unusable_place_is_a_one_line_error(where: str,
     assert main(["mirror-sources", "smoke", "--to", str(to), "--spec", str(REPO_ROOT / "stack.yaml")]) == 1
     assert f"--to {to}: " in one_line_error(capsys)
     assert blocker.read_text() == "x"
+
+
+def test_checkout_from_a_mirror_lacking_a_submodule_never_reads_its_upstream(upstream, tmp_path: Path) -> None:
+    """The upstream is a local repository here, which the file protocol would reach: the mirror's
+    catch-all rewrite still sends it nowhere."""
+    from megacpp_env.srcbuild.mirror import mirror_only_config
+
+    src = upstream.source()
+    root = tmp_path / "mirror"
+    mirror_sources(root, [request(src)])
+    index = source_dir(root, "demo") / "index.json"
+    doc = json.loads(index.read_text())
+    doc["repos"] = {u: e for u, e in doc["repos"].items() if u == upstream.url}
+    index.write_text(json.dumps(doc))
+    with pytest.raises(ToolError, match="submodule"):
+        checkout_source(src, tmp_path / "co", git_config=mirror_only_config(root, "demo"))
+    assert not (tmp_path / "co").exists()
+    other = Source(name="demo", repo=upstream.sub_path.as_uri(), commit=upstream.sub_commit)
+    with pytest.raises(ToolError):
+        checkout_source(other, tmp_path / "co2", git_config=mirror_only_config(root, "demo"))

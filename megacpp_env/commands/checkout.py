@@ -28,7 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from megacpp_env import layout
     from megacpp_env.checkout import checkout_source, default_dest, find_source
-    from megacpp_env.srcbuild.mirror import insteadof_config, require_pins
+    from megacpp_env.srcbuild.mirror import mirror_only_config, require_pins
     from megacpp_env.ui import print_json
 
     spec = load(args)
@@ -38,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
     if args.mirror:  # never the network: a pin the mirror lacks is refused, as build-source does
         remedy = f"megacpp-env mirror-sources TARGET --to {args.mirror}"
         require_pins(args.mirror, source.name, [(source.repo, source.commit)], remedy=remedy)
-        config = insteadof_config(args.mirror, source.name)
+        config = mirror_only_config(args.mirror, source.name)
     overlay = layout.overlay_dir(spec.root, source.overlay) if source.overlay else None
     result = checkout_source(source, dest, git_config=config, overlay_dir=overlay)
     if args.json:

@@ -124,6 +124,17 @@ def insteadof_config(root: Path, source: str) -> dict[str, str]:
     return cfg
 
 
+# Longest insteadOf prefix wins: this empty one catches every URL the mirror has no repository for.
+_LACKS = "url./megacpp-source-mirror-lacks-this-url/.insteadOf"
+
+
+def mirror_only_config(root: Path, source: str) -> dict[str, str]:
+    """``insteadof_config`` plus a rewrite of every other URL to a path that does not exist: a
+    checkout from the mirror reads nothing else, not even a local repository (a submodule the mirror
+    lacks fails, naming ``/megacpp-source-mirror-lacks-this-url/<its url>``)."""
+    return {**insteadof_config(root, source), _LACKS: ""}
+
+
 def require_pins(root: Path, source: str, pins: Iterable[tuple[str, str]], *, remedy: str) -> None:
     """RefusedError naming every pin the source's mirror lacks (nothing falls back to the network)."""
     missing = missing_pins(root, source, pins)
