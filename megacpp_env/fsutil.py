@@ -177,21 +177,24 @@ def _locked_mkdtemp(parent: Path, prefix: str) -> tuple[Path, int]:
         os.close(fd)
 
 
-def sweep_staging(parent: Path, prefix: str) -> list[Path]:
-    """Remove ``parent``'s entries named ``<prefix>*`` that are this user's directories or files and
-    that no live process holds (``flock``); the lock is held while removing, so a maker that races
-    with the sweep sees its directory gone and makes another. Returns what was removed."""
-    removed: list[Path] = []
+def sweep_staging(parent: Path, prefix: str, *, suffix: str = "", dir_fd: int | None = None) -> list[str]:
+    """Remove ``parent``'s entries named ``<prefix>*<suffix>`` (``dir_fd``: the directory open, then
+    ``parent`` is only named) that are this user's directories or files and that no live process
+    holds (``flock``). The lock is held while removing, so a maker that races with the sweep sees
+    its directory gone and makes another. Returns the names removed."""
+    removed: list[str] = []
     try:
-        entries = [e for e in Path(parent).iterdir() if e.name.startswith(prefix)]
+        listed = os.listdir(parent if dir_fd is None else dir_fd)  # noqa: PTH208 (takes a dir_fd)
+        names = [n for n in listed if n.startswith(prefix) and n.endswith(suffix)]
     except OSError:
         return removed
-    for entry in entries:
+    for name in names:
+        where = name if dir_fd is not None else str(Path(parent) / name)
         try:
-            st = os.lstat(entry)
+            st = os.lstat(where, dir_fd=dir_fd)
             if st.st_uid != os.getuid() or not (stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode)):
                 continue
-            fd = os.open(entry, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+            fd = os.open(where, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
         except OSError:
             continue
         try:
@@ -201,10 +204,11 @@ def sweep_staging(parent: Path, prefix: str) -> list[Path]:
             continue  # a live process holds it
         try:
             if stat.S_ISDIR(st.st_mode):
-                shutil.rmtree(entry, ignore_errors=True)
+                shutil.rmtree(where, ignore_errors=True, dir_fd=dir_fd)
             else:
-                entry.unlink(missing_ok=True)
-            removed.append(entry)
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(where, dir_fd=dir_fd)
+            removed.append(name)
         finally:
             os.close(fd)
     return removed

@@ -30,11 +30,11 @@ from tests.fixtures.git_repos import FILE_OK, IDENTITY, make_repo, write_files
 
 # Every URL a hostile .gitmodules (or spec) may hold to run a command or reach past the mirror.
 HOSTILE_URLS = [
-    "--upload-pack=touch PWNED",  # the issue's reproduction (CVE-2018-17456)
-    "--upload-pack=touch${IFS}PWNED",
+    "--upload-pack=touch {pwn}",  # the issue's reproduction (CVE-2018-17456)
+    "--upload-pack=touch${{IFS}}{pwn}",
     "-oProxyCommand=touch PWNED:x",
-    "ext::sh -c touch% PWNED",
-    "ext::touch PWNED",
+    "ext::sh -c touch% {pwn}",
+    "ext::touch {pwn}",
     "fd::3",
     "fd::0,1/x",
     "ssh://-oProxyCommand=touch PWNED/x",
@@ -74,6 +74,7 @@ def planted(tmp_path: Path) -> list[Path]:
 @pytest.mark.parametrize("url", HOSTILE_URLS)
 def test_mirror_sources_refuses_a_hostile_submodule_url(tmp_path: Path, url: str, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
+    url = url.format(pwn=tmp_path / "PWNED")  # outside every directory a failed run removes
     repo, commit = hostile_upstream(tmp_path, url)
     req = MirrorRequest(source="demo", pins=(Pin(url=repo, commit=commit, submodules=True),))
     with pytest.raises(RefusedError, match=r"\.gitmodules: submodule lib: url .* refusing to pass it to git"):
@@ -85,6 +86,7 @@ def test_mirror_sources_refuses_a_hostile_submodule_url(tmp_path: Path, url: str
 @pytest.mark.parametrize("url", HOSTILE_URLS)
 def test_checkout_refuses_a_hostile_submodule_url(tmp_path: Path, url: str, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
+    url = url.format(pwn=tmp_path / "PWNED")  # outside every directory a failed run removes
     repo, commit = hostile_upstream(tmp_path, url)
     src = Source(name="demo", repo=repo, commit=commit, submodules=True)
     with pytest.raises(RefusedError, match=r"\.gitmodules: submodule lib: url"):
@@ -96,6 +98,7 @@ def test_checkout_refuses_a_hostile_submodule_url(tmp_path: Path, url: str, monk
 @pytest.mark.parametrize("url", HOSTILE_URLS)
 def test_a_hostile_pinned_url_never_reaches_git(tmp_path: Path, url: str, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
+    url = url.format(pwn=tmp_path / "PWNED")  # outside every directory a failed run removes
     src = Source(name="demo", repo=url, commit="1" * 40)
     with pytest.raises(RefusedError, match="refusing to pass it to git"):
         checkout_source(src, tmp_path / "co")
@@ -127,7 +130,7 @@ def test_every_git_call_runs_with_ext_and_fd_off(tmp_path: Path, monkeypatch) ->
     monkeypatch.chdir(tmp_path)
     work = tmp_path / "w"
     git.init(work)
-    proc = git.run_git(["fetch", "ext::sh -c touch% PWNED", "main"], work, check=False, trusted=True)
+    proc = git.run_git(["fetch", f"ext::sh -c touch% {tmp_path}/PWNED", "main"], work, check=False, trusted=True)
     assert proc.returncode != 0 and b"transport 'ext' not allowed" in proc.stderr
     assert planted(tmp_path) == []
 
@@ -419,3 +422,55 @@ def test_checkout_from_a_mirror_lacking_a_submodule_never_reads_its_upstream(ups
     other = Source(name="demo", repo=upstream.sub_path.as_uri(), commit=upstream.sub_commit)
     with pytest.raises(ToolError):
         checkout_source(other, tmp_path / "co2", git_config=mirror_only_config(root, "demo"))
+
+
+def _hold(path: Path) -> int:
+    import fcntl
+
+    fd = os.open(path, os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    return fd
+
+
+def test_killed_downloads_dl_files_are_swept_and_live_ones_kept(tmp_path: Path) -> None:
+    """`mirror`'s ``.dl-*`` temp files: a killed run's (no lock) go, a running one's (locked) stay."""
+    import hashlib
+
+    from megacpp_env.lock.mirror import _fetch_into
+    from megacpp_env.lock.pylock import Artifact
+
+    payload = tmp_path / "w-1.0-py3-none-any.whl"
+    payload.write_bytes(b"wheel bytes")
+    shas = tmp_path / "sha"
+    shas.mkdir()
+    (shas / ".dl-dead").write_bytes(b"half")
+    (shas / ".dl-live").write_bytes(b"half")
+    fd = _hold(shas / ".dl-live")
+    sha_fd = os.open(shas, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        art = Artifact(kind="wheel", url=payload.as_uri(), sha256=hashlib.sha256(b"wheel bytes").hexdigest())
+        assert _fetch_into(sha_fd, art)
+    finally:
+        os.close(sha_fd)
+        os.close(fd)
+    assert sorted(os.listdir(shas)) == sorted([".dl-live", art.sha256])
+
+
+def test_killed_artifact_downloads_part_files_are_swept_and_live_ones_kept(tmp_path: Path) -> None:
+    """`mirror-artifacts`' ``*.part`` temp files, the same way."""
+    import hashlib
+    import io
+
+    from megacpp_env.artifacts import _download
+
+    target = tmp_path / "d" / "x.cubin"
+    target.parent.mkdir()
+    dead, live, other = (target.parent / n for n in (".x.cubin.dead.part", ".x.cubin.live.part", ".y.cubin.a.part"))
+    for p in (dead, live, other):
+        p.write_bytes(b"half")
+    fd = _hold(live)
+    try:
+        _download("u", target, hashlib.sha256(b"data").hexdigest(), lambda _u: io.BytesIO(b"data"))
+    finally:
+        os.close(fd)
+    assert sorted(p.name for p in target.parent.iterdir()) == sorted([live.name, other.name, "x.cubin"])

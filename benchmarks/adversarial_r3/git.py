@@ -41,11 +41,11 @@ IDENTITY = {
     "GIT_COMMITTER_DATE": "2025-01-01T00:00:00+0000", "GIT_CONFIG_NOSYSTEM": "1",
 }  # fmt: skip
 HOSTILE_URLS = (
-    "--upload-pack=touch PWNED",
-    "--upload-pack=touch${IFS}PWNED",
+    "--upload-pack=touch {pwn}",
+    "--upload-pack=touch${{IFS}}{pwn}",
     "-oProxyCommand=touch PWNED:x",
-    "ext::sh -c touch% PWNED",
-    "ext::touch PWNED",
+    "ext::sh -c touch% {pwn}",
+    "ext::touch {pwn}",
     "fd::3",
     "fd::0,1/x",
     "ssh://-oProxyCommand=touch PWNED/x",
@@ -113,7 +113,7 @@ class Counts:
         return p.returncode, p.stdout + p.stderr
 
     def cli(self, args: list[str], cwd: Path) -> int:
-        return self.run(f"    from megacpp_env.cli import main\n    sys.exit(main({args!r}))", cwd)[0]
+        return self.run(f"from megacpp_env.cli import main\nsys.exit(main({args!r}))", cwd)[0]
 
     def pwned(self) -> None:
         found = list(self.tmp.rglob("PWNED*"))
@@ -123,7 +123,7 @@ class Counts:
 
 
 def _indent(code: str) -> str:
-    return "\n".join(line if line.startswith("    ") else "    " + line for line in code.splitlines())
+    return "\n".join("    " + line for line in code.splitlines())
 
 
 MIRROR = (
@@ -133,7 +133,9 @@ MIRROR = (
 )
 CHECKOUT = (
     "from pathlib import Path\nfrom megacpp_env.checkout import checkout_source, verify_checkout\n"
-    "from megacpp_env.spec.model import Source\nfrom megacpp_env.srcbuild.mirror import mirror_only_config\n"
+    "from megacpp_env.spec.model import Source\n"
+    "try:\n    from megacpp_env.srcbuild.mirror import mirror_only_config\n"
+    "except ImportError:  # before issue 19\n    from megacpp_env.srcbuild.mirror import insteadof_config as mirror_only_config\n"
     "s = Source(name='demo', repo={url!r}, commit={commit!r}, submodules=True)\n"
     "cfg = mirror_only_config(Path({root!r}), 'demo') if {root!r} else None\n"
     "checkout_source(s, Path({dest!r}), git_config=cfg)\nassert verify_checkout(Path({dest!r}), s).ok"
@@ -143,7 +145,8 @@ CHECKOUT = (
 def case_urls(k: Counts, base: Path) -> None:
     sub = base / "sub"
     sub_commit = make_repo(sub, {"x.txt": "x\n"})
-    for i, url in enumerate(HOSTILE_URLS):
+    for i, raw in enumerate(HOSTILE_URLS):
+        url = raw.format(pwn=k.tmp / "PWNED")  # outside every directory a failed run removes
         up = base / f"up{i}"
         commit = make_repo(up, {"a.txt": "a\n"}, {"lib": (url.replace("\\n", "\n").replace("\\t", "\t"), sub_commit)})
         for code in (
@@ -306,7 +309,7 @@ def case_inputs(k: Counts, base: Path) -> None:
         (root / "index.json").write_bytes(data)
         k.cli(["mirror-sources", "smoke", "--to", str(root), "--spec", spec], base)
         (root / "index.json").unlink()
-        (root / "sources" / "megacpp_smoke_ext").mkdir(parents=True)
+        (root / "sources" / "megacpp_smoke_ext").mkdir(parents=True, exist_ok=True)
         (root / "sources" / "megacpp_smoke_ext" / "index.json").write_bytes(data)
         k.cli(
             [
