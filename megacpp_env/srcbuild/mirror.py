@@ -16,8 +16,11 @@ lets a checkout fetch it by SHA. Checkouts and source builds read the mirror thr
 ``url.<mirror repo>.insteadOf=<pinned url>`` given with ``-c`` (``insteadof_config``), never
 written to a config file, so the pinned URL in stack.yaml and the checkout's recorded origin stay
 as they are. A source directory is made in a temporary sibling and swapped into place, and left
-untouched when every pin is already present (its bytes are part of a build's cache key).
-Never prints.
+untouched when a re-run verifies it (``verify_source``: ``git fsck --full`` from every pinned
+commit, so pack checksums, object hashes and connectivity, plus each pin's ref); its bytes are
+part of a build's cache key. A repository that fails is fetched again, a missing pin ref restored.
+Every URL (pinned, or from a ``.gitmodules``) passes ``git.check_url`` before git sees it, and a
+local one only where the superproject is local. Never prints.
 """
 
 from __future__ import annotations
