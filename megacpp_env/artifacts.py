@@ -12,6 +12,7 @@ pin says: a missing or altered file is an error, not a smaller package.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import re
@@ -24,7 +25,7 @@ from typing import Any
 
 from megacpp_env import netio
 from megacpp_env.errors import RefusedError, ToolError, VerificationError
-from megacpp_env.fsutil import read_text_input, sha256_file
+from megacpp_env.fsutil import read_text_input, sha256_file, sweep_staging
 from megacpp_env.spec.model import ArtifactSet
 
 CHECKSUMS = "checksums.txt"
@@ -85,7 +86,9 @@ def _download(url: str, target: Path, sha256: str, opener: Opener) -> int:
     target.parent.mkdir(parents=True, exist_ok=True)
     digest = hashlib.sha256()
     sizes: list[int] = []
+    sweep_staging(target.parent, f".{target.name}.", suffix=".part")  # what killed downloads left
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")
+    fcntl.flock(fd, fcntl.LOCK_EX)  # held while this process lives: the next sweep keeps it
     try:
         with os.fdopen(fd, "wb") as out:
 

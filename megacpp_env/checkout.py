@@ -9,16 +9,16 @@ A checkout is created in a temporary sibling directory and renamed into place, s
 
 from __future__ import annotations
 
+import contextlib
 import os
-import shutil
-import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from megacpp_env import git, layout
 from megacpp_env.errors import RefusedError
+from megacpp_env.fsutil import staging_dir
 from megacpp_env.redact import strip_url_credentials
 from megacpp_env.worktree.provenance import Provenance, read_provenance, write_provenance
 from megacpp_env.worktree.status import CheckoutState, checkout_state
@@ -206,27 +206,29 @@ def checkout_source(
     dest = Path(dest)
     if dest.exists() and not (dest.is_dir() and not any(dest.iterdir())):
         return _reuse_existing(source, dest, git_config or {}, overlay_dir)
-    work = _make_work_dir(dest)
-    try:
+    with _work_dir(dest) as work:
         shallow = _fetch_into(source, work, git_config or {})
+        _write_record(source, work, shallow=shallow)  # inside the tree: the rename below publishes both
         work.chmod(0o755 & ~_umask())  # mkdtemp made it 0700; a checkout is an ordinary directory
         if dest.exists():
             dest.rmdir()
         os.replace(work, dest)
-    except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
-        raise
-    _write_record(source, dest, shallow=shallow)
     return CheckoutResult(action="created", state=inspect_checkout(dest, source))
 
 
-def _make_work_dir(dest: Path) -> Path:
-    """A temporary sibling of ``dest`` to build the checkout in; a one-line error when impossible."""
+@contextlib.contextmanager
+def _work_dir(dest: Path) -> Iterator[Path]:
+    """A temporary sibling of ``dest`` to build the checkout in (``fsutil.staging_dir``: what killed
+    runs left beside ``dest`` is removed first); a one-line error when impossible."""
     try:
         dest.parent.mkdir(parents=True, exist_ok=True)
-        return Path(tempfile.mkdtemp(prefix=f".{dest.name}.partial-", dir=dest.parent))
+        staging = staging_dir(dest.parent, f".{dest.name}.partial-")
+        work = staging.__enter__()
     except OSError as exc:
         raise RefusedError(f"cannot create a checkout at {dest}: {exc.strerror or exc} (pass another --dest)") from None
+    with contextlib.ExitStack() as stack:
+        stack.push(staging)
+        yield work
 
 
 def _umask() -> int:

@@ -149,6 +149,71 @@ def owned_tempdir(prefix: str) -> Iterator[Path]:
         shutil.rmtree(path, ignore_errors=True)
 
 
+@contextlib.contextmanager
+def staging_dir(parent: Path, prefix: str) -> Iterator[Path]:
+    """A new directory ``parent/<prefix>XXXXXXXX`` to make something in before renaming it into
+    place. Its maker holds a ``flock`` on the directory itself (it follows a rename; the kernel drops
+    it when the process dies), so the next maker with the same prefix removes what killed runs left
+    (``sweep_staging``). Removed here when the block raises; the caller renames it on success."""
+    sweep_staging(parent, prefix)
+    path, fd = _locked_mkdtemp(parent, prefix)
+    try:
+        yield path
+    except BaseException:
+        shutil.rmtree(path, ignore_errors=True)
+        raise
+    finally:
+        os.close(fd)
+
+
+def _locked_mkdtemp(parent: Path, prefix: str) -> tuple[Path, int]:
+    while True:
+        path = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fcntl.flock(fd, fcntl.LOCK_EX)  # waits while a sweeper that took it first removes it
+        with contextlib.suppress(FileNotFoundError):
+            if os.lstat(path).st_ino == os.fstat(fd).st_ino:
+                return path, fd
+        os.close(fd)
+
+
+def sweep_staging(parent: Path, prefix: str, *, suffix: str = "", dir_fd: int | None = None) -> list[str]:
+    """Remove ``parent``'s entries named ``<prefix>*<suffix>`` (``dir_fd``: the directory open, then
+    ``parent`` is only named) that are this user's directories or files and that no live process
+    holds (``flock``). The lock is held while removing, so a maker that races with the sweep sees
+    its directory gone and makes another. Returns the names removed."""
+    removed: list[str] = []
+    try:
+        listed = os.listdir(parent if dir_fd is None else dir_fd)  # noqa: PTH208 (takes a dir_fd)
+        names = [n for n in listed if n.startswith(prefix) and n.endswith(suffix)]
+    except OSError:
+        return removed
+    for name in names:
+        where = name if dir_fd is not None else str(Path(parent) / name)
+        try:
+            st = os.lstat(where, dir_fd=dir_fd)
+            if st.st_uid != os.getuid() or not (stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode)):
+                continue
+            fd = os.open(where, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            continue  # a live process holds it
+        try:
+            if stat.S_ISDIR(st.st_mode):
+                shutil.rmtree(where, ignore_errors=True, dir_fd=dir_fd)
+            else:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(where, dir_fd=dir_fd)
+            removed.append(name)
+        finally:
+            os.close(fd)
+    return removed
+
+
 def atomic_write_text(path: Path, text: str, *, mode: int | None = None) -> bool:
     return atomic_write_bytes(path, text.encode("utf-8"), mode=mode)
 

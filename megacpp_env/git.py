@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from megacpp_env.errors import ToolError, ToolNotFoundError
+from megacpp_env.errors import RefusedError, ToolError, ToolNotFoundError, one_line
 from megacpp_env.redact import strip_url_credentials
 
 log = logging.getLogger("megacpp_env.git")
@@ -66,6 +66,30 @@ _DRIVER_KEY = re.compile(
     r"|credential\..+\.helper|gpg\..+\.program|difftool\..+\.cmd|mergetool\..+\.cmd)|pager\..+|filter\..+\.required)",
     re.IGNORECASE,
 )
+# The transports any git call may use, whatever the user's or a repository's configuration says:
+# ``ext::`` and ``fd::`` (which run a command or read a descriptor) and every other remote helper
+# are off; ``file`` keeps git's own default (``user``: not for a submodule a repository names)
+# unless a caller turns it on for a URL the user gave.
+_PROTOCOL_POLICY = {
+    "protocol.allow": "never",
+    "protocol.https.allow": "always",
+    "protocol.http.allow": "always",
+    "protocol.git.allow": "always",
+    "protocol.ssh.allow": "always",
+    "protocol.file.allow": "user",
+    "protocol.ext.allow": "never",
+    "protocol.fd.allow": "never",
+}
+# With a mirror every object comes from a local repository: no network transport at all.
+OFFLINE_CONFIG = {
+    **{f"protocol.{name}.allow": "never" for name in ("https", "http", "git", "ssh", "ext", "fd")},
+    "protocol.allow": "never",
+    "protocol.file.allow": "always",
+}
+# URL schemes a pinned source, a submodule or a mirror may use (git's ssh aliases included).
+URL_SCHEMES = ("https", "http", "git", "ssh", "git+ssh", "ssh+git", "file")
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+_HELPER = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*::")  # <transport>::<address>: a remote helper
 # Options that make ``git diff`` output independent of the user's git configuration.
 _DIFF_STABLE = (
     "--binary",
@@ -185,7 +209,7 @@ def run_git(
     ``trusted`` (making a checkout) keeps the user's git configuration and programs; every other call
     runs with ``read_config`` (no command the repository names is ever run)."""
     argv = [git_executable()]
-    overrides = {**(config or {}), **({} if trusted else read_config(cwd))}
+    overrides = {**_PROTOCOL_POLICY, **(config or {}), **({} if trusted else read_config(cwd))}
     for key, value in overrides.items():
         argv += ["-c", f"{key}={value}"]
     argv += list(args)
@@ -478,28 +502,82 @@ def is_local_url(url: str) -> bool:
     return url.startswith("file://") or (not re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", url) and ":" not in url)
 
 
+def url_problem(url: str, *, allow_local: bool = True) -> str | None:
+    """Why git must not be given ``url`` (None: it may). Refused: a leading ``-`` (git would read an
+    option: CVE-2018-17456), control characters, ``<helper>::`` remote helpers (``ext::`` runs a
+    command, ``fd::`` reads a descriptor), schemes outside ``URL_SCHEMES``, an ssh host that starts
+    with ``-`` (``ssh://-oProxyCommand=...``) and, unless ``allow_local``, a local path or file URL."""
+    checks = (
+        (not url, "is empty"),
+        (url.startswith("-"), "starts with '-' (git would read it as an option)"),
+        (not url.isprintable(), "holds a control character"),
+        (bool(_HELPER.match(url)), "names a git remote helper ('<transport>::'), which runs a program"),
+    )
+    problem = next((why for bad, why in checks if bad), None)
+    if problem or (m := _SCHEME.match(url)) is None:
+        return problem or _scp_or_path_problem(url, allow_local=allow_local)
+    scheme = m.group(1).lower()
+    if scheme not in URL_SCHEMES:
+        return f"uses the scheme {scheme}://, not one of {', '.join(URL_SCHEMES)}"
+    if scheme == "file":
+        return None if allow_local else "is a local file URL, which only a local superproject may name"
+    return _host_problem(url[m.end() :].split("/", 1)[0].rpartition("@")[2])
+
+
+def _scp_or_path_problem(url: str, *, allow_local: bool) -> str | None:
+    colon, slash = url.find(":"), url.find("/")
+    if colon > 0 and (slash == -1 or colon < slash):  # scp-like [user@]host:path, an ssh URL to git
+        return _host_problem(url[:colon].rpartition("@")[2])
+    return None if allow_local else "is a local path, which only a local superproject may name"
+
+
+def _host_problem(host: str) -> str | None:
+    if not host.strip("[]"):
+        return "has no host"
+    if host.lstrip("[").startswith("-"):
+        return "has a host that starts with '-' (ssh would read it as an option)"
+    return None
+
+
+def check_url(url: str, *, what: str = "URL", allow_local: bool = True) -> str:
+    """``url`` when git may be given it (``url_problem``); else a one-line RefusedError."""
+    problem = url_problem(url, allow_local=allow_local)
+    if problem:
+        raise RefusedError(one_line(f"{what} {strip_url_credentials(url)!r} {problem}: refusing to pass it to git"))
+    return url
+
+
+def check_sha(sha: str) -> str:
+    if not SHA_RE.fullmatch(sha):
+        raise RefusedError(one_line(f"{sha!r} is not a 40-hex commit SHA: refusing to pass it to git"))
+    return sha
+
+
 # ---- making a checkout --------------------------------------------------------------------------
 
 
 def init(path: Path) -> None:
     Path(path).mkdir(parents=True, exist_ok=True)
-    run_git(["init", "--quiet", str(path)], trusted=True)
+    run_git(["init", "--quiet", "--", str(path)], trusted=True)
 
 
 def set_remote(path: Path, name: str, url: str) -> None:
+    check_url(url, what=f"remote {name}")
     if name in remote_urls(path):
-        run_git(["remote", "set-url", name, url], path, trusted=True)
+        run_git(["remote", "set-url", "--", name, url], path, trusted=True)
     else:
-        run_git(["remote", "add", name, url], path, trusted=True)
+        run_git(["remote", "add", "--", name, url], path, trusted=True)
 
 
 def fetch_commit(path: Path, url: str, sha: str, *, config: Mapping[str, str] | None = None) -> bool:
     """Fetch ``sha`` by SHA, shallow (``--depth 1``) where the server allows; else fetch every branch
     and tag and look for it. Returns True when the fetch was shallow. Raises ToolError if not found.
     ``config``: extra ``-c`` settings, e.g. ``url.<mirror>.insteadOf`` rewrites (never written to a file)."""
+    check_url(url)
+    check_sha(sha)
     cfg = {**_file_protocol(url), **(config or {})}
     proc = run_git(
-        ["fetch", "--quiet", "--depth", "1", "--no-tags", url, sha], path, check=False, config=cfg, trusted=True
+        ["fetch", "--quiet", "--depth", "1", "--no-tags", "--", url, sha], path, check=False, config=cfg, trusted=True
     )
     if proc.returncode == 0 and has_commit(path, sha):
         return True
@@ -507,25 +585,40 @@ def fetch_commit(path: Path, url: str, sha: str, *, config: Mapping[str, str] | 
     log.debug("shallow fetch by SHA refused (%s); fetching all refs", refused)
     refspecs = ["+refs/heads/*:refs/remotes/origin/*", "+refs/tags/*:refs/tags/*"]
     unshallow = ["--unshallow"] if git_path(path, "shallow").exists() else []
-    run_git(["fetch", "--quiet", *unshallow, url, *refspecs], path, config=cfg, trusted=True)
+    run_git(["fetch", "--quiet", *unshallow, "--", url, *refspecs], path, config=cfg, trusted=True)
     if not has_commit(path, sha):
         raise ToolError(f"commit {sha} is not reachable from any branch or tag of {strip_url_credentials(url)}")
     return False
 
 
 def checkout_detached(path: Path, sha: str) -> None:
+    check_sha(sha)
     run_git(["-c", "advice.detachedHead=false", "checkout", "--quiet", "--detach", sha], path, trusted=True)
 
 
 def submodule_update(path: Path, *, allow_file_protocol: bool = False, config: Mapping[str, str] | None = None) -> None:
     """``git submodule update --init --recursive`` at the commits the superproject pins; shallow first.
     ``config`` reaches the clones and fetches git runs for each submodule (``-c`` is inherited)."""
+    for rel, url in sorted(gitmodules_urls(path, "HEAD").items()):
+        check_url(url, what=f".gitmodules: submodule {rel}: url")
     cfg = {**({"protocol.file.allow": "always"} if allow_file_protocol else {}), **(config or {})}
     base = ["submodule", "update", "--init", "--recursive", "--checkout", "--quiet"]
     proc = run_git([*base, "--depth", "1"], path, check=False, config=cfg, trusted=True)
     if proc.returncode != 0:
         log.debug("shallow submodule update failed; retrying with full history")
         run_git(base, path, config=cfg, trusted=True)
+
+
+def gitmodules_urls(path: Path, rev: str) -> dict[str, str]:
+    """Submodule path -> URL as ``.gitmodules`` at ``rev`` says (git config syntax, read by git)."""
+    argv = ["config", "-z", "--blob", f"{rev}:.gitmodules", "--get-regexp", r"^submodule\..*\.(path|url)$"]
+    proc = run_git(argv, path, check=False)
+    names: dict[str, dict[str, str]] = {}
+    for entry in proc.stdout.decode("utf-8", "surrogateescape").split("\0"):
+        key, _, value = entry.partition("\n")  # -z: a value may hold a newline
+        name, _, attr = key[len("submodule.") :].rpartition(".")
+        names.setdefault(name, {})[attr] = value
+    return {v["path"]: v["url"] for v in names.values() if "path" in v and "url" in v}
 
 
 def _file_protocol(url: str) -> dict[str, str]:

@@ -171,7 +171,7 @@ def test_credentials_never_reach_messages_or_logs(tmp_path: Path, caplog: pytest
     message = str(exc.value)
     assert "tok3n" not in message and "127.0.0.1:1/x.git" in message
     logged = "\n".join(r.getMessage() for r in caplog.records)
-    assert "tok3n" not in logged and "fetch --quiet --depth 1 --no-tags https://127.0.0.1:1/x.git" in logged
+    assert "tok3n" not in logged and "fetch --quiet --depth 1 --no-tags -- https://127.0.0.1:1/x.git" in logged
     with pytest.raises(ToolError) as exc:
         git.run_git(["ls-remote", url], work)
     assert "tok3n" not in str(exc.value)

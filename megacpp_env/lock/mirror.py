@@ -20,6 +20,7 @@ descriptor of ``DIR/sha256`` or ``DIR/files`` opened with ``O_NOFOLLOW``, by a p
 from __future__ import annotations
 
 import errno
+import fcntl
 import json
 import os
 import re
@@ -38,7 +39,7 @@ from typing import Any
 from megacpp_env import layout, netio
 from megacpp_env.chars import dangerous_char
 from megacpp_env.errors import InputError, RefusedError, StaleError, VerificationError
-from megacpp_env.fsutil import CHUNK, atomic_write_text, read_text_input
+from megacpp_env.fsutil import CHUNK, atomic_write_text, read_text_input, sweep_staging
 from megacpp_env.lock.pylock import Artifact, Lock, LockedPackage, read_pylock
 from megacpp_env.records import as_dict
 
@@ -247,13 +248,12 @@ def _fetch_into(sha_fd: int, artifact: Artifact) -> bool:
     sha = _sha256(artifact)
     if _regular(sha, sha_fd) is not None and _hash_at(sha, sha_fd) == sha:
         return False
+    sweep_staging(Path(), ".dl-", dir_fd=sha_fd)  # what killed downloads left (unlocked: their process is gone)
     tmp = f".dl-{secrets.token_hex(8)}"
     fd = os.open(tmp, _NEW_FILE, 0o644, dir_fd=sha_fd)
     try:
-        try:
-            _download(artifact.url, fd)
-        finally:
-            os.close(fd)
+        fcntl.flock(fd, fcntl.LOCK_EX)  # held until the rename below: a concurrent sweep keeps it
+        _download(artifact.url, fd)
         got = _hash_at(tmp, sha_fd)
         if got != sha:
             raise VerificationError(
@@ -261,6 +261,7 @@ def _fetch_into(sha_fd: int, artifact: Artifact) -> bool:
             )
         os.replace(tmp, sha, src_dir_fd=sha_fd, dst_dir_fd=sha_fd)
     finally:
+        os.close(fd)
         with suppress(FileNotFoundError):
             os.unlink(tmp, dir_fd=sha_fd)
     return True

@@ -16,8 +16,11 @@ lets a checkout fetch it by SHA. Checkouts and source builds read the mirror thr
 ``url.<mirror repo>.insteadOf=<pinned url>`` given with ``-c`` (``insteadof_config``), never
 written to a config file, so the pinned URL in stack.yaml and the checkout's recorded origin stay
 as they are. A source directory is made in a temporary sibling and swapped into place, and left
-untouched when every pin is already present (its bytes are part of a build's cache key).
-Never prints.
+untouched when a re-run verifies it (``verify_source``: ``git fsck --full`` from every pinned
+commit, so pack checksums, object hashes and connectivity, plus each pin's ref); its bytes are
+part of a build's cache key. A repository that fails is fetched again, a missing pin ref restored.
+Every URL (pinned, or from a ``.gitmodules``) passes ``git.check_url`` before git sees it, and a
+local one only where the superproject is local. Never prints.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from typing import Any
 
 from megacpp_env import git
 from megacpp_env.errors import FormatError, RefusedError, ToolError
-from megacpp_env.fsutil import atomic_write_text
+from megacpp_env.fsutil import atomic_write_text, staging_dir, sweep_staging
 from megacpp_env.records import read_json
 from megacpp_env.redact import strip_url_credentials
 
@@ -114,12 +117,32 @@ def read_source_index(root: Path, source: str) -> dict[str, dict[str, Any]]:
 
 
 def insteadof_config(root: Path, source: str) -> dict[str, str]:
-    """``-c`` settings that make git fetch every URL of ``source``'s mirror from the mirror."""
+    """``-c`` settings that make git fetch every URL of ``source``'s mirror from the mirror, and no
+    URL from anywhere else: every network transport is off (``git.OFFLINE_CONFIG``), so a URL the
+    mirror lacks (a submodule of a submodule) fails instead of reaching the network."""
     base = source_dir(root, source).resolve()
-    cfg = {"protocol.file.allow": "always"}
+    cfg = dict(git.OFFLINE_CONFIG)
     for url, entry in sorted(read_source_index(root, source).items()):
         cfg[f"url.{(base / str(entry['path'])).as_uri()}.insteadOf"] = url
     return cfg
+
+
+# Longest insteadOf prefix wins: this empty one catches every URL the mirror has no repository for.
+_LACKS = "url./megacpp-source-mirror-lacks-this-url/.insteadOf"
+
+
+def mirror_only_config(root: Path, source: str) -> dict[str, str]:
+    """``insteadof_config`` plus a rewrite of every other URL to a path that does not exist: a
+    checkout from the mirror reads nothing else, not even a local repository (a submodule the mirror
+    lacks fails, naming ``/megacpp-source-mirror-lacks-this-url/<its url>``)."""
+    return {**insteadof_config(root, source), _LACKS: ""}
+
+
+def require_pins(root: Path, source: str, pins: Iterable[tuple[str, str]], *, remedy: str) -> None:
+    """RefusedError naming every pin the source's mirror lacks (nothing falls back to the network)."""
+    missing = missing_pins(root, source, pins)
+    if missing:
+        raise RefusedError(f"source mirror {root} lacks {', '.join(missing)} (run `{remedy}`)")
 
 
 def missing_pins(root: Path, source: str, pins: Iterable[tuple[str, str]]) -> list[str]:
@@ -148,7 +171,8 @@ def mirror_sources(
 
     ``rewrites``: ``-c`` settings applied to the upstream fetches (``url.<local>.insteadOf=<url>``: a
     bundle, another mirror), so a machine without access to the pinned URLs can still mirror them."""
-    root = Path(root)
+    root = _usable_root(Path(root))
+    _read_top_index(root)  # a corrupt one is refused before anything is fetched
     report = [_mirror_one(root, req, dict(rewrites or {}), progress or (lambda _line: None)) for req in requests]
     _write_top_index(root, requests)
     return report
@@ -156,22 +180,77 @@ def mirror_sources(
 
 def _mirror_one(root: Path, req: MirrorRequest, rewrites: dict[str, str], say: Callable[[str], None]) -> MirroredSource:
     final = source_dir(root, req.source)
-    if final.is_dir() and _complete(root, req):
-        say(f"{req.source}: every pin present in {final}")
+    found = verify_source(root, req) if final.is_dir() else Verdict(problems=("not mirrored yet",))
+    if not found.problems:
+        say(f"{req.source}: every pin present and verified in {final}")
         return MirroredSource(source=req.source, path=str(final), action="unchanged", repos=_index_commits(final))
+    if final.is_dir():
+        say(f"{req.source}: repairing {final}: {'; '.join(found.problems)}")
     final.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{req.source}.partial-", dir=final.parent))
-    try:
-        if final.is_dir():
-            shutil.copytree(final, work, dirs_exist_ok=True, copy_function=os.link)  # objects are immutable
-        repos = _fill(work, req.pins, rewrites, say)
+    sweep_staging(final.parent, f".{req.source}.old-")  # a swap a killed run left half-done
+    with staging_dir(final.parent, f".{req.source}.partial-") as work:
+        refetch: list[Pin] = []
+        if final.is_dir() and not found.unusable:
+            skip = {PurePosixPath(rel).name for rel in found.corrupt_paths}
+            shutil.copytree(final, work, dirs_exist_ok=True, copy_function=os.link,  # objects are immutable
+                            ignore=lambda _d, names: [n for n in names if n in skip])  # fmt: skip
+            refetch = [Pin(url=url, commit=c) for url, commits in found.corrupt.items() for c in commits]
+        repos = _fill(work, [*req.pins, *refetch], rewrites, say)
         _write_index(work, req.source, repos)
         action = "updated" if final.is_dir() else "created"
         _swap(work, final)
-    except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
-        raise
     return MirroredSource(source=req.source, path=str(final), action=action, repos=repos)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Verdict:
+    """What a re-run found wrong with a source's mirror (no problems: it serves every pin as is)."""
+
+    problems: tuple[str, ...] = ()
+    corrupt: dict[str, list[str]] = field(default_factory=dict)  # url -> commits of a repository to refetch
+    corrupt_paths: frozenset[str] = frozenset()  # those repositories (git/<key>.git): not copied
+    unusable: bool = False  # the index cannot be read: start over
+
+
+def verify_source(root: Path, req: MirrorRequest) -> Verdict:
+    """Check what a checkout will read from ``req.source``'s mirror: every repository's objects
+    (``git fsck --full``: pack checksums, every object's hash, everything reachable from each pin
+    present), a ``refs/megacpp/pins/<sha>`` ref per pinned commit, and every requested pin
+    (submodules recursively) present."""
+    try:
+        index = read_source_index(root, req.source)
+    except (RefusedError, FormatError) as exc:
+        return Verdict(problems=(str(exc),), unusable=True)
+    problems: list[str] = []
+    corrupt: dict[str, list[str]] = {}
+    paths: set[str] = set()
+    for url, entry in sorted(index.items()):
+        repo = source_dir(root, req.source) / str(entry["path"])
+        bad = _repo_problems(repo, [str(c) for c in entry["commits"]])
+        if bad.get("corrupt"):
+            corrupt[url] = [str(c) for c in entry["commits"]]
+            paths.add(str(entry["path"]))
+        problems += [f"{strip_url_credentials(url)}: {line}" for lines in bad.values() for line in lines]
+    if not problems and not _complete(root, req):
+        problems.append("a requested pin is missing")
+    return Verdict(problems=tuple(problems), corrupt=corrupt, corrupt_paths=frozenset(paths))
+
+
+def _repo_problems(repo: Path, commits: list[str]) -> dict[str, list[str]]:
+    """{"corrupt": [...], "refs": [...]}: objects that fail ``git fsck``, pin refs missing or moved."""
+    if not all(git.SHA_RE.fullmatch(c) for c in commits):
+        return {"corrupt": ["the index lists a commit that is not a 40-hex SHA"]}
+    argv = ["fsck", "--full", "--no-dangling", "--no-progress", "--no-reflogs", *commits]
+    proc = git.run_git(argv, repo, check=False)
+    if proc.returncode != 0:
+        lines = proc.stderr.decode("utf-8", "replace").strip().splitlines() or [f"git fsck exit {proc.returncode}"]
+        return {"corrupt": [f"git fsck: {strip_url_credentials(lines[0])}"]}
+    out = git.run_git(["for-each-ref", "--format=%(objectname) %(refname)", PIN_REF], repo, check=False)
+    refs = {
+        ref.removeprefix(PIN_REF): oid
+        for oid, _, ref in (line.partition(" ") for line in out.stdout.decode().splitlines())
+    }
+    return {"refs": [f"ref {PIN_REF}{c} is missing or moved" for c in commits if refs.get(c) != c]}
 
 
 def _complete(root: Path, req: MirrorRequest) -> bool:
@@ -212,7 +291,7 @@ def _fill(
 def _fetch_pin(repo: Path, pin: Pin, rewrites: dict[str, str], say: Callable[[str], None]) -> None:
     if not (repo / "HEAD").is_file():
         repo.parent.mkdir(parents=True, exist_ok=True)
-        git.run_git(["init", "--quiet", "--bare", "--template=", str(repo)])
+        git.run_git(["init", "--quiet", "--bare", "--template=", "--", str(repo)])
         for key, value in _MIRROR_CONFIG.items():
             git.run_git(["config", key, value], repo)
     if not git.has_commit(repo, pin.commit):
@@ -224,12 +303,14 @@ def _fetch_pin(repo: Path, pin: Pin, rewrites: dict[str, str], say: Callable[[st
 def _fetch(repo: Path, pin: Pin, rewrites: dict[str, str]) -> None:
     """By SHA first (with its history); else every branch and tag (a bundle or a server that refuses
     fetching by SHA), keeping only what the pin needs referenced."""
+    git.check_url(pin.url)
+    git.check_sha(pin.commit)
     cfg = {"protocol.file.allow": "always", **rewrites}
-    by_sha = ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", pin.url, pin.commit]
+    by_sha = ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--", pin.url, pin.commit]
     if git.run_git(by_sha, repo, check=False, config=cfg).returncode == 0 and git.has_commit(repo, pin.commit):
         return
     every = ["+refs/heads/*:refs/megacpp/upstream/heads/*", "+refs/tags/*:refs/megacpp/upstream/tags/*"]
-    git.run_git(["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", pin.url, *every], repo, config=cfg)
+    git.run_git(["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--", pin.url, *every], repo, config=cfg)
     if not git.has_commit(repo, pin.commit):
         raise ToolError(
             f"commit {pin.commit} is not reachable from any branch or tag of {strip_url_credentials(pin.url)}"
@@ -243,27 +324,17 @@ def _submodule_pins(repo: Path, pin: Pin) -> list[Pin]:
     links = git.gitlinks(repo, pin.commit)
     if not links:
         return []
-    urls = _gitmodules_urls(repo, pin.commit)
+    urls = git.gitmodules_urls(repo, pin.commit)
     out = []
+    where = f"{strip_url_credentials(pin.url)} @ {pin.commit}: .gitmodules"
     for path, commit in sorted(links.items()):
         if path not in urls:
-            raise ToolError(
-                f"{strip_url_credentials(pin.url)} @ {pin.commit}: submodule {path} has no URL in .gitmodules"
-            )
-        out.append(Pin(url=resolve_submodule_url(pin.url, urls[path]), commit=commit, submodules=True))
+            raise ToolError(f"{where}: submodule {path} has no URL")
+        git.check_url(urls[path], what=f"{where}: submodule {path}: url")
+        url = resolve_submodule_url(pin.url, urls[path])
+        git.check_url(url, what=f"{where}: submodule {path}: url", allow_local=git.is_local_url(pin.url))
+        out.append(Pin(url=url, commit=commit, submodules=True))
     return out
-
-
-def _gitmodules_urls(repo: Path, commit: str) -> dict[str, str]:
-    """path -> url from ``.gitmodules`` at ``commit`` (git config syntax, read by git itself)."""
-    proc = git.run_git(["config", "--blob", f"{commit}:.gitmodules", "--get-regexp", r"^submodule\..*\.(path|url)$"],
-                       repo, check=False)  # fmt: skip
-    names: dict[str, dict[str, str]] = {}
-    for line in proc.stdout.decode("utf-8", "replace").splitlines():
-        key, _, value = line.partition(" ")
-        name, _, attr = key[len("submodule.") :].rpartition(".")
-        names.setdefault(name, {})[attr] = value
-    return {v["path"]: v["url"] for v in names.values() if "path" in v and "url" in v}
 
 
 def resolve_submodule_url(base: str, url: str) -> str:
@@ -298,16 +369,46 @@ def _write_index(directory: Path, source: str, repos: dict[str, list[str]]) -> N
     atomic_write_text(directory / INDEX, json.dumps(doc, indent=2, sort_keys=True) + "\n")
 
 
-def _write_top_index(root: Path, requests: Sequence[MirrorRequest]) -> None:
+def _usable_root(root: Path) -> Path:
+    """``root`` made (parents too) as a directory; a one-line RefusedError when it cannot be one."""
+    try:
+        for part in (root / "sources", root):
+            if part.is_symlink() or (part.exists() and not part.is_dir()):
+                raise RefusedError(f"--to {root}: {part} is not a directory (pass a directory for the mirror)")
+        (root / "sources").mkdir(parents=True, exist_ok=True)
+        probe = tempfile.NamedTemporaryFile(dir=root / "sources", prefix=".probe-")  # noqa: SIM115
+        probe.close()
+    except OSError as exc:
+        raise RefusedError(
+            f"--to {root}: cannot make the mirror there: {exc.strerror or exc} (pass a writable directory)"
+        ) from None
+    return root
+
+
+def _read_top_index(root: Path) -> dict[str, dict[str, str]]:
+    """``root/index.json``'s sources (empty when there is none); MirrorFormatError when malformed."""
     path = root / INDEX
     try:
-        old = json.loads(path.read_text(encoding="utf-8")).get("sources", {})
-    except (OSError, ValueError, AttributeError):
-        old = {}
+        t = read_json(path, MirrorFormatError)
+    except FileNotFoundError:
+        return {}
+    remedy = f"move {path} away and run mirror-sources again"
+    if t.number("schema_version") != SCHEMA:
+        t.fail(f"not a schema {SCHEMA} source mirror index ({remedy})", "schema_version")
+    sources = t.table("sources")
+    out = {}
+    for name in sources.data:
+        entry = sources.table(str(name))
+        out[str(name)] = {k: entry.text(k, nonempty=True) for k in ("path", "repo", "commit")}
+    return out
+
+
+def _write_top_index(root: Path, requests: Sequence[MirrorRequest]) -> None:
+    old = _read_top_index(root)
     for req in requests:
         old[req.source] = {"path": f"sources/{req.source}", "repo": req.pins[0].url, "commit": req.pins[0].commit}
     doc = {"schema_version": SCHEMA, "sources": dict(sorted(old.items()))}
-    atomic_write_text(path, json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    atomic_write_text(root / INDEX, json.dumps(doc, indent=2, sort_keys=True) + "\n")
 
 
 def _swap(work: Path, final: Path) -> None:
