@@ -459,7 +459,6 @@ def test_killed_downloads_dl_files_are_swept_and_live_ones_kept(tmp_path: Path) 
 def test_killed_artifact_downloads_part_files_are_swept_and_live_ones_kept(tmp_path: Path) -> None:
     """`mirror-artifacts`' ``*.part`` temp files, the same way."""
     import hashlib
-    import io
 
     from megacpp_env.artifacts import _download
 
@@ -470,7 +469,7 @@ def test_killed_artifact_downloads_part_files_are_swept_and_live_ones_kept(tmp_p
         p.write_bytes(b"half")
     fd = _hold(live)
     try:
-        _download("u", target, hashlib.sha256(b"data").hexdigest(), lambda _u: io.BytesIO(b"data"))
+        _download("u", target, hashlib.sha256(b"data").hexdigest(), lambda _u, sink: sink(b"data"))
     finally:
         os.close(fd)
     assert sorted(p.name for p in target.parent.iterdir()) == sorted([live.name, other.name, "x.cubin"])

@@ -9,7 +9,7 @@ _shtab_megacpp_env_overlay_subparsers=(new apply verify status restore)
 _shtab_megacpp_env_subparsers=(check facts targets schema show render lock gate mirror mirror-artifacts mirror-sources checkout verify-checkout overlay build-source build pin-base sbom verify-image snapshot diff doctor completion reproduce run bisect-check)
 
 _shtab_megacpp_env_check_option_strings=(-h --help --spec -v --verbose -q --quiet --json --rule --list-rules --strict)
-_shtab_megacpp_env_facts_option_strings=(-h --help --spec -v --verbose -q --quiet --from --wheel --requirements --build-requirements --unverified --json)
+_shtab_megacpp_env_facts_option_strings=(-h --help --spec -v --verbose -q --quiet --from --wheel --requirements --build-requirements --listed-requirements --unverified --json)
 _shtab_megacpp_env_targets_option_strings=(-h --help --spec -v --verbose -q --quiet --json)
 _shtab_megacpp_env_schema_option_strings=(-h --help --spec -v --verbose -q --quiet)
 _shtab_megacpp_env_show_option_strings=(-h --help --spec -v --verbose -q --quiet --json)

@@ -51,7 +51,7 @@ function _shtab_megacpp_env_using
 end
 
 set -g _shtab_megacpp_env_commands check facts targets schema show render lock gate mirror mirror-artifacts mirror-sources checkout verify-checkout overlay 'overlay new' 'overlay apply' 'overlay verify' 'overlay status' 'overlay restore' build-source build pin-base sbom verify-image snapshot diff doctor completion reproduce run bisect-check
-set -g _shtab_megacpp_env_opts_with_value --ack --base --base-image --build-requirements --builder --ca-bundle --cache-from --cache-to --check-golden --checkouts --dest --expect --export-lock --format --from --golden --golden-dir --ignore --jobs --mirror --names --network --output --overlays --package --paths --platform --python --record --registry --repo --requirements --rule --sbom --snapshot --source --source-from --source-mirror --spec --tag --target --to --unverified --venv --wheel --wheel-dir --workdir --worktree -o
+set -g _shtab_megacpp_env_opts_with_value --ack --base --base-image --build-requirements --builder --ca-bundle --cache-from --cache-to --check-golden --checkouts --dest --expect --export-lock --format --from --golden --golden-dir --ignore --jobs --listed-requirements --mirror --names --network --output --overlays --package --paths --platform --python --record --registry --repo --requirements --resources-root --rule --sbom --snapshot --source --source-from --source-mirror --spec --tag --target --to --unverified --venv --wheel --wheel-dir --workdir --worktree -o
 
 complete -c megacpp-env -e
 complete -c megacpp-env -f
@@ -79,6 +79,7 @@ complete -c megacpp-env -n '_shtab_megacpp_env_using facts' -l from -x -d 'extra
 complete -c megacpp-env -n '_shtab_megacpp_env_using facts' -l wheel -x -d 'extract: a wheel built from the pin: its METADATA too'
 complete -c megacpp-env -n '_shtab_megacpp_env_using facts' -l requirements -x -d 'extract: the requirements file setup.py computes install_requires from (repeatable)'
 complete -c megacpp-env -n '_shtab_megacpp_env_using facts' -l build-requirements -x -d 'extract: a build requirements file to add to [build-system].requires (repeatable)'
+complete -c megacpp-env -n '_shtab_megacpp_env_using facts' -l listed-requirements -x -d 'extract: a requirements file the project ships; what it lists and install_requires drops is recorded'
 complete -c megacpp-env -n '_shtab_megacpp_env_using facts' -l unverified -x -d 'extract: record facts not read from a clean checkout at the pin, and why'
 complete -c megacpp-env -n '_shtab_megacpp_env_using facts' -l json -d 'print a machine-readable JSON report on stdout'
 complete -c megacpp-env -n '_shtab_megacpp_env_using facts; and test $_shtab_megacpp_env_npos -eq 0' -ka "extract check show" -d 'extract: read one source'"'"'s facts; check: all, offline; show'
@@ -224,7 +225,9 @@ complete -c megacpp-env -n '_shtab_megacpp_env_using build-source' -l workdir -x
 complete -c megacpp-env -n '_shtab_megacpp_env_using build-source' -l wheel-dir -x -d 'where the wheel goes'
 complete -c megacpp-env -n '_shtab_megacpp_env_using build-source' -l install -d 'install the wheel into --venv and run sanity'
 complete -c megacpp-env -n '_shtab_megacpp_env_using build-source' -l no-sanity -d 'with --install: skip the sanity checks'
-complete -c megacpp-env -n '_shtab_megacpp_env_using build-source' -l jobs -x -d 'compile jobs (default: the jobs formula)'
+complete -c megacpp-env -n '_shtab_megacpp_env_using build-source' -l jobs -x -d 'compile jobs (default: the formula)'
+complete -c megacpp-env -n '_shtab_megacpp_env_using build-source' -l dry-run -d 'build nothing: show the jobs and what is exported'
+complete -c megacpp-env -n '_shtab_megacpp_env_using build-source' -l resources-root -x -d 'read the machine'"'"'s memory and CPUs from DIR/proc and DIR/sys (default: / )'
 complete -c megacpp-env -n '_shtab_megacpp_env_using build-source' -l json -d 'print a machine-readable JSON report on stdout'
 complete -c megacpp-env -n '_shtab_megacpp_env_using build-source; and test $_shtab_megacpp_env_npos -eq 0' -ka "(megacpp-env completion --names sources 2>/dev/null)" -d 'a source of the spec (- and _ both accepted)'
 complete -c megacpp-env -n '_shtab_megacpp_env_using; and test $_shtab_megacpp_env_npos -eq 0' -a build -d 'build a target'"'"'s image with docker BuildKit'
@@ -287,7 +290,7 @@ complete -c megacpp-env -n '_shtab_megacpp_env_using snapshot' -l check-golden -
 complete -c megacpp-env -n '_shtab_megacpp_env_using snapshot' -l golden-dir -x -d 'where golden snapshots live (default: the spec'"'"'s snapshot.golden_dir)'
 complete -c megacpp-env -n '_shtab_megacpp_env_using snapshot' -l ignore -x -d 'finding keys to ignore for --check-golden (fnmatch on the key and its prefixes, e.g. '"'"'gpu'"'"', '"'"'env.NCCL_*'"'"'; repeatable)'
 complete -c megacpp-env -n '_shtab_megacpp_env_using snapshot' -l paths -x -d 'more source checkouts to inspect (repeatable)'
-complete -c megacpp-env -n '_shtab_megacpp_env_using snapshot' -l python -x -d 'the interpreter to inspect (default: $VIRTUAL_ENV'"'"'s, else the tool'"'"'s own)'
+complete -c megacpp-env -n '_shtab_megacpp_env_using snapshot' -l python -x -d 'the interpreter to inspect (default: $VIRTUAL_ENV'"'"'s, else the first python3 on PATH)'
 complete -c megacpp-env -n '_shtab_megacpp_env_using snapshot' -l torch -d 'import torch in a subprocess for its build facts and loaded CUDA libraries'
 complete -c megacpp-env -n '_shtab_megacpp_env_using snapshot' -l no-cache -d 're-hash every installed file'
 complete -c megacpp-env -n '_shtab_megacpp_env_using snapshot' -l export-lock -x -d 'also write a PEP 751 lock (pylock.toml or pylock.NAME.toml) of the distributions this box runs'
@@ -308,7 +311,7 @@ complete -c megacpp-env -n '_shtab_megacpp_env_using doctor' -s v -l verbose -d 
 complete -c megacpp-env -n '_shtab_megacpp_env_using doctor' -s q -l quiet -d 'only results and errors: no progress, no build log'
 complete -c megacpp-env -n '_shtab_megacpp_env_using doctor' -l json -d 'print a machine-readable JSON report on stdout'
 complete -c megacpp-env -n '_shtab_megacpp_env_using doctor' -l snapshot -x -d 'check this snapshot instead of taking a live one'
-complete -c megacpp-env -n '_shtab_megacpp_env_using doctor' -l python -x -d 'the interpreter to inspect (default: $VIRTUAL_ENV'"'"'s, else the tool'"'"'s own)'
+complete -c megacpp-env -n '_shtab_megacpp_env_using doctor' -l python -x -d 'the interpreter to inspect (default: $VIRTUAL_ENV'"'"'s, else the first python3 on PATH)'
 complete -c megacpp-env -n '_shtab_megacpp_env_using doctor' -l torch -d 'import torch for its cuDNN/NCCL and loaded libraries'
 complete -c megacpp-env -n '_shtab_megacpp_env_using doctor' -l paths -x -d 'another checkout to inspect (repeatable: one DIR per use, so it never takes TARGET)'
 complete -c megacpp-env -n '_shtab_megacpp_env_using doctor; and test $_shtab_megacpp_env_npos -eq 0' -ka "(megacpp-env completion --names targets 2>/dev/null)" -d 'a target of the spec (e.g. gb10, cloud)'
@@ -339,7 +342,7 @@ complete -c megacpp-env -n '_shtab_megacpp_env_using run' -l golden -x -d 'a gol
 complete -c megacpp-env -n '_shtab_megacpp_env_using run' -l golden-dir -x -d 'where golden snapshots live'
 complete -c megacpp-env -n '_shtab_megacpp_env_using run' -l allow-drift -d 'run CMD even when the environment drifted'
 complete -c megacpp-env -n '_shtab_megacpp_env_using run' -l record -x -d 'the run record (default: <golden dir>/NAME.runs.jsonl)'
-complete -c megacpp-env -n '_shtab_megacpp_env_using run' -l python -x -d 'the interpreter to inspect (default: $VIRTUAL_ENV'"'"'s, else the tool'"'"'s own)'
+complete -c megacpp-env -n '_shtab_megacpp_env_using run' -l python -x -d 'the interpreter to inspect (default: $VIRTUAL_ENV'"'"'s, else the first python3 on PATH)'
 complete -c megacpp-env -n '_shtab_megacpp_env_using run' -l paths -x -d 'checkouts to inspect instead of the golden'"'"'s (default: the ones the golden inspected)'
 complete -c megacpp-env -n '_shtab_megacpp_env_using run' -l ignore -x -d 'finding keys that are not drift (fnmatch on the key and its prefixes, e.g. '"'"'gpu'"'"', '"'"'env.NCCL_*'"'"'; repeatable)'
 complete -c megacpp-env -n '_shtab_megacpp_env_using run' -l json -d 'print a machine-readable JSON report on stdout'
@@ -351,5 +354,5 @@ complete -c megacpp-env -n '_shtab_megacpp_env_using bisect-check' -s q -l quiet
 complete -c megacpp-env -n '_shtab_megacpp_env_using bisect-check' -l package -x -d 'the project'"'"'s import name (default: from pyproject.toml)'
 complete -c megacpp-env -n '_shtab_megacpp_env_using bisect-check' -l worktree -x -d 'the worktree under bisect (default: .)'
 complete -c megacpp-env -n '_shtab_megacpp_env_using bisect-check' -l golden-dir -x -d 'where golden snapshots live'
-complete -c megacpp-env -n '_shtab_megacpp_env_using bisect-check' -l python -x -d 'the interpreter to inspect (default: $VIRTUAL_ENV'"'"'s, else the tool'"'"'s own)'
+complete -c megacpp-env -n '_shtab_megacpp_env_using bisect-check' -l python -x -d 'the interpreter to inspect (default: $VIRTUAL_ENV'"'"'s, else the first python3 on PATH)'
 complete -c megacpp-env -n '_shtab_megacpp_env_using bisect-check' -l json -d 'print a machine-readable JSON report on stdout'
