@@ -13,29 +13,32 @@ from tests.fixtures.spec import load_data
 from tests.payloads import QUOTED_AT_RENDER, REFUSED_AT_LOAD
 
 
-def _string_leaves(node, key=""):
+class _Key(str):
+    """A key path as the loader prints it, with the path of mapping keys and list indexes that
+    reaches it (a key may hold dots: `unobtainable` names files such as `cutlass-2.9-...png`)."""
+
+    parts: tuple = ()
+
+
+def _string_leaves(node, key="", parts=()):
     if isinstance(node, dict):
         for k, v in node.items():
-            yield from _string_leaves(v, join_key(key, k))
+            yield from _string_leaves(v, join_key(key, k), (*parts, k))
     elif isinstance(node, list):
         for i, v in enumerate(node):
-            yield from _string_leaves(v, join_key(key, i))
+            yield from _string_leaves(v, join_key(key, i), (*parts, i))
     elif isinstance(node, str):
-        yield key
+        leaf = _Key(key)
+        leaf.parts = parts
+        yield leaf
 
 
 def _assign(data, key, value):
-    import re
-
-    parts = [p for p in re.split(r"\.|\[(\d+)\]", key) if p]
+    *head, last = _parts(key)
     node = data
-    for part in parts[:-1]:
-        node = node[int(part)] if isinstance(node, list) else node[part]
-    last = parts[-1]
-    if isinstance(node, list):
-        node[int(last)] = value
-    else:
-        node[last] = value
+    for part in head:
+        node = node[part]
+    node[last] = value
 
 
 def test_every_string_field_refuses_every_payload(stack_data):
@@ -105,12 +108,19 @@ def _mapping_keys(node, key=""):
             yield from _mapping_keys(v, join_key(key, i))
 
 
-def _node(data, key):
+def _parts(key):
+    """The path of ``key``: its own when it has one (_Key), else parsed (a key without dots)."""
     import re
 
+    if isinstance(key, _Key):
+        return key.parts
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"\.|\[(\d+)\]", key) if p)
+
+
+def _node(data, key):
     node = data
-    for part in [p for p in re.split(r"\.|\[(\d+)\]", key) if p]:
-        node = node[int(part)] if isinstance(node, list) else node[part]
+    for part in _parts(key):
+        node = node[part]
     return node
 
 
