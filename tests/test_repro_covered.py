@@ -285,11 +285,32 @@ def test_a_build_record_cannot_make_an_index_distribution_a_local_build():
     from megacpp_env.repro import covered
 
     cap, snap = _synthetic(None)
-    assert covered.disagreements(cap, snap) == [
-        "distributions.x.origin: a local build, where facts.python.distributions.x says 'index'"
-    ]
+    assert "distributions.x.origin: a local build, where facts.python.distributions.x says 'index'" in (
+        covered.disagreements(cap, snap)
+    )
     cap, snap = _synthetic({"url": "file:///w/x-1-py3-none-any.whl", "archive_info": {}})
-    assert covered.disagreements(cap, snap) == []  # a wheel installed from a file: a build record may rebuild it
+    # a wheel installed from a file: a build record may rebuild it, but not with a compiler the facts lack
+    assert covered.disagreements(cap, snap) == [
+        "distributions.x.build.build_env.CC: '/tmp/evil/cc' names an absolute path that the golden's facts "
+        "(facts.env) do not hold for CC"
+    ]
+
+
+@pytest.mark.parametrize("value", ["/tmp/evil/cc", "ccache /tmp/evil/gcc", "-fplugin=/tmp/evil.so", "~/bin/cc",
+                                   "{checkout}/bin:/tmp/evil"])  # fmt: skip
+def test_a_build_records_absolute_paths_must_be_the_goldens_own(value):
+    """Issue 19 item 2, the sibling left open: a record's env is not hashed, so a path in it (which
+    picks the program a rebuild runs) must be what the golden's facts hold; knobs stay free."""
+    import dataclasses
+
+    from megacpp_env.repro import covered
+    from megacpp_env.repro.document import BuildInfo
+
+    cap, snap = _synthetic({"url": "file:///w/x-1-py3-none-any.whl", "archive_info": {}})
+    for env, bad in (({"CC": value}, True), ({"MAX_JOBS": "8", "CC": "gcc-15", "X": "{checkout}/src"}, False)):
+        dist = dataclasses.replace(cap.distributions["x"], build=BuildInfo(checkout="lib", build_env=env))
+        edited = dataclasses.replace(cap, distributions={"x": dist})
+        assert bool(covered.disagreements(edited, snap)) is bad, (env, covered.disagreements(edited, snap))
 
 
 def test_the_goldens_spec_is_used_only_when_it_agrees_with_the_checkout_facts():

@@ -114,6 +114,25 @@ def _distribution(
     for field, value in want.items():
         if got[field] != value:
             yield f"distributions.{key}.{field}: {got[field]!r} != facts.python.distributions.{key} {value!r}"
+    if d.build is not None and d.build.source == "record":
+        yield from _record_paths(key, d.build.build_env, env)
+
+
+def _record_paths(key: str, build_env: Mapping[str, str], env: Mapping[str, str]) -> Iterator[str]:
+    """A build record's env is not in the facts: a value that names an absolute path (a compiler, a
+    directory on PATH, a plugin in a flag) chooses what runs, so it must be the golden's own (its
+    facts' env); knobs and paths inside the checkout (``{checkout}/...``) stay free."""
+    for name, value in sorted(build_env.items()):
+        if _names_absolute_path(value) and env.get(name) != value:
+            yield (
+                f"distributions.{key}.build.build_env.{name}: {value!r} names an absolute path that the "
+                f"golden's facts (facts.env) do not hold for {name}"
+            )
+
+
+def _names_absolute_path(value: str) -> bool:
+    tokens = value.replace("=", " ").replace(":", " ").replace(",", " ").split()
+    return any(t.startswith(("/", "~")) for t in tokens)
 
 
 def _path_entries(cap: Capture, snapshot: Snapshot) -> Iterator[str]:
