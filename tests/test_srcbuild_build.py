@@ -149,6 +149,18 @@ def test_a_mirror_without_the_pin_is_refused(smoke_mirror, scratch_venv, tmp_pat
     assert not (tmp_path / "co").exists()
 
 
+def test_a_build_from_the_mirror_reads_nothing_else(smoke_mirror) -> None:
+    """Issue 19 item 9's sibling in build-source: besides the mirror's own URLs, every other URL (a
+    submodule the mirror lacks, even a local repository) is rewritten to a path that does not exist."""
+    from megacpp_env.srcbuild.build import _mirror_config
+
+    spec = load_spec(REPO_ROOT / "stack.yaml")
+    cfg = _mirror_config(plan_of(spec, spec.target("smoke"), spec.source("megacpp_smoke_ext")), smoke_mirror)
+    assert cfg["url./megacpp-source-mirror-lacks-this-url/.insteadOf"] == ""
+    mirrored = [k for k in cfg if k != "url./megacpp-source-mirror-lacks-this-url/.insteadOf" and k.startswith("url.")]
+    assert mirrored and all(k.startswith(f"url.file://{smoke_mirror}") for k in mirrored)
+
+
 def test_jobs_decision_reaches_the_build_env(smoke_mirror, scratch_venv, tmp_path) -> None:
     spec = load_spec(REPO_ROOT / "stack.yaml")
     base = plan_of(spec, spec.target("smoke"), spec.source("megacpp_smoke_ext"))

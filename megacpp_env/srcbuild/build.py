@@ -174,7 +174,7 @@ def _mirror_config(plan: SourcePlan, root: Path | None) -> dict[str, str]:
             f"source mirror {root} lacks {', '.join(missing)} "
             f"(run `megacpp-env mirror-sources {plan.target} --to {root}`)"
         )
-    return mirror.insteadof_config(root, plan.name)
+    return mirror.mirror_only_config(root, plan.name)  # nothing outside the mirror, not even a local repository
 
 
 def _verify(plan: SourcePlan | FetchPlan, path: Path, overlay_dir: Path | None = None) -> None:
