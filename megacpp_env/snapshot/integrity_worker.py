@@ -81,8 +81,25 @@ def parse_record(location: str, text: str) -> list[Entry]:
     return out
 
 
+def _open_regular(path: str) -> int:
+    """A descriptor of ``path`` if it is a regular file; OSError otherwise. O_NONBLOCK: a FIFO planted
+    where a file should be is refused, never waited on."""
+    import stat as stat_mod
+
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    if not stat_mod.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(f"{path}: not a regular file")
+    return fd
+
+
 def read_record(location: str, dist_info: str) -> list[Entry]:
-    with open(os.path.join(dist_info, "RECORD"), "rb") as fh:
+    """The RECORD's rows; none when it is no regular file (a FIFO there is never waited on)."""
+    try:
+        fd = _open_regular(os.path.join(dist_info, "RECORD"))
+    except OSError:
+        return []
+    with os.fdopen(fd, "rb") as fh:
         return parse_record(location, fh.read().decode("utf-8", errors="replace"))
 
 
@@ -165,7 +182,7 @@ def hash_file(path: str, algo: str, size: int) -> str | None:
 
     try:
         h = hashlib.new(algo)
-        with open(path, "rb", buffering=0) as fh:
+        with os.fdopen(_open_regular(path), "rb", buffering=0) as fh:
             if size < SMALL_FILE:
                 h.update(fh.read())
             else:
