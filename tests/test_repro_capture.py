@@ -178,3 +178,25 @@ def test_a_build_env_cannot_preload_code(work, tmp_path):
     path.write_text(json.dumps(data))
     with pytest.raises(CaptureFormatError, match=re.escape("distributions.x.build.build_env.LD_PRELOAD: 'LD_PRELOAD' may not be set")):
         load_capture(path)
+
+
+def test_a_killed_reproduces_staging_is_swept_and_a_live_one_kept(work, tmp_path):
+    """Issue 19 item 8's sibling in reproduce: ``.<name>.partial-*`` left by a killed run goes on the
+    next run; one that a live process holds (flock) stays."""
+    import fcntl
+    import os
+
+    store = ObjectStore.beside(tmp_path / "golden")
+    cap = capture_checkout(str(work), _entry(work), store)
+    dest = tmp_path / "again" / "proj"
+    dest.parent.mkdir()
+    dead, live = dest.parent / ".proj.partial-dead", dest.parent / ".proj.partial-live"
+    for d in (dead, live):
+        (d / ".git").mkdir(parents=True)
+    fd = os.open(live, os.O_RDONLY | os.O_DIRECTORY)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        assert recreate(cap, dest, store, {}) == []
+    finally:
+        os.close(fd)
+    assert sorted(p.name for p in dest.parent.iterdir()) == [".proj.partial-live", "proj"]

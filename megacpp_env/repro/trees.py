@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
 from megacpp_env import git
 from megacpp_env.errors import MegacppEnvError, RefusedError
-from megacpp_env.fsutil import atomic_write_bytes, sha256_bytes
+from megacpp_env.fsutil import atomic_write_bytes, sha256_bytes, staging_dir
 from megacpp_env.records import read_json
 from megacpp_env.repro.document import CheckoutCapture, UntrackedFile
 from megacpp_env.repro.objects import ObjectStore
@@ -49,18 +48,20 @@ def recreate(cap: CheckoutCapture, dest: Path, store: ObjectStore, rewrites: Map
     """Make ``dest`` the captured checkout; what could not be done, in words (empty: done and proved)."""
     if cap.problems or cap.head is None:
         return [_fail(cap, "; ".join(cap.problems) or "no commit", "see the reason; then store the golden again")]
-    work = Path(tempfile.mkdtemp(prefix=f".{dest.name}.partial-", dir=dest.parent))
     try:
-        missing = _fetch(cap, work, rewrites)
-        if missing is not None:
-            return [missing]
-        _tree(cap, work, store, rewrites)
-        work.chmod(0o755)
-        os.replace(work, dest)
+        # flock-held while this run lives: the next reproduce sweeps what a killed one left
+        with staging_dir(dest.parent, f".{dest.name}.partial-") as work:
+            try:
+                missing = _fetch(cap, work, rewrites)
+                if missing is not None:
+                    return [missing]
+                _tree(cap, work, store, rewrites)
+                work.chmod(0o755)
+                os.replace(work, dest)
+            finally:
+                shutil.rmtree(work, ignore_errors=True)
     except (MegacppEnvError, OSError) as exc:
         return [_fail(cap, f"could not be re-created: {exc}", "fix the cause and run reproduce again")]
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
     return _prove(cap, dest)
 
 
