@@ -320,6 +320,12 @@ def changes(path: Path) -> tuple[Change, ...]:
     return tuple(sorted(out, key=lambda c: c.path))
 
 
+def skip_worktree_files(path: Path) -> tuple[str, ...]:
+    """Tracked paths a sparse checkout leaves out of the worktree (``git ls-files -t``: tag ``S``)."""
+    raw = run_git(["ls-files", "-t", "-z"], path).stdout
+    return tuple(sorted(os.fsdecode(e[2:]) for e in raw.split(b"\0") if e.startswith(b"S ")))
+
+
 def untracked_files(path: Path) -> tuple[str, ...]:
     raw = run_git(["ls-files", "--others", "--exclude-standard", "-z"], path).stdout
     return tuple(sorted(os.fsdecode(p) for p in raw.split(b"\0") if p))

@@ -412,7 +412,7 @@ def test_the_verb_extracts_shows_and_checks(tmp_path, capsys):
     assert main(["facts", "check", "--json", "--spec", spec]) == 0
     report = json.loads(capsys.readouterr().out)
     states = {f["source"]: f["state"] for f in report["facts"]}
-    assert report["ok"] and (states["vllm"], states["vllm_cutlass"]) == ("ok", "provisional")
+    assert report["ok"] and set(states.values()) == {"ok"}  # every shipped source verified (vllm_cutlass: one declared absent file)
     assert main(["facts", "show", "causal_conv1d", "--json", "--spec", spec]) == 0
     assert json.loads(capsys.readouterr().out)["distribution"]["version"] == "1.6.1"
 
@@ -464,3 +464,28 @@ def test_committed_vllm_facts_are_what_extract_reads_from_the_pypi_sdist(tmp_pat
     assert main(argv) == 0
     assert capsys.readouterr().out == "wrote: facts/vllm.toml: vllm 0.29.0 at 98dff2a81d74\n"
     assert (spec_dir / "facts" / "vllm.toml").read_text() == (REPO_ROOT / "facts" / "vllm.toml").read_text()
+
+
+def _sparse_without(path: Path, left_out: str) -> None:
+    git.run_git(["config", "core.sparseCheckout", "true"], path)
+    (path / ".git" / "info").mkdir(exist_ok=True)
+    (path / ".git" / "info" / "sparse-checkout").write_text(f"/*\n!/{left_out}\n")
+    git.run_git(["read-tree", "-mu", "HEAD"], path)
+    assert not (path / left_out).exists()
+
+
+def test_a_sparse_checkout_may_leave_out_only_declared_paths(tmp_path):
+    """A declared exception (`unobtainable`: an object that cannot be had) may be absent from the tree
+    the facts are read from, and the facts say so (read_from.absent); anything else a sparse checkout
+    leaves out is not the pinned tree, so extraction refuses it (a clean `git status` would hide it)."""
+    path = tmp_path / "demo"
+    commit = make_repo(path, {**SETUP_FILES, "docs/img.png": "png\n"})
+    _sparse_without(path, "docs/img.png")
+    f = extract(request(path, commit, unobtainable=("docs/img.png",)))
+    assert f.verified and f.read_from.absent == ("docs/img.png",)
+    assert f.read_from.to_dict()["absent"] == ["docs/img.png"]
+    with pytest.raises(RefusedError, match=r"leaves out docs/img.png, which sources.demo.unobtainable does not"):
+        extract(request(path, commit))
+    _sparse_without(path, "setup.py")
+    with pytest.raises(RefusedError, match=r"leaves out setup.py"):
+        extract(request(path, commit, unobtainable=("docs/img.png",)))

@@ -100,6 +100,7 @@ def _extract(args: argparse.Namespace) -> int:
         listed_requirements_files=tuple(args.listed_requirements),
         unverified=args.unverified,
         command=_command(src, args),
+        unobtainable=tuple(src.unobtainable),
     )
     facts = extract(request)
     changed = write_facts(spec.root, facts)

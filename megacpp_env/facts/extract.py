@@ -42,6 +42,7 @@ class ExtractRequest:
     listed_requirements_files: tuple[str, ...] = ()  # shipped requirements install_requires may drop from
     unverified: str = ""  # the reason, when the origin is not a clean checkout at the pin
     command: str = ""
+    unobtainable: tuple[str, ...] = ()  # the source's declared exceptions: a sparse checkout may omit these
 
 
 def extract(req: ExtractRequest) -> SourceFacts:
@@ -128,9 +129,27 @@ def _tree(req: ExtractRequest) -> Iterator[tuple[Path, ReadFrom]]:
     if not origin.is_dir():
         raise VerificationError(f"{origin}: neither a directory nor an sdist (.tar.gz)")
     if git.is_git_checkout(origin):
-        yield origin, ReadFrom(kind="git", head=git.head_commit(origin) or "")
+        absent = git.skip_worktree_files(origin)
+        yield origin, ReadFrom(kind="git", head=git.head_commit(origin) or "", absent=_declared(req, absent))
     else:
         yield origin, ReadFrom(kind="dir", path=origin.name)
+
+
+def _declared(req: ExtractRequest, absent: tuple[str, ...]) -> tuple[str, ...]:
+    """``absent`` when each path is one of the source's declared ``unobtainable`` paths (or inside
+    one); a sparse checkout that leaves out anything else is not the pinned tree: refused."""
+
+    def declared(path: str) -> bool:
+        return any(path == d.rstrip("/") or path.startswith(d.rstrip("/") + "/") for d in req.unobtainable)
+
+    undeclared = [p for p in absent if not declared(p)]
+    if undeclared:
+        shown = ", ".join(undeclared[:5]) + (f" and {len(undeclared) - 5} more" if len(undeclared) > 5 else "")
+        raise RefusedError(
+            f"{req.origin}: a sparse checkout leaves out {shown}, which sources.{req.source}.unobtainable does not "
+            "declare: facts are read from the whole pinned tree (declare an object that cannot be had, with why)"
+        )
+    return absent
 
 
 def _verified(req: ExtractRequest, root: Path, read_from: ReadFrom, sdist_version: str) -> bool:

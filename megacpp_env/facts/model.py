@@ -38,16 +38,21 @@ class ReadFrom:
     sha256: str = ""
     head: str = ""
     record: str = ""
+    # paths of the pinned tree a sparse checkout left out, each declared in the source's
+    # ``unobtainable`` (its object cannot be had here): the rest of the tree is the pin's
+    absent: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        out = {"kind": self.kind, "path": self.path, "sha256": self.sha256, "head": self.head}
+        out: dict[str, Any] = {"kind": self.kind, "path": self.path, "sha256": self.sha256, "head": self.head}
         if self.record:
             out["record"] = self.record
+        if self.absent:
+            out["absent"] = list(self.absent)
         return out
 
     @classmethod
     def from_table(cls, t: Table) -> ReadFrom:
-        t.only(("kind", "path", "sha256", "head", "record"))
+        t.only(("kind", "path", "sha256", "head", "record", "absent"))
         kind = t.text("kind")
         if kind not in READ_KINDS:
             t.fail(f"unknown kind {kind!r} (known: {', '.join(READ_KINDS)})", "kind")
@@ -57,6 +62,7 @@ class ReadFrom:
             sha256=t.text("sha256", ""),
             head=t.text("head", ""),
             record=t.text("record", ""),
+            absent=t.texts("absent", ()),
         )
 
 
