@@ -387,12 +387,7 @@ def read_text_input(path: Path, *, limit: int = MAX_INPUT_BYTES) -> str:
         raise InputError("no such file", file=str(path)) from None
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror or exc}", file=str(path)) from None
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise InputError(
-            f"not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})", file=str(path)
-        ) from None
+    return _decode(data, path)
 
 
 # ---- hashing -----------------------------------------------------------------------------------------
