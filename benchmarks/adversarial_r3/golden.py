@@ -5,17 +5,18 @@
 Works only under a temporary directory (``run(tmp)``); each command runs as a subprocess of
 ``python -m megacpp_env`` with a timeout (a timeout is a hang). Counts:
 
-- commands: a planted program ran (an edited ``host.inspected_python``, capture ``creator`` /
+- commands: the verbs run (as in every round-3 module);
+- escapes: a planted program ran (an edited ``host.inspected_python``, capture ``creator`` /
   ``base_prefix`` / a remote's ``ext::`` URL, an ``import`` line of a ``.pth`` entry that reached
-  the re-made venv, an edited interpreter fact);
+  the re-made venv, an edited interpreter fact), as git's module counts a URL's command running;
 - leaked / planted: a planted secret (command line of ``run --golden``, a golden's uncommitted diff,
   an untracked ``key = value`` file, an unowned ``.pth`` line) found in any byte under the golden
   directory or the run record;
 - false_oks: ``reproduce`` exited 0 on an edited capture; a benign golden (a patch and an
   untracked file that only look like secrets) did not reproduce identically;
 - partials: a refused ``reproduce`` left its ``--venv`` or ``--checkouts`` directory behind;
-- tracebacks: exit 3 or a Python traceback on stderr. escapes, wedges: none of these cases can
-  write elsewhere or wedge a next run; kept at 0 for the protocol.
+- tracebacks: exit 3 or a Python traceback on stderr. wedges: none of these cases can wedge a
+  next run; kept at 0 for the protocol.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ class Lab:
         self.leaks: list[str] = []  # where each leaked secret was found (printed on stderr by __main__)
 
     def cli(self, *argv: str, cwd: Path | None = None) -> tuple[int, str, str]:
+        self.counts["commands"] += 1
         try:
             p = subprocess.run([sys.executable, "-m", "megacpp_env", *argv], capture_output=True, text=True,
                                timeout=TIMEOUT, env=self.env, cwd=cwd or self.tmp, check=False)  # fmt: skip
@@ -156,7 +158,7 @@ def _precheck_cases(lab: Lab) -> None:
                 lab.cli("run", *common, "--golden", "bench", "--", sys.executable, "-c", "pass")
             else:
                 lab.cli("bisect-check", "bench", *common, "--worktree", str(src))
-            lab.counts["commands"] += marker.exists()
+            lab.counts["escapes"] += marker.exists()
 
 
 def _sitecustomize(d: dict[str, Any], evil: Path) -> None:
@@ -203,7 +205,7 @@ def _capture_cases(lab: Lab) -> None:
                              "--checkouts", str(out / "src"))  # fmt: skip
         if (out / "venv" / "bin" / "python").exists() and label.startswith("pth-"):
             subprocess.run([str(out / "venv" / "bin" / "python"), "-c", "pass"], timeout=TIMEOUT, check=False)
-        lab.counts["commands"] += marker.exists()
+        lab.counts["escapes"] += marker.exists()
         lab.counts["false_oks"] += code == 0
         lab.counts["partials"] += code != 0 and out.exists() and any(out.iterdir())
 
