@@ -473,3 +473,33 @@ def test_killed_artifact_downloads_part_files_are_swept_and_live_ones_kept(tmp_p
     finally:
         os.close(fd)
     assert sorted(p.name for p in target.parent.iterdir()) == sorted([live.name, other.name, "x.cubin"])
+
+
+def test_a_download_temp_taken_by_a_concurrent_sweep_is_made_again(tmp_path: Path, monkeypatch) -> None:
+    """`mirror` downloads in threads, and each sweeps ``.dl-*`` files nobody holds: one made by another
+    thread but not yet locked could be swept (the final CI run saw `FileNotFoundError: .dl-…`). The
+    maker checks that the file at its name is still its own after locking, else makes another."""
+    import fcntl
+
+    from megacpp_env.lock import mirror as lock_mirror
+
+    sha_fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    real_flock, swept = fcntl.flock, []
+
+    def flock_after_a_sweep(fd: int, op: int) -> None:
+        if not swept:  # a concurrent sweep took the first one between its create and its lock
+            (name,) = [n for n in os.listdir(tmp_path) if n.startswith(".dl-")]
+            os.unlink(tmp_path / name)
+            swept.append(name)
+        real_flock(fd, op)
+
+    monkeypatch.setattr(lock_mirror.fcntl, "flock", flock_after_a_sweep)
+    try:
+        tmp, fd = lock_mirror._locked_temp(sha_fd)
+        try:
+            assert tmp != swept[0] and (tmp_path / tmp).is_file()
+            assert os.stat(tmp, dir_fd=sha_fd).st_ino == os.fstat(fd).st_ino
+        finally:
+            os.close(fd)
+    finally:
+        os.close(sha_fd)

@@ -244,15 +244,29 @@ def _copy_file_url(url: str, fd: int) -> None:
         raise DownloadError(f"cannot download {url}: {exc.strerror or exc}") from None
 
 
+def _locked_temp(sha_fd: int) -> tuple[str, int]:
+    """A new ``.dl-*`` file, flock-held, that is still the one at its name: a sweep by a concurrent
+    download (another thread of this run, or another run) may take it between create and lock; then
+    it is gone and another is made."""
+    while True:
+        tmp = f".dl-{secrets.token_hex(8)}"
+        fd = os.open(tmp, _NEW_FILE, 0o644, dir_fd=sha_fd)
+        fcntl.flock(fd, fcntl.LOCK_EX)  # held until the rename: a concurrent sweep keeps it
+        try:
+            if os.stat(tmp, dir_fd=sha_fd, follow_symlinks=False).st_ino == os.fstat(fd).st_ino:
+                return tmp, fd
+        except FileNotFoundError:
+            pass
+        os.close(fd)
+
+
 def _fetch_into(sha_fd: int, artifact: Artifact) -> bool:
     sha = _sha256(artifact)
     if _regular(sha, sha_fd) is not None and _hash_at(sha, sha_fd) == sha:
         return False
     sweep_staging(Path(), ".dl-", dir_fd=sha_fd)  # what killed downloads left (unlocked: their process is gone)
-    tmp = f".dl-{secrets.token_hex(8)}"
-    fd = os.open(tmp, _NEW_FILE, 0o644, dir_fd=sha_fd)
+    tmp, fd = _locked_temp(sha_fd)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)  # held until the rename below: a concurrent sweep keeps it
         _download(artifact.url, fd)
         got = _hash_at(tmp, sha_fd)
         if got != sha:
