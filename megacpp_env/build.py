@@ -38,16 +38,18 @@ import shutil
 import time
 import urllib.parse
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from megacpp_env import docker, layout, publish, render, sourceplans, toolsrc
+from megacpp_env import docker, layout, pinning, publish, render, sourceplans, toolsrc
 from megacpp_env.buildlog import BuildFailedError, hash_mismatch_package  # noqa: F401 (re-exported)
 from megacpp_env.buildlog import failure as _failure
 from megacpp_env.errors import RefusedError, StaleError, ToolError, ToolNotFoundError
 from megacpp_env.fsutil import canonical_hash, owned_tempdir, sha256_bytes
 from megacpp_env.layout import platform_arch
+from megacpp_env.lock.state import check_job, target_jobs
 from megacpp_env.pipmirror import free_port, mirror_links, serve_mirror
 from megacpp_env.rules.facts import refuse_unpinned_fetches
 from megacpp_env.spec.model import Spec, Target
@@ -80,13 +82,14 @@ class BuildOptions:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class BuildPlan:
-    """The three steps of a build: the source mirror, the networked deps build, the sealed build."""
+    """The three steps of a build: the source mirror, the networked deps build, the sealed build. It
+    holds the spec and the target resolved once (``plan_build``); every later step takes them from here."""
 
-    target: str
+    spec: Spec
+    target: Target
     platform: str
     tag: str
     content_hash: str
-    root: Path
     deps_tag: str
     deps_request: docker.BuildRequest
     deps_argv: tuple[str, ...]
@@ -101,12 +104,16 @@ class BuildPlan:
     staged: tuple[tuple[str, Path], ...] = ()  # the context's files when it is staged (not the spec root)
 
     @property
+    def root(self) -> Path:
+        return self.spec.root
+
+    @property
     def source_mirror(self) -> Path:
         return layout.source_mirror_dir(self.root)
 
     def mirror_argv(self) -> list[str]:
         """``mirror-sources`` as a command line (what step 1 does, for ``--dry-run``)."""
-        argv = ["megacpp-env", "mirror-sources", self.target, "--to", layout.SOURCE_MIRROR]
+        argv = ["megacpp-env", "mirror-sources", self.target.name, "--to", layout.SOURCE_MIRROR]
         for key, url in self.source_rewrites:
             base = key.removeprefix("url.").removesuffix(".insteadOf")
             path = urllib.parse.unquote(urllib.parse.urlsplit(base).path) if base.startswith("file://") else base
@@ -128,7 +135,7 @@ class BuildPlan:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "target": self.target,
+            "target": self.target.name,
             "platform": self.platform,
             "tag": self.tag,
             "content_hash": self.content_hash,
@@ -173,16 +180,6 @@ class BuildResult:
 
 
 # ---- planning ----------------------------------------------------------------------------------
-
-
-def resolve_platform(target: Target, platform: str) -> str:
-    if not platform:
-        return target.platforms[0]
-    if platform not in target.platforms:
-        raise RefusedError(
-            f"target {target.name} is not built for {platform} (platforms: {', '.join(target.platforms)})"
-        )
-    return platform
 
 
 def _toolchain_lock_paths(root: Path, target: Target, platform: str) -> list[Path]:
@@ -315,9 +312,9 @@ def _source_rewrites(spec: Spec, target: Target, opts: BuildOptions) -> tuple[tu
 
 def plan_build(spec: Spec, opts: BuildOptions, *, docker_bin: str = "docker") -> BuildPlan:
     _check_paths(opts)
-    target = spec.target(opts.target)
+    target = spec.target(opts.target)  # the one lookup of the target by name in a build
     refuse_unpinned_fetches(spec, target.name)  # before any Docker call, --dry-run included
-    platform = resolve_platform(target, opts.platform)
+    platform = target.pick_platform(opts.platform)
     digest = content_hash(spec, target, platform, opts.base_image)
     staged = () if uses_spec_root(spec) else tuple(context_files(spec, target, platform).items())
     tag = opts.tag or publish.image_tag(opts.registry, target.name, digest)
@@ -342,11 +339,11 @@ def plan_build(spec: Spec, opts: BuildOptions, *, docker_bin: str = "docker") ->
         )
     notes += _notes(final, opts, docker_bin, cache)
     return BuildPlan(
-        target=target.name,
+        spec=spec,
+        target=target,
         platform=platform,
         tag=tag,
         content_hash=digest,
-        root=spec.root,
         deps_tag=deps_tag,
         deps_request=deps,
         deps_argv=tuple(docker.build_argv(deps, docker=docker_bin)),
@@ -426,21 +423,22 @@ def _notes(request: docker.BuildRequest, opts: BuildOptions, docker_bin: str, ca
 # ---- preflight -----------------------------------------------------------------------------------
 
 
-def preflight(spec: Spec, target: str, platform: str) -> list[str]:
+def preflight(spec: Spec, target: Target, platform: str) -> list[str]:
     """Reasons not to build: a stale rendered Dockerfile or a lock that is not ``ok``."""
     problems = [
-        f"{s.relpath} is stale (run `megacpp-env render {target}` and commit it)" for s in render.check(spec, [target])
+        f"{s.relpath} is stale (run `megacpp-env render {target.name}` and commit it)"
+        for s in render.check_target(spec, target)
     ]
     return problems + _lock_problems(spec, target, platform) + artifact_problems(spec, target)
 
 
-def artifact_problems(spec: Spec, target: str) -> list[str]:
+def artifact_problems(spec: Spec, target: Target) -> list[str]:
     """Each artifact set of ``target`` that is not mirrored, verified, at ``.megacpp/artifacts/<name>``
     (the source stages that read it and the image bind or copy it from there; the build has no network)."""
     from megacpp_env.artifacts import verify_artifacts
 
     out = []
-    for name in spec.target(target).artifacts:
+    for name in target.artifacts:
         directory = layout.artifact_mirror_dir(spec.root, name)
         rel = directory.relative_to(spec.root).as_posix()
         found = verify_artifacts(spec.artifacts[name], directory)
@@ -453,26 +451,12 @@ def artifact_problems(spec: Spec, target: str) -> list[str]:
     return out
 
 
-def _lock_problems(spec: Spec, target: str, platform: str) -> list[str]:
-    try:
-        from megacpp_env.lock.state import check_job, jobs_for
-    except ImportError:  # the lock package is optional at import time; fall back to presence
-        return [
-            f"{p.relative_to(spec.root)} does not exist (run `megacpp-env lock {target}`)"
-            for p in (
-                layout.lock_path(spec.root, target, platform),
-                layout.requirements_export_path(spec.root, target, platform),
-            )
-            if not p.is_file()
-        ]
-    return [
-        check_job(job, spec.root).line()
-        for job in jobs_for(spec, [target], [platform])
-        if not check_job(job, spec.root).ok
-    ]
+def _lock_problems(spec: Spec, target: Target, platform: str) -> list[str]:
+    states = (check_job(job, spec.root) for job in target_jobs(spec, target, (platform,)))
+    return [state.line() for state in states if not state.ok]
 
 
-def refuse_if_stale(spec: Spec, target: str, platform: str) -> None:
+def refuse_if_stale(spec: Spec, target: Target, platform: str) -> None:
     problems = preflight(spec, target, platform)
     if problems:
         raise StaleError("refusing to build: " + "; ".join(problems))
@@ -518,6 +502,35 @@ def execute(plan: BuildPlan, *, on_line: Callable[[str], None] | None = None) ->
         label_seconds=label_s,
         pushed=pushed,
     )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class BuildRun:
+    """What ``build`` did: the plan, then the result of running it, or (dry run) what a real build
+    would refuse."""
+
+    plan: BuildPlan
+    result: BuildResult | None = None
+    would_refuse: tuple[str, ...] = ()
+
+
+LogView = Callable[[BuildPlan], AbstractContextManager[Callable[[str], None] | None]]
+
+
+def run_build(
+    spec: Spec, opts: BuildOptions, *, dry_run: bool = False, check_base: bool = True, log_view: LogView | None = None
+) -> BuildRun:
+    """``build``: the plan (the target looked up once, there); a dry run reports what a real build
+    would refuse. Otherwise refuse stale inputs and (``check_base``, no base override) a moved base
+    image, then run the plan with the BuildKit log going where ``log_view(plan)`` says."""
+    plan = plan_build(spec, opts, docker_bin=docker_for(dry_run=dry_run))
+    if dry_run:
+        return BuildRun(plan=plan, would_refuse=tuple(preflight(spec, plan.target, plan.platform)))
+    refuse_if_stale(spec, plan.target, plan.platform)
+    if check_base and not opts.base_image:
+        pinning.refuse_if_base_moved(spec, plan.target, plan.platform)
+    with log_view(plan) if log_view else contextlib.nullcontext() as on_line:
+        return BuildRun(plan=plan, result=execute(plan, on_line=on_line))
 
 
 @contextlib.contextmanager

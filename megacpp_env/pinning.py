@@ -130,10 +130,10 @@ def _local_hint(entry: BaseEntry) -> str:
     )
 
 
-def pin(spec: Spec, target: str, platforms: tuple[str, ...], client: registry.Client) -> list[PinResult]:
+def pin(spec: Spec, target: Target, platforms: tuple[str, ...], client: registry.Client) -> list[PinResult]:
     """The pinned reference of every base image of ``target`` (nothing is written)."""
     out = []
-    for entry in entries(spec, spec.target(target), platforms):
+    for entry in entries(spec, target, platforms):
         res = resolve(spec, entry, client)
         new = pinned_image(res)  # a digest-only reference stays as it is: it has no tag that could move
         status = UNCHANGED if new == entry.image else (REPINNED if entry.image.digest else PINNED)
@@ -141,10 +141,10 @@ def pin(spec: Spec, target: str, platforms: tuple[str, ...], client: registry.Cl
     return out
 
 
-def check(spec: Spec, target: str, platforms: tuple[str, ...], client: registry.Client) -> list[PinResult]:
+def check(spec: Spec, target: Target, platforms: tuple[str, ...], client: registry.Client) -> list[PinResult]:
     """Each base image's state: ``unpinned`` (no digest; not asked), ``ok`` or ``moved`` (tag drifted)."""
     out = []
-    for entry in entries(spec, spec.target(target), platforms):
+    for entry in entries(spec, target, platforms):
         if not entry.image.digest:
             out.append(PinResult(entry=entry, status=UNPINNED))
             continue
@@ -169,9 +169,9 @@ def unpinned_message(spec: Spec, result: PinResult) -> str:
     return f"{e.where(spec)}: {e.image} has no @sha256 digest (remedy: `megacpp-env pin-base {e.target}`)"
 
 
-def refuse_if_base_moved(spec: Spec, target: str, platform: str) -> None:
+def refuse_if_base_moved(spec: Spec, target: Target, platform: str) -> None:
     """Refuse a build whose pinned base image's tag now names another digest, or cannot be asked."""
-    pinned = [e for e in entries(spec, spec.target(target), (platform,)) if e.image.digest and e.image.tag]
+    pinned = [e for e in entries(spec, target, (platform,)) if e.image.digest and e.image.tag]
     if not pinned:
         return
     try:
@@ -186,6 +186,47 @@ def refuse_if_base_moved(spec: Spec, target: str, platform: str) -> None:
         raise VerificationError(
             "refusing to build: " + "; ".join(moved) + f"; {SKIP_FLAG} builds from the pinned digest anyway"
         )
+
+
+# ---- the verb ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PinOutcome:
+    """What ``pin-base`` did: each base's result; with ``check``, nothing was written or rendered."""
+
+    spec: Spec
+    results: tuple[PinResult, ...]
+    check: bool = False
+    written: bool = False
+    rendered: tuple[str, ...] = ()
+
+    @property
+    def bad(self) -> tuple[PinResult, ...]:
+        """``check``: the bases that are unpinned or whose tag moved."""
+        return tuple(r for r in self.results if r.status != OK) if self.check else ()
+
+
+def pin_and_render(
+    spec: Spec, name: str, platforms: tuple[str, ...] = (), *, check_only: bool = False,
+    client: registry.Client | None = None,
+) -> PinOutcome:  # fmt: skip
+    """``pin-base``: resolve the target once; with ``check_only`` only check its pins. Otherwise pin its
+    base images, write them into the spec, reload it and re-render the target when something changed."""
+    from megacpp_env import render
+    from megacpp_env.spec import load_spec
+
+    target = spec.target(name)
+    chosen = tuple(target.pick_platform(p) for p in platforms)
+    client = client or registry.Client()
+    if check_only:
+        return PinOutcome(spec=spec, results=tuple(check(spec, target, chosen, client)), check=True)
+    results = pin(spec, target, chosen, client)
+    if not write_pins(spec, results):
+        return PinOutcome(spec=spec, results=tuple(results))
+    new_spec = load_spec(spec.path)
+    rendered = render.write(new_spec.root, render.render_target(new_spec, new_spec.target(name)))
+    return PinOutcome(spec=spec, results=tuple(results), written=True, rendered=tuple(rendered))
 
 
 # ---- writing -------------------------------------------------------------------------------------

@@ -223,10 +223,10 @@ def _cuda_pypi_view(root: Path, target: Target, sentinel: str) -> dict[str, Any]
     }
 
 
-def render_target(spec: Spec, name: str, *, templates: Path | None = None) -> tuple[RenderedFile, ...]:
-    """Every file ``images/<name>/`` holds, rendered in memory: the Dockerfile, then one source build
+def render_target(spec: Spec, target: Target, *, templates: Path | None = None) -> tuple[RenderedFile, ...]:
+    """Every file ``images/<target>/`` holds, rendered in memory: the Dockerfile, then one source build
     plan per source (``sources/<source>.json``, what that source's stage reads)."""
-    target = spec.target(name)
+    name = target.name
     refuse_unpinned_fetches(spec, name)  # a stage known to fail without network is never written
     tpl = templates or layout.templates_dir()
     if not (tpl / TEMPLATE).is_file():
@@ -289,8 +289,9 @@ def canonical_json_bytes(doc: dict[str, Any]) -> bytes:
 
 
 def render_all(spec: Spec, names: Iterable[str] = ()) -> tuple[RenderedFile, ...]:
-    chosen = list(names) or sorted(spec.targets)
-    return tuple(f for name in chosen for f in render_target(spec, name))
+    """The named targets (default: all, by name), each looked up once (``render`` starts from names)."""
+    chosen = [spec.target(name) for name in list(names) or sorted(spec.targets)]
+    return tuple(f for target in chosen for f in render_target(spec, target))
 
 
 def write(root: Path, files: Iterable[RenderedFile]) -> list[str]:
@@ -332,3 +333,8 @@ def _removal(root: Path, rel: str) -> Staleness:
 def check(spec: Spec, names: Iterable[str] = ()) -> list[Staleness]:
     """``render --check``: the stale files among the chosen targets (empty list: all fresh)."""
     return staleness(spec.root, render_all(spec, names))
+
+
+def check_target(spec: Spec, target: Target) -> list[Staleness]:
+    """The stale files of one resolved target (``build``'s preflight)."""
+    return staleness(spec.root, render_target(spec, target))

@@ -227,15 +227,15 @@ def test_the_cuda_toolchain_lock_is_a_build_input(repo_copy):
 
 def test_preflight_refuses_stale_render_and_lock(repo_copy):
     spec = load_spec(repo_copy / "stack.yaml")
-    assert build.preflight(spec, "smoke", "linux/amd64") == []
+    assert build.preflight(spec, spec.target("smoke"), "linux/amd64") == []
     dockerfile = layout.dockerfile_path(repo_copy, "smoke")
     dockerfile.write_text(dockerfile.read_text() + "# edited by hand\n")
     layout.requirements_export_path(repo_copy, "smoke", "linux/amd64").unlink()
-    problems = build.preflight(spec, "smoke", "linux/amd64")
+    problems = build.preflight(spec, spec.target("smoke"), "linux/amd64")
     assert problems[0] == "images/smoke/Dockerfile is stale (run `megacpp-env render smoke` and commit it)"
     assert problems[1].startswith("export-stale: smoke linux/amd64: locks/smoke.linux-amd64.requirements.txt does not exist")
     with pytest.raises(StaleError, match=r"^refusing to build: images/smoke/Dockerfile is stale"):
-        build.refuse_if_stale(spec, "smoke", "linux/amd64")
+        build.refuse_if_stale(spec, spec.target("smoke"), "linux/amd64")
 
 
 def test_dry_run_json(capsys):
@@ -441,3 +441,36 @@ def test_docker_tests_fail_instead_of_skipping_under_ci(monkeypatch):
     monkeypatch.setenv("CI", "")
     with pytest.raises(pytest.skip.Exception):
         skip_or_fail("no Docker daemon (run scripts/docker-up.sh)")
+
+
+def test_a_build_looks_up_its_target_by_name_once(monkeypatch, capsys):
+    """The plan holds the resolved target: the preflight (render, lock, artifacts), the base-image check
+    and the run take it from there, so `build` asks the spec for the name exactly once."""
+    from megacpp_env.cli import main
+    from megacpp_env.spec.model import Spec
+
+    looked_up = []
+    lookup = Spec.target
+
+    def counting(self, name):
+        looked_up.append(name)
+        return lookup(self, name)
+
+    monkeypatch.setattr(Spec, "target", counting)
+    monkeypatch.setattr(docker, "binary", lambda: "docker")
+    argv = ["--spec", str(REPO_ROOT / "stack.yaml"), "build", "smoke", "--json"]
+    assert main([*argv, "--dry-run"]) == 0
+    assert json.loads(capsys.readouterr().out)["would_refuse"] == []
+    assert looked_up == ["smoke"]
+
+    looked_up.clear()
+    ran = []
+
+    def execute(plan, *, on_line=None):  # the docker steps; everything before them is real
+        ran.append(plan)
+        return build.BuildResult(plan=plan, image_id="sha256:0", snapshot_digest="d", seconds=0.0)
+
+    monkeypatch.setattr(build, "execute", execute)
+    assert main(argv) == 0
+    assert json.loads(capsys.readouterr().out)["image_id"] == "sha256:0"
+    assert looked_up == ["smoke"] and ran[0].target is ran[0].spec.targets["smoke"]

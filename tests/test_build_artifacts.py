@@ -30,7 +30,7 @@ def _stage(dockerfile: str, name: str) -> str:
 @pytest.fixture(scope="module")
 def cloud() -> str:
     spec = load_spec(REPO_ROOT / "stack.yaml")
-    return render.render_target(spec, "cloud")[0].content.decode()
+    return render.render_target(spec, spec.target("cloud"))[0].content.decode()
 
 
 def test_jit_cache_stage_mounts_the_cubin_mirror_and_points_the_build_at_it(cloud: str) -> None:
@@ -67,7 +67,7 @@ def test_runtime_image_carries_the_cubins_and_the_variable(cloud: str) -> None:
 def test_targets_without_artifacts_are_unchanged() -> None:
     spec = load_spec(REPO_ROOT / "stack.yaml")
     for target in ("smoke", "cuda_smoke", "gb10"):
-        text = render.render_target(spec, target)[0].content.decode()
+        text = render.render_target(spec, spec.target(target))[0].content.decode()
         assert "megacpp-artifacts" not in text and "FLASHINFER_CUBIN_DIR" not in text
 
 
@@ -109,13 +109,13 @@ def _pinned_set(root: Path) -> None:
 def test_preflight_passes_on_a_verified_mirror_and_names_a_tampered_file(repo_copy: Path) -> None:
     _pinned_set(repo_copy)
     spec = load_spec(repo_copy / "stack.yaml")
-    assert build.artifact_problems(spec, "cloud") == []
+    assert build.artifact_problems(spec, spec.target("cloud")) == []
     (repo_copy / layout.ARTIFACT_MIRROR / "flashinfer_cubins/d1/sub/b.cubin").write_bytes(b"not the pinned cubin")
-    problems = build.artifact_problems(spec, "cloud")
+    problems = build.artifact_problems(spec, spec.target("cloud"))
     assert problems == [
         "artifact set flashinfer_cubins (FLASHINFER_CUBIN_DIR) is not mirrored at .megacpp/artifacts/flashinfer_cubins: "
         "d1/sub/b.cubin: sha256 differs from checksums.txt (run `megacpp-env mirror-artifacts flashinfer_cubins "
         "--to .megacpp/artifacts/flashinfer_cubins`, or copy a verified mirror there)"
     ]
     with pytest.raises(StaleError, match="artifact set flashinfer_cubins"):
-        build.refuse_if_stale(spec, "cloud", "linux/amd64")
+        build.refuse_if_stale(spec, spec.target("cloud"), "linux/amd64")

@@ -152,13 +152,14 @@ def test_an_unreachable_registry_names_the_key_and_writes_nothing(tmp_path, caps
     path.write_text(pinned)
     with pytest.raises(RegistryError, match=r"targets\.gb10\.base_image: HEAD .*: cannot reach the registry"):
         pin_cmd.run(_pin_args(path, "gb10", check=True))  # a pinned base: --check asks its registry
+    spec = load_spec(path)
     with pytest.raises(RefusedError) as exc:
-        pinning.refuse_if_base_moved(load_spec(path), "gb10", "linux/arm64")  # what `build` runs first
+        pinning.refuse_if_base_moved(spec, spec.target("gb10"), "linux/arm64")  # what `build` runs first
     assert str(exc.value).startswith("refusing to build: cannot check that the pinned base image's tag still names "
                                      f"its digest: {path}:{line}: targets.gb10.base_image: HEAD http://127.0.0.1:9/")
     assert str(exc.value).endswith("(remedy: --skip-base-check builds from the pinned digest without asking the "
                                    "registry)")
-    pinning.refuse_if_base_moved(load_spec(path), "cloud", "linux/amd64")  # unpinned: nothing to ask
+    pinning.refuse_if_base_moved(spec, spec.target("cloud"), "linux/amd64")  # unpinned: nothing to ask
 
 
 # ---- against the real registry -------------------------------------------------------------------
@@ -184,7 +185,7 @@ def _render(spec_path: Path) -> None:
     from megacpp_env import render
 
     spec = load_spec(spec_path)
-    render.write(spec.root, render.render_target(spec, "smoke"))
+    render.write(spec.root, render.render_target(spec, spec.target("smoke")))
 
 
 @pytest.mark.docker
@@ -212,7 +213,7 @@ def test_pin_base_writes_the_registry_digest(pushed_base, repo_copy, capsys):
     assert tc005 == ["targets.gb10.base_image", "targets.cloud.base_image", "targets.cuda_smoke.base_image.linux/amd64",
                      "targets.cuda_smoke.base_image.linux/arm64"]  # smoke no longer warns
     assert f"ARG BASE_IMAGE_AMD64={pinned}\n" in (repo_copy / "images/smoke/Dockerfile").read_text()
-    assert build.preflight(spec, "smoke", "linux/amd64") == []  # the Dockerfile was re-rendered
+    assert build.preflight(spec, spec.target("smoke"), "linux/amd64") == []  # the Dockerfile was re-rendered
     assert pin_cmd.run(_pin_args(path, check=True)) == 0
     assert capsys.readouterr().out.endswith("(the tag still names the pinned digest)\n")
     mtime = path.stat().st_mtime_ns

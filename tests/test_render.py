@@ -38,7 +38,7 @@ def golden_spec():
 
 
 def _text(spec, target: str) -> str:
-    dockerfile, resolutions, *_plans = render.render_target(spec, target)
+    dockerfile, resolutions, *_plans = render.render_target(spec, spec.target(target))
     assert resolutions.relpath == f"images/{target}/resolutions.json"
     return dockerfile.content.decode()
 
@@ -46,7 +46,7 @@ def _text(spec, target: str) -> str:
 @pytest.mark.parametrize("target", TARGETS)
 def test_golden(golden_spec, target):
     """The Dockerfile, the resolutions file and every source plan, byte for byte (tests/golden/<target>/...)."""
-    files = render.render_target(golden_spec, target)
+    files = render.render_target(golden_spec, golden_spec.target(target))
     assert files[0].relpath == f"images/{target}/Dockerfile"
     assert files[1].relpath == f"images/{target}/resolutions.json"
     assert [f.relpath for f in files[2:]] == [f"images/{target}/sources/{s.name}.json"
@@ -181,13 +181,13 @@ def test_cuda_only_where_the_target_has_a_gpu(spec):
         assert "--extra-index-url https://download.pytorch.org/whl/nightly/cu132" in text
     smoke = _text(spec, "smoke")
     assert "CUDA" not in smoke and "NVCC" not in smoke and "--extra-index-url" not in smoke
-    assert not json.loads(render.render_target(spec, "smoke")[2].content)["jobs"]["cuda"]
+    assert not json.loads(render.render_target(spec, spec.target("smoke"))[2].content)["jobs"]["cuda"]
     assert "-o Acquire::Check-Valid-Until=false update" in smoke
     assert "Check-Valid-Until" not in _text(spec, "gb10")
 
 
 def _plan(spec, target: str, source: str) -> dict:
-    files = {f.relpath: f for f in render.render_target(spec, target)}
+    files = {f.relpath: f for f in render.render_target(spec, spec.target(target))}
     return json.loads(files[f"images/{target}/sources/{source}.json"].content)
 
 

@@ -172,9 +172,9 @@ def test_template_errors_are_user_errors(tmp_path):
     broken.mkdir()
     (broken / "Dockerfile.j2").write_text("FROM {{ bases[0].ref|word }\n")  # unclosed expression
     with pytest.raises(TemplateValueError, match=r"^target smoke: Dockerfile\.j2: unexpected '}'"):
-        render.render_target(spec, "smoke", templates=broken)
+        render.render_target(spec, spec.target("smoke"), templates=broken)
     with pytest.raises(MegacppEnvError) as missing:
-        render.render_target(spec, "smoke", templates=tmp_path / "gone")
+        render.render_target(spec, spec.target("smoke"), templates=tmp_path / "gone")
     assert str(missing.value) == (
         f"no Dockerfile.j2 in {tmp_path / 'gone'}: the package's templates are missing; reinstall megacpp-env "
         "(they ship as package data in megacpp_env/templates/)"

@@ -54,7 +54,7 @@ def test_the_shipped_spec_pins_every_fetch_of_vllm(stack_data, project):
     }  # fmt: skip
     assert errors(stack_data, project) == [] and errors(stack_data, project, "UP008") == []
     spec = load_data(stack_data, project / "stack.yaml")
-    assert render_target(spec, "cloud") and render_target(spec, "gb10")
+    assert render_target(spec, spec.target("cloud")) and render_target(spec, spec.target("gb10"))
 
 
 def test_an_unpinned_fetch_is_an_error_naming_the_fetch_and_the_remedy(stack_data, project):

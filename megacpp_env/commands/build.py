@@ -6,18 +6,19 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
+import functools
 import os
 import re
 import sys
 import time
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from megacpp_env.commands._common import add_json, load
 
 if TYPE_CHECKING:
     from megacpp_env.build import BuildPlan
-    from megacpp_env.spec.model import Spec
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -26,28 +27,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--base-image", default="", metavar="REF", help="override the base image for this platform")
     parser.add_argument("--tag", default="", help="image tag (default: megacpp/<target>:<content hash>)")
     parser.add_argument(
-        "--registry",
-        default=os.environ.get("MEGACPP_REGISTRY", ""),
-        metavar="HOST[:PORT]",
+        "--registry", default=os.environ.get("MEGACPP_REGISTRY", ""), metavar="HOST[:PORT]",
         help="tag HOST[:PORT]/megacpp/<target>:<content tag> by default (default: $MEGACPP_REGISTRY)",
-    )
+    )  # fmt: skip
     parser.add_argument(
         "--push", action="store_true", help="push the image (and, classic build, its cache image); report the digest"
     )
     parser.add_argument(
-        "--skip-base-check",
-        action="store_true",
+        "--skip-base-check", action="store_true",
         help="build from a pinned base digest without checking that its tag still names it",
-    )
+    )  # fmt: skip
     parser.add_argument("--builder", default="", metavar="NAME", help="BuildKit builder (uses docker buildx)")
     parser.add_argument("--cache-from", action="append", default=[], metavar="X", help="BuildKit cache source")
     parser.add_argument("--cache-to", action="append", default=[], metavar="X", help="BuildKit cache export (buildx)")
     parser.add_argument(
-        "--network",
-        default="",
-        metavar="MODE",
+        "--network", default="", metavar="MODE",
         help="network of the deps build (default: Docker's; host with --mirror); sources never get one",
-    )
+    )  # fmt: skip
     parser.add_argument(
         "--source-from", action="append", default=[], metavar="URL=PATH",
         help="mirror the source pinned at URL from PATH (a git bundle or repository); repeatable",
@@ -63,35 +59,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from megacpp_env import build, pinning
+    from megacpp_env import build
     from megacpp_env.ui import print_json
 
-    spec = load(args)
-    opts = build.BuildOptions(
-        target=args.target,
-        platform=args.platform,
-        base_image=args.base_image,
-        tag=args.tag,
-        registry=args.registry,
-        push=args.push,
-        builder=args.builder,
-        cache_from=tuple(args.cache_from),
-        cache_to=tuple(args.cache_to),
-        network=args.network,
-        ca_bundle=args.ca_bundle,
-        mirror=args.mirror,
-        no_cache=args.no_cache,
-        source_from=tuple(args.source_from),
-        source_mirror=args.source_mirror,
-    )
-    plan = build.plan_build(spec, opts, docker_bin=build.docker_for(dry_run=args.dry_run))
-    if args.dry_run:
-        return _dry_run(spec, plan, args.json)
-    build.refuse_if_stale(spec, plan.target, plan.platform)
-    if not args.skip_base_check and not args.base_image:
-        pinning.refuse_if_base_moved(spec, plan.target, plan.platform)
-    with _log_view(plan, as_json=args.json) as on_line:
-        result = build.execute(plan, on_line=on_line)
+    names = {f.name for f in dataclasses.fields(build.BuildOptions)}  # each option is the flag of that name
+    given: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in vars(args).items() if k in names}
+    opts = build.BuildOptions(**given)
+    view = functools.partial(_log_view, as_json=args.json)
+    done = build.run_build(load(args), opts, dry_run=args.dry_run, check_base=not args.skip_base_check, log_view=view)
+    if done.result is None:
+        return _dry_run(done.plan, done.would_refuse, args.json)
+    result = done.result
     if args.json:
         print_json({"ok": True, **result.to_dict()})
         return 0
@@ -118,32 +96,22 @@ def _log_view(plan: BuildPlan, *, as_json: bool) -> Iterator[Callable[[str], Non
 
     verbosity = settings().verbosity
     progress = Progress(enabled=False if as_json or verbosity >= VERBOSE else None)
-    start = time.monotonic()
+    start, what = time.monotonic(), f"{plan.target.name} {plan.platform}"
 
     def status(line: str) -> None:
         if m := STEP.match(line):
-            progress.show(f"{plan.target} {plan.platform} {time.monotonic() - start:5.0f}s #{m[1]} [{m[2]}] {m[3]}")
+            progress.show(f"{what} {time.monotonic() - start:5.0f}s #{m[1]} [{m[2]}] {m[3]}")
 
-    def stream(line: str) -> None:
-        print(line, file=sys.stderr, flush=True)
-
-    def nothing(_line: str) -> None:
-        return
-
+    stream = functools.partial(print, file=sys.stderr, flush=True)
     with progress:
-        if progress.enabled:
-            yield status
-        else:
-            yield nothing if verbosity <= QUIET else stream
+        yield status if progress.enabled else (lambda _line: None) if verbosity <= QUIET else stream
 
 
-def _dry_run(spec: Spec, plan: BuildPlan, as_json: bool) -> int:
-    from megacpp_env import build
+def _dry_run(plan: BuildPlan, problems: tuple[str, ...], as_json: bool) -> int:
     from megacpp_env.ui import print_json
 
-    problems = build.preflight(spec, plan.target, plan.platform)
     if as_json:
-        print_json({**plan.to_dict(), "would_refuse": problems})
+        print_json({**plan.to_dict(), "would_refuse": list(problems)})
         return 0
     print("\n".join(plan.script()))
     for problem in problems:

@@ -8,8 +8,7 @@ from typing import TYPE_CHECKING
 from megacpp_env.commands._common import add_json, load
 
 if TYPE_CHECKING:
-    from megacpp_env.pinning import PinResult
-    from megacpp_env.spec.model import Spec
+    from megacpp_env.pinning import PinOutcome
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -31,52 +30,39 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """JSON on failure comes from cli.main, as for every verb."""
-    from megacpp_env import build, pinning, registry
+    from megacpp_env import pinning
 
-    spec = load(args)
-    target = spec.target(args.target)
-    platforms = tuple(build.resolve_platform(target, p) for p in args.platform)
-    client = registry.Client()
-    if args.check:
-        return _report_check(spec, pinning.check(spec, target.name, platforms, client), args.json)
-    results = pinning.pin(spec, target.name, platforms, client)
-    written = pinning.write_pins(spec, results)
-    rendered = _render(spec, target.name) if written else []
-    _report_pin(spec, results, written, rendered, args.json)
+    outcome = pinning.pin_and_render(load(args), args.target, tuple(args.platform), check_only=args.check)
+    if outcome.check:
+        return _report_check(outcome, args.json)
+    _report_pin(outcome, args.json)
     return 0
 
 
-def _render(spec: Spec, target: str) -> list[str]:
-    from megacpp_env import render
-    from megacpp_env.spec import load_spec
-
-    new_spec = load_spec(spec.path)
-    return render.write(new_spec.root, render.render_target(new_spec, target))
-
-
-def _report_pin(spec: Spec, results: list[PinResult], written: bool, rendered: list[str], as_json: bool) -> None:
+def _report_pin(outcome: PinOutcome, as_json: bool) -> None:
     from megacpp_env.ui import print_json
 
+    spec = outcome.spec
     if as_json:
-        print_json({"ok": True, "spec": str(spec.path), "written": written, "rendered": rendered,
-                    "pins": [r.to_dict() for r in results]})  # fmt: skip
+        print_json({"ok": True, "spec": str(spec.path), "written": outcome.written, "rendered": list(outcome.rendered),
+                    "pins": [r.to_dict() for r in outcome.results]})  # fmt: skip
         return
-    for r in results:
+    for r in outcome.results:
         e = r.entry
         print(f"{e.where(spec)} ({', '.join(e.platforms)}): {r.status}: {r.new_ref} [{r.media_type}]")
-    if written:
-        print(f"wrote {spec.path}" + "".join(f"; rendered {p}" for p in rendered))
+    if outcome.written:
+        print(f"wrote {spec.path}" + "".join(f"; rendered {p}" for p in outcome.rendered))
 
 
-def _report_check(spec: Spec, results: list[PinResult], as_json: bool) -> int:
+def _report_check(outcome: PinOutcome, as_json: bool) -> int:
     from megacpp_env import pinning
     from megacpp_env.ui import print_json
 
-    bad = [r for r in results if r.status != pinning.OK]
+    spec, bad = outcome.spec, outcome.bad
     if as_json:
-        print_json({"spec": str(spec.path), "ok": not bad, "pins": [r.to_dict() for r in results]})
+        print_json({"spec": str(spec.path), "ok": not bad, "pins": [r.to_dict() for r in outcome.results]})
         return 1 if bad else 0
-    for r in results:
+    for r in outcome.results:
         if r.status == pinning.MOVED:
             print(f"drift: {pinning.moved_message(spec, r)}")
         elif r.status == pinning.UNPINNED:

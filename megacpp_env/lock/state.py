@@ -6,6 +6,7 @@ it with ``[tool.megacpp-env].inputs-hash``, and re-renders the requirements expo
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -71,15 +72,21 @@ def jobs_for(spec: Spec, targets: list[str] | None = None, platforms: list[str] 
 
     A platform none of the selected targets has, or one that a target named in ``targets`` lacks, is
     a SpecError naming the platforms there are: a typo must not select nothing and pass."""
-    chosen = [spec.target(name) for name in targets or list(spec.targets)]
+    chosen = [spec.target(name) for name in targets or list(spec.targets)]  # each name looked up once
     _check_platforms(chosen, platforms or [], named=bool(targets))
+    return [job for target in chosen for job in target_jobs(spec, target, platforms or [])]
+
+
+def target_jobs(spec: Spec, target: Target, platforms: Iterable[str] = ()) -> list[LockJob]:
+    """The jobs of one resolved target: its venv lock and toolchain locks per platform (default: all
+    of its platforms; a platform it lacks selects nothing, so callers pass resolved platforms)."""
+    wanted = set(platforms)
     out = []
-    for target in chosen:
-        for platform in target.platforms:
-            if platforms and platform not in platforms:
-                continue
-            out.append(_job(spec, target, platform))
-            out += [_toolchain_job(spec, target, part, platform) for part in toolchain_parts(target)]
+    for platform in target.platforms:
+        if wanted and platform not in wanted:
+            continue
+        out.append(_job(spec, target, platform))
+        out += [_toolchain_job(spec, target, part, platform) for part in toolchain_parts(target)]
     return out
 
 

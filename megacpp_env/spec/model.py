@@ -317,6 +317,18 @@ class Target:
     def base_image(self, platform: str) -> ImageRef:
         return self.base_images[platform]
 
+    def pick_platform(self, platform: str = "") -> str:
+        """``platform`` when this target is built for it; "" picks the first. Any other is refused."""
+        from megacpp_env.errors import RefusedError
+
+        if not platform:
+            return self.platforms[0]
+        if platform not in self.platforms:
+            raise RefusedError(
+                f"target {self.name} is not built for {platform} (platforms: {', '.join(self.platforms)})"
+            )
+        return platform
+
     def all_requirements(self) -> tuple[str, ...]:
         """The target's own requirements followed by what the spec adds per source, in spec order (not
         deduplicated). The sources' own requirements are upstream facts: ``megacpp_env.deps.graph``."""
