@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from megacpp_env import build, docker, layout
+from megacpp_env import build, buildlog, docker, layout
+from megacpp_env.build import run as build_run
 from megacpp_env.commands import build as build_cmd
 from megacpp_env.errors import RefusedError, StaleError
 from megacpp_env.spec import load_spec
@@ -275,7 +276,7 @@ def test_build_log_names_the_failed_step_and_the_package():
     assert log.failed == 9
     assert log.failed_step().startswith("[lock 2/2] RUN --mount=type=secret,id=ca_bundle")
     assert log.executed() == [log.steps[9]]
-    err = build._failure(log, 1)
+    err = buildlog.failure(log, 1)
     assert err.package == "attrs==26.1.0"
     text = str(err).splitlines()
     assert text[0].startswith("docker build failed (exit 1) at step [lock 2/2] RUN --mount=type=secret,id=ca_bundle")
@@ -385,7 +386,7 @@ def test_build_json_prints_json_on_failure(capsys, monkeypatch):
 
     from megacpp_env.cli import main
 
-    monkeypatch.setattr(build, "refuse_if_stale", boom)
+    monkeypatch.setattr(build_run, "refuse_if_stale", boom)
     monkeypatch.setattr(docker, "binary", lambda: "docker")
     assert main(["build", "gb10", "--json", "--spec", str(REPO_ROOT / "stack.yaml")]) == 1  # JSON on failure: cli.main
     out = capsys.readouterr()
@@ -470,7 +471,7 @@ def test_a_build_looks_up_its_target_by_name_once(monkeypatch, capsys):
         ran.append(plan)
         return build.BuildResult(plan=plan, image_id="sha256:0", snapshot_digest="d", seconds=0.0)
 
-    monkeypatch.setattr(build, "execute", execute)
+    monkeypatch.setattr(build_run, "execute", execute)  # where run_build finds it
     assert main(argv) == 0
     assert json.loads(capsys.readouterr().out)["image_id"] == "sha256:0"
     assert looked_up == ["smoke"] and ran[0].target is ran[0].spec.targets["smoke"]

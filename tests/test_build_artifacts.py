@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from megacpp_env import build, docker, layout, render
+from megacpp_env.build import run as build_run
 from megacpp_env.errors import StaleError
 from megacpp_env.spec import load_spec
 from tests.conftest import REPO_ROOT
@@ -78,7 +79,7 @@ def test_build_cloud_refuses_before_docker_when_the_mirror_is_missing(capsys, mo
         raise AssertionError("docker ran")
 
     monkeypatch.setattr(docker, "binary", lambda: "docker")
-    monkeypatch.setattr(build, "execute", no_docker)
+    monkeypatch.setattr(build_run, "execute", no_docker)
     assert not (REPO_ROOT / layout.ARTIFACT_MIRROR / "flashinfer_cubins").exists()
     assert main(["build", "cloud", "--spec", str(REPO_ROOT / "stack.yaml")]) == 1
     err = capsys.readouterr().err

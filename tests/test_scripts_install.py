@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from megacpp_env import build
+from megacpp_env.pipmirror import free_port
 from tests.fixtures.docker import skip_or_fail
 
 pytestmark = [pytest.mark.docker, pytest.mark.network]
@@ -125,7 +125,7 @@ def _ran_install(proc: subprocess.CompletedProcess[str], *packages: str) -> None
 
 def test_registry_up_installs_docker_registry_and_prints_only_the_address(fresh: Fresh) -> None:
     assert not fresh.installed("docker-registry")
-    env = {"MEGACPP_REGISTRY_PORT": str(build.free_port())}
+    env = {"MEGACPP_REGISTRY_PORT": str(free_port())}
     proc = fresh.sh("bash /src/scripts/registry-up.sh", env=env)
     assert proc.returncode == 0, proc.stderr[-2000:]
     _ran_install(proc, "docker-registry")

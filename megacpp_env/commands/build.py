@@ -1,4 +1,4 @@
-"""`megacpp-env build TARGET`: the image of a target, in three steps (see megacpp_env/build.py): the
+"""`megacpp-env build TARGET`: the image of a target, in three steps (see megacpp_env/build/): the
 source mirror on this host, the locked dependencies with network, then the per-source stages and
 the image with no network at all."""
 

@@ -1,21 +1,11 @@
-"""Plan and run the image build of one target and platform. Never prints; reports via callbacks.
+"""Plan the image build of one target and platform: the exact command lines, the content-hashed tag,
+the build context, and the preflight that refuses stale inputs. Never prints.
 
-A build is three steps, so that nothing outside the lock and the pinned sources enters an image:
-  1. ``mirror-sources`` on this host: every pinned source of the target into the source mirror
-     ``.megacpp/source-mirror`` inside the build context (idempotent; offline once complete);
-  2. ``docker build --target deps``, with network: toolchain and the locked dependencies, tagged
-     ``megacpp/<target>-deps:<hash>``;
-  3. ``docker build --network none --build-arg DEPS_IMAGE=<that tag>``: one ``source-<name>`` stage per
-     source (each bind-mounts only its own part of the mirror) and the final image. The build sees
-     only ``lo``: a source step that tries to fetch fails. (Docker 20.10's built-in Dockerfile frontend
-     has no ``RUN --network=none``; the whole second build runs without network instead.)
-
-* ``plan_build`` turns the spec and the options into exact command lines (``--dry-run`` prints them).
-* ``preflight`` refuses stale inputs: the rendered Dockerfile and source plans (``render --check``)
-  and the lock (``lock --check``) of that target and platform.
-* ``execute`` runs the three steps, streams the BuildKit logs, reports a failed step with the last
-  lines of its log (and the package, when pip's hash check failed), then reads the snapshot baked
-  into the image and adds its digest as a label in a metadata-only step.
+* ``plan_build`` turns the spec and the options into a ``BuildPlan``: it looks the target up by name
+  once and keeps the ``Spec``, the resolved ``Target`` and the platform, from which every later step
+  works (``--dry-run`` prints the plan's command lines).
+* ``preflight`` finds stale inputs: the rendered Dockerfile and source plans (``render --check``),
+  the lock (``lock --check``) of that target and platform, and unmirrored artifact sets.
 
 The default tag is ``megacpp/<target>:<content hash>`` (under ``--registry HOST[:PORT]/`` when given;
 ``--push`` then pushes it, see ``publish``); the hash covers the rendered Dockerfile and source
@@ -30,30 +20,21 @@ running tool's source (``toolsrc``), so the content hash, and the tag, are the s
 
 from __future__ import annotations
 
-import contextlib
-import json
-import os
 import shlex
-import shutil
-import time
 import urllib.parse
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from megacpp_env import docker, layout, pinning, publish, render, sourceplans, toolsrc
-from megacpp_env.buildlog import BuildFailedError, hash_mismatch_package  # noqa: F401 (re-exported)
-from megacpp_env.buildlog import failure as _failure
-from megacpp_env.errors import RefusedError, StaleError, ToolError, ToolNotFoundError
-from megacpp_env.fsutil import canonical_hash, owned_tempdir, sha256_bytes
+from megacpp_env import docker, layout, publish, render, sourceplans, toolsrc
+from megacpp_env.errors import RefusedError, StaleError, ToolNotFoundError
+from megacpp_env.fsutil import canonical_hash, sha256_bytes
 from megacpp_env.layout import platform_arch
 from megacpp_env.lock.state import check_job, target_jobs
-from megacpp_env.pipmirror import free_port, mirror_links, serve_mirror
+from megacpp_env.pipmirror import free_port
 from megacpp_env.rules.facts import refuse_unpinned_fetches
 from megacpp_env.spec.model import Spec, Target
-from megacpp_env.srcbuild.mirror import MirrorRequest, insteadof_config, mirror_sources, parse_rewrite
+from megacpp_env.srcbuild.mirror import MirrorRequest, insteadof_config, parse_rewrite
 
 SPEC_IN_CONTEXT = "stack.yaml"  # the name the Dockerfile COPYs the spec by
 SNAPSHOT_LABEL = f"{layout.LABEL_PREFIX}.snapshot-digest"
@@ -149,33 +130,6 @@ class BuildPlan:
             "buildx": self.request.needs_buildx,
             "cache_ref": self.cache_ref,
             "notes": list(self.notes),
-        }
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class BuildResult:
-    plan: BuildPlan
-    image_id: str
-    snapshot_digest: str
-    seconds: float
-    executed: tuple[str, ...] = ()
-    cached: int = 0
-    label_seconds: float = 0.0
-    build_image_id: str = ""  # the image `docker build` made, before the metadata-only label step
-    pushed: publish.Pushed | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            **self.plan.to_dict(),
-            "image_id": self.image_id,
-            "build_image_id": self.build_image_id,
-            "snapshot_digest": self.snapshot_digest,
-            "seconds": round(self.seconds, 2),
-            "label_seconds": round(self.label_seconds, 2),
-            "executed_steps": list(self.executed),
-            "cached_steps": self.cached,
-            "pushed": self.pushed.to_dict() if self.pushed else None,
         }
 
 
@@ -460,177 +414,3 @@ def refuse_if_stale(spec: Spec, target: Target, platform: str) -> None:
     problems = preflight(spec, target, platform)
     if problems:
         raise StaleError("refusing to build: " + "; ".join(problems))
-
-
-# ---- execution -----------------------------------------------------------------------------------
-
-
-def execute(plan: BuildPlan, *, on_line: Callable[[str], None] | None = None) -> BuildResult:
-    """Step 1 (source mirror), step 2 (deps, networked), step 3 (sources and image, no network); both
-    docker builds run in the same context (the spec root, or one staged copy with the mirror in it)."""
-    start = time.monotonic()
-    mirror_sources(plan.source_mirror, plan.mirror_requests, rewrites=dict(plan.source_rewrites), progress=on_line)
-    with owned_tempdir("megacpp-build-") as tmp, build_context(plan) as context:
-        serving = serve_mirror(mirror_links(plan.mirror), plan.mirror_port) if plan.mirror else contextlib.nullcontext()
-        with serving:
-            rc, deps_log = _stream_in(context, docker.build_argv(plan.deps_request, docker=docker.binary()), on_line)
-        if rc != 0:
-            raise _failure(deps_log, rc)
-        iid = Path(tmp) / "iid"
-        argv = docker.build_argv(_with_iidfile(plan.request, str(iid)), docker=docker.binary())
-        rc, log = _stream_in(context, argv, on_line)
-        if rc != 0:
-            raise _failure(log, rc)
-        image_id = build_id = iid.read_text().strip() if iid.is_file() else ""
-    seconds = time.monotonic() - start
-    if plan.cache_ref:  # before the label step, whose new image config has no inline cache
-        docker.tag_image(plan.tag, plan.cache_ref)
-    digest, label_s = _label_snapshot(plan, on_line) if not plan.request.needs_buildx else ("", 0.0)
-    if not plan.request.needs_buildx:
-        image_id = docker.image_id(plan.tag)
-    pushed = None
-    if plan.request.push and not plan.request.needs_buildx:
-        pushed = publish.push(plan.tag, plan.cache_ref, on_line=on_line)
-    return BuildResult(
-        plan=plan,
-        image_id=image_id,
-        build_image_id=build_id,
-        snapshot_digest=digest,
-        seconds=seconds,
-        executed=(*deps_log.executed(), *log.executed()),
-        cached=sum(len(lg.cached & set(lg.instruction_steps)) for lg in (deps_log, log)),
-        label_seconds=label_s,
-        pushed=pushed,
-    )
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class BuildRun:
-    """What ``build`` did: the plan, then the result of running it, or (dry run) what a real build
-    would refuse."""
-
-    plan: BuildPlan
-    result: BuildResult | None = None
-    would_refuse: tuple[str, ...] = ()
-
-
-LogView = Callable[[BuildPlan], AbstractContextManager[Callable[[str], None] | None]]
-
-
-def run_build(
-    spec: Spec, opts: BuildOptions, *, dry_run: bool = False, check_base: bool = True, log_view: LogView | None = None
-) -> BuildRun:
-    """``build``: the plan (the target looked up once, there); a dry run reports what a real build
-    would refuse. Otherwise refuse stale inputs and (``check_base``, no base override) a moved base
-    image, then run the plan with the BuildKit log going where ``log_view(plan)`` says."""
-    plan = plan_build(spec, opts, docker_bin=docker_for(dry_run=dry_run))
-    if dry_run:
-        return BuildRun(plan=plan, would_refuse=tuple(preflight(spec, plan.target, plan.platform)))
-    refuse_if_stale(spec, plan.target, plan.platform)
-    if check_base and not opts.base_image:
-        pinning.refuse_if_base_moved(spec, plan.target, plan.platform)
-    with log_view(plan) if log_view else contextlib.nullcontext() as on_line:
-        return BuildRun(plan=plan, result=execute(plan, on_line=on_line))
-
-
-@contextlib.contextmanager
-def build_context(plan: BuildPlan) -> Iterator[Path]:
-    """The directory ``docker build`` runs in: the spec root, or a staged copy of the plan's files."""
-    if not plan.staged:
-        yield plan.root
-        return
-    with owned_tempdir("megacpp-context-") as tmp:
-        context = stage_context(plan.staged, tmp)
-        if plan.source_mirror.is_dir():  # the source stages bind-mount it from the context
-            shutil.copytree(plan.source_mirror, context / layout.SOURCE_MIRROR, copy_function=_link_or_copy)
-        artifacts = plan.root / layout.ARTIFACT_MIRROR
-        if artifacts.is_dir():  # verified by preflight; bound into stages and copied into the image
-            shutil.copytree(artifacts, context / layout.ARTIFACT_MIRROR, copy_function=_link_or_copy)
-        yield context
-
-
-def _link_or_copy(source: str, dest: str) -> None:
-    """Hard-link a mirror file into the staged context (git objects never change in place), else copy it."""
-    try:
-        os.link(source, dest)
-    except OSError:
-        shutil.copy2(source, dest)
-
-
-def stage_context(files: Iterable[tuple[str, Path]], dest: Path) -> Path:
-    """Copy ``files`` (relpath, source) under ``dest`` (symlinks resolved); missing sources are skipped
-    (the preflight has refused a build that needs them)."""
-    for rel, source in files:
-        if source.is_file():
-            target = dest / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(source, target)
-    return dest
-
-
-def _with_iidfile(req: docker.BuildRequest, path: str) -> docker.BuildRequest:
-    from dataclasses import replace
-
-    return replace(req, iidfile=path) if not req.needs_buildx or not req.push else req
-
-
-def _stream_in(root: Path, argv: list[str], on_line: Callable[[str], None] | None) -> tuple[int, docker.BuildLog]:
-    return docker.stream(argv, on_line=on_line, cwd=str(root))
-
-
-def read_baked_snapshot(image: str, platform: str = "") -> dict[str, Any]:
-    proc = docker.run_in_image(image, ["cat", layout.IMAGE_SNAPSHOT], platform=platform, entrypoint="")
-    if proc.returncode != 0:
-        raise ToolError(f"{image}: cannot read {layout.IMAGE_SNAPSHOT}: {proc.stderr.strip()[-300:]}")
-    doc: dict[str, Any] = json.loads(proc.stdout)
-    return doc
-
-
-def _label_snapshot(plan: BuildPlan, on_line: Callable[[str], None] | None) -> tuple[str, float]:
-    start = time.monotonic()
-    digest = str(read_baked_snapshot(plan.tag, plan.platform).get("digest", ""))
-    if not digest:
-        raise ToolError(f"{plan.tag}: the baked snapshot has no digest")
-    argv = docker.stdin_build_argv(plan.tag, plan.platform, {SNAPSHOT_LABEL: digest}, docker=docker.binary())
-    rc, log = docker.stream(argv, on_line=on_line, stdin=f"FROM {plan.tag}\n")
-    if rc != 0:
-        raise _failure(log, rc)
-    return digest, time.monotonic() - start
-
-
-# ---- verify-image --------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class VerifyReport:
-    ok: bool
-    output: str
-    stderr: str = ""
-
-
-SNAPSHOT_FAILED = 86  # the exit status verify-image's in-image script gives a failed snapshot (diff uses 0-3)
-
-
-def verify_image(image: str, *, platform: str = "", as_json: bool = False) -> VerifyReport:
-    """Take a snapshot inside ``image`` and diff it against the one baked at build time (in the image,
-    with the image's own megacpp-env, so both sides come from the same tool version).
-
-    A snapshot that fails is a ``ToolError``; only a diff that finds differences is drift."""
-    diff = "megacpp-env diff --json" if as_json else "megacpp-env diff"
-    script = (
-        'live="$(mktemp)"; err="$(mktemp)"; '
-        'if ! megacpp-env snapshot -o "$live" >/dev/null 2>"$err"; then '
-        f'tail -n 20 "$err" >&2; exit {SNAPSHOT_FAILED}; fi; '
-        f'exec {diff} {layout.IMAGE_SNAPSHOT} "$live"'
-    )
-    proc = docker.run_in_image(image, ["bash", "-c", script], platform=platform)
-    if proc.returncode == SNAPSHOT_FAILED:
-        raise ToolError(f"snapshot inside the image failed: {_last_lines(proc.stderr)}")
-    if proc.returncode not in (0, 1):
-        raise ToolError(f"verify-image {image}: exit {proc.returncode}: {(proc.stderr or proc.stdout).strip()[-500:]}")
-    return VerifyReport(ok=proc.returncode == 0, output=proc.stdout, stderr=proc.stderr)
-
-
-def _last_lines(text: str, count: int = 5) -> str:
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    return " | ".join(lines[-count:]) or "(no output)"

@@ -1,0 +1,53 @@
+"""``verify-image``: what a built image has baked in, checked inside the image. Never prints."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from megacpp_env import docker, layout
+from megacpp_env.errors import ToolError
+
+
+def read_baked_snapshot(image: str, platform: str = "") -> dict[str, Any]:
+    proc = docker.run_in_image(image, ["cat", layout.IMAGE_SNAPSHOT], platform=platform, entrypoint="")
+    if proc.returncode != 0:
+        raise ToolError(f"{image}: cannot read {layout.IMAGE_SNAPSHOT}: {proc.stderr.strip()[-300:]}")
+    doc: dict[str, Any] = json.loads(proc.stdout)
+    return doc
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class VerifyReport:
+    ok: bool
+    output: str
+    stderr: str = ""
+
+
+SNAPSHOT_FAILED = 86  # the exit status verify-image's in-image script gives a failed snapshot (diff uses 0-3)
+
+
+def verify_image(image: str, *, platform: str = "", as_json: bool = False) -> VerifyReport:
+    """Take a snapshot inside ``image`` and diff it against the one baked at build time (in the image,
+    with the image's own megacpp-env, so both sides come from the same tool version).
+
+    A snapshot that fails is a ``ToolError``; only a diff that finds differences is drift."""
+    diff = "megacpp-env diff --json" if as_json else "megacpp-env diff"
+    script = (
+        'live="$(mktemp)"; err="$(mktemp)"; '
+        'if ! megacpp-env snapshot -o "$live" >/dev/null 2>"$err"; then '
+        f'tail -n 20 "$err" >&2; exit {SNAPSHOT_FAILED}; fi; '
+        f'exec {diff} {layout.IMAGE_SNAPSHOT} "$live"'
+    )
+    proc = docker.run_in_image(image, ["bash", "-c", script], platform=platform)
+    if proc.returncode == SNAPSHOT_FAILED:
+        raise ToolError(f"snapshot inside the image failed: {_last_lines(proc.stderr)}")
+    if proc.returncode not in (0, 1):
+        raise ToolError(f"verify-image {image}: exit {proc.returncode}: {(proc.stderr or proc.stdout).strip()[-500:]}")
+    return VerifyReport(ok=proc.returncode == 0, output=proc.stdout, stderr=proc.stderr)
+
+
+def _last_lines(text: str, count: int = 5) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return " | ".join(lines[-count:]) or "(no output)"
