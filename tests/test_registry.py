@@ -73,7 +73,7 @@ def test_unreachable_registry_is_a_clear_error():
 
 @pytest.mark.docker
 def test_registry_up_is_idempotent_and_stops(tmp_path):
-    from megacpp_env.build import free_port
+    from megacpp_env.pipmirror import free_port
 
     port = free_port()
     env = registry_env(port, tmp_path / "reg")

@@ -234,7 +234,7 @@ def auth_registry(tmp_path):
     binary = shutil.which("docker-registry") or "/usr/bin/docker-registry"
     if not Path(binary).exists():
         pytest.skip("docker-registry is not installed (scripts/registry-up.sh installs it)")
-    from megacpp_env.build import free_port
+    from megacpp_env.pipmirror import free_port
 
     port = free_port()
     root = tmp_path / "authreg"

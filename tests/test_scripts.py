@@ -173,7 +173,7 @@ def test_base_image_arm64_runs_under_qemu() -> None:
 
 
 def _free_port() -> int:
-    from megacpp_env.build import free_port
+    from megacpp_env.pipmirror import free_port
 
     return free_port()
 
