@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from megacpp_env.cli import main
-from megacpp_env.policy import run_rules
+from megacpp_env.rules import run_rules
 from megacpp_env.render import render_target
 from tests.fixtures.spec import REPO_ROOT, load_data
 
