@@ -118,11 +118,8 @@ def te_rht(spec: Spec, t: Target) -> Iterator[Hit]:
 def triton_ptxas(spec: Spec, t: Target) -> Iterator[Hit]:
     needs = t.gpu is not None and "sm_121a" in t.gpu.archs
     if needs and "TRITON_PTXAS_PATH" not in t.runtime_env and "triton_ptxas" not in t.runtime_patches:
-        yield (
-            f"targets.{t.name}.env.runtime",
-            "Triton's bundled ptxas (12.8) does not know sm_121a",
-            "set TRITON_PTXAS_PATH: /usr/local/cuda/bin/ptxas or enable the triton_ptxas patch",
-        )
+        fix = "set TRITON_PTXAS_PATH: /usr/local/cuda/bin/ptxas or enable the triton_ptxas patch"
+        yield f"targets.{t.name}.env.runtime", "Triton's bundled ptxas (12.8) does not know sm_121a", fix
 
 
 @target_rule("GB009", "warning", "max-autotune GEMM below 68 SMs needs the is_big_gpu override")
@@ -132,9 +129,10 @@ def inductor_small_gpu(spec: Spec, t: Target) -> Iterator[Hit]:
     wants = t.runtime_env.get("TORCHINDUCTOR_MAX_AUTOTUNE_GEMM") == "1"
     has = "inductor_small_gpu" in t.runtime_patches and t.runtime_env.get("MEGACPP_PATCH_INDUCTOR_SMALL_GPU") == "1"
     if wants and not has:
+        why = f"inductor refuses max_autotune_gemm below 68 SMs ({t.gpu.sm_count} here)"
         yield (
             f"targets.{t.name}.runtime_patches",
-            f"inductor refuses max_autotune_gemm below 68 SMs ({t.gpu.sm_count} here)",
+            why,
             "enable inductor_small_gpu and MEGACPP_PATCH_INDUCTOR_SMALL_GPU=1",
         )
 
@@ -142,11 +140,8 @@ def inductor_small_gpu(spec: Spec, t: Target) -> Iterator[Hit]:
 @target_rule("GB010", "error", "MFU on GB10 divides by its own peak")
 def mfu_peak(spec: Spec, t: Target) -> Iterator[Hit]:
     if is_gb10_class(t) and t.gpu and t.gpu.peak_bf16_tflops and not 62 <= t.gpu.peak_bf16_tflops <= 100:
-        yield (
-            f"targets.{t.name}.gpu.peak_bf16_tflops",
-            f"peak {t.gpu.peak_bf16_tflops:g} TFLOPS is not a GB10 BF16 peak (~62-100)",
-            "use GB10's own peak, not H100's",
-        )
+        why = f"peak {t.gpu.peak_bf16_tflops:g} TFLOPS is not a GB10 BF16 peak (~62-100)"
+        yield f"targets.{t.name}.gpu.peak_bf16_tflops", why, "use GB10's own peak, not H100's"
 
 
 @target_rule("GB011", "warning", "GB10 serving runs eager with bounded memory")
@@ -157,11 +152,8 @@ def serving(spec: Spec, t: Target) -> Iterator[Hit]:
         key = f"targets.{t.name}.serving.enforce_eager"
         yield key, "the GB10 serving lane runs with enforce_eager", "set enforce_eager: true"
     if t.serving.gpu_memory_utilization > 0.9:
-        yield (
-            f"targets.{t.name}.serving.gpu_memory_utilization",
-            "unbounded gpu_memory_utilization on 128 GB unified memory starves the host",
-            "keep it at or below 0.9",
-        )
+        why = "unbounded gpu_memory_utilization on 128 GB unified memory starves the host"
+        yield f"targets.{t.name}.serving.gpu_memory_utilization", why, "keep it at or below 0.9"
 
 
 @source_rule("GB012", "warning", "vLLM builds against a pinned CUTLASS >= 4.4.2, not one fetched by tag")

@@ -36,11 +36,8 @@ def torch_cuda(spec: Spec, t: Target) -> Iterator[Hit]:
         index = spec.index_for("torch", t)
         m = re.search(r"/(cu[0-9]+)(/|$)", index.url) if index else None
         if index and m and m.group(1) != want:
-            yield (
-                f"indexes.{index.name}.url",
-                f"torch comes from a {m.group(1)} index but target {t.name} pins CUDA {t.toolchain.cuda}",
-                f"use the {want} index",
-            )
+            why = f"torch comes from a {m.group(1)} index but target {t.name} pins CUDA {t.toolchain.cuda}"
+            yield f"indexes.{index.name}.url", why, f"use the {want} index"
 
 
 @source_rule("TC002", "error", "every source is pinned to a real full commit SHA")
@@ -126,11 +123,8 @@ def prerelease_scope(spec: Spec) -> Iterator[Hit]:
 @source_rule("TC007", "error", "overlays named by sources exist")
 def overlay_exists(spec: Spec, src: Source) -> Iterator[Hit]:
     if src.overlay and not overlay_dir(spec.root, src.overlay).is_dir():
-        yield (
-            f"sources.{src.name}.overlay",
-            f"overlay directory overlays/{src.overlay}/ does not exist",
-            f"capture it: megacpp-env overlay new {src.overlay} --from <checkout>",
-        )
+        why = f"overlay directory overlays/{src.overlay}/ does not exist"
+        yield f"sources.{src.name}.overlay", why, f"capture it: megacpp-env overlay new {src.overlay} --from <checkout>"
 
 
 @source_rule("TC008", "error", "mamba_ssm and causal_conv1d are forced to build from source")
@@ -146,11 +140,8 @@ def min_driver(spec: Spec) -> Iterator[Hit]:
     for name, tc in spec.toolchains.items():
         need = MIN_DRIVER_FOR_CUDA.get(tc.cuda)
         if need and (not tc.min_driver or Version(tc.min_driver) < Version(need)):
-            yield (
-                f"toolchains.{name}.min_driver",
-                f"CUDA {tc.cuda} needs driver {need} or later, min_driver is {tc.min_driver or 'unset'}",
-                f'set min_driver: "{need}"',
-            )
+            why = f"CUDA {tc.cuda} needs driver {need} or later, min_driver is {tc.min_driver or 'unset'}"
+            yield f"toolchains.{name}.min_driver", why, f'set min_driver: "{need}"'
 
 
 @target_rule("TC010", "error", "TORCH_CUDA_ARCH_LIST covers the target's GPUs")
