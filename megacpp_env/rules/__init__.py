@@ -18,7 +18,7 @@ import pkgutil
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from megacpp_env.errors import MegacppEnvError
 from megacpp_env.records import as_dict
@@ -97,9 +97,12 @@ def _builds(body: Callable[[Spec, Target, Source], Iterator[Hit]], *, wheels: bo
     return lambda spec: (hit for t, src in builds(spec, wheels=wheels) for hit in body(spec, t, src))
 
 
+Body = TypeVar("Body", bound=Callable[..., Iterator[Hit]])
+
+
 def _decorator(
-    code: str, severity: Severity, summary: str, scope: Scope, loop: Callable[[Any], Check], once: bool
-) -> Callable[[Any], Rule]:
+    code: str, severity: Severity, summary: str, scope: Scope, loop: Callable[[Body], Check], once: bool
+) -> Callable[[Body], Rule]:
     return lambda body: Rule(code=code, severity=severity, summary=summary, scope=scope, check=loop(body), once=once)
 
 
