@@ -11,7 +11,7 @@ A build is three steps, so that nothing outside the lock and the pinned sources 
      has no ``RUN --network=none``; the whole second build runs without network instead.)
 
 ``plan`` makes the ``BuildPlan`` (the target resolved once) and the preflight, ``run`` runs it
-(``run_build``: the ``build`` verb's one call), ``verify`` checks a built image (``verify-image``).
+(``run_build``: the ``build`` verb's one call), ``imagecheck`` checks a built image (``verify-image``).
 The names below are this package's interface; code that patches one patches it in its module.
 """
 
@@ -36,7 +36,7 @@ from megacpp_env.build.plan import (
     uses_spec_root,
 )
 from megacpp_env.build.run import BuildResult, BuildRun, build_context, execute, run_build, stage_context
-from megacpp_env.build.verify import SNAPSHOT_FAILED, VerifyReport, read_baked_snapshot, verify_image
+from megacpp_env.build.imagecheck import SNAPSHOT_FAILED, VerifyReport, read_baked_snapshot, verify_image
 from megacpp_env.buildlog import BuildFailedError, hash_mismatch_package
 
 __all__ = [

@@ -28,7 +28,7 @@ from megacpp_env.build.plan import (
     preflight,
     refuse_if_stale,
 )
-from megacpp_env.build.verify import read_baked_snapshot
+from megacpp_env.build.imagecheck import read_baked_snapshot
 from megacpp_env.buildlog import failure as _failure
 from megacpp_env.errors import ToolError
 from megacpp_env.fsutil import owned_tempdir
