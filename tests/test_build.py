@@ -424,7 +424,6 @@ def test_verify_image_snapshot_failure_is_a_tool_error_not_drift(capsys, monkeyp
 
 def test_verify_image_drift_is_reported_as_drift(capsys, monkeypatch):
     from megacpp_env.commands import verify_image as verify_cmd
-
     from megacpp_env.sbom import SbomCheck
 
     _fake_run_in_image(monkeypatch, 1, stdout='{"ok": false, "changes": []}\n')
