@@ -46,8 +46,10 @@ MAKE_WHEEL = textwrap.dedent("""
 
 def _install_wheel(name: str, version: str) -> str:
     script = base64.b64encode(MAKE_WHEEL.encode()).decode()
-    return (f"RUN echo {script} | base64 -d | /opt/venv/bin/python - {name} {version} && /opt/venv/bin/pip install "
-            f"--no-index --no-deps --force-reinstall /tmp/{name}-{version}-py3-none-any.whl")
+    return (
+        f"RUN echo {script} | base64 -d | /opt/venv/bin/python - {name} {version} && /opt/venv/bin/pip install "
+        f"--no-index --no-deps --force-reinstall /tmp/{name}-{version}-py3-none-any.whl"
+    )
 
 
 @pytest.fixture
@@ -104,7 +106,9 @@ def test_verify_image_checks_the_baked_sbom(smoke_image, capsys):
 def test_an_added_wheel_fails_naming_it(smoke_image, derived, tmp_path, capsys):
     added = derived("intruder", _install_wheel("intruder", "1.0"))
     assert _verify(added) == 1
-    assert f"verify-image: {added}: intruder 1.0 is installed but not in the SBOM {IMAGE_SBOM}" in capsys.readouterr().err
+    assert (
+        f"verify-image: {added}: intruder 1.0 is installed but not in the SBOM {IMAGE_SBOM}" in capsys.readouterr().err
+    )
     spec = load_spec(REPO_ROOT / "stack.yaml")
     sbom = tmp_path / "smoke.cdx.json"  # --sbom FILE still works
     sbom.write_text(render_sbom(image_sbom(spec, spec.targets["smoke"], "linux/amd64")))

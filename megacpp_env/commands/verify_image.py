@@ -22,7 +22,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from megacpp_env import build
 
-    report = build.verify(args.image, platform=args.platform, as_json=args.json, sbom_file=args.sbom or "")
+    sbom = getattr(args, "sbom", "") or ""  # a Namespace made by a caller, not the parser, may lack it
+    report = build.verify(args.image, platform=args.platform, as_json=args.json, sbom_file=sbom)
     sys.stdout.write(report.output)
     if report.stderr:
         sys.stderr.write(report.stderr)
