@@ -530,8 +530,8 @@ RECORDS_DIR = ".megacpp/builds"  # <target>.<platform slug>.json (the build's --
 
 
 def record_paths(root: Path, target: str, platform: str) -> tuple[Path, Path]:
-    stem = Path(root, RECORDS_DIR, f"{target}.{layout.platform_slug(platform)}")
-    return stem.with_suffix(".json"), stem.with_suffix(".sbom.cdx.json")
+    stem = f"{target}.{layout.platform_slug(platform)}"
+    return Path(root, RECORDS_DIR, f"{stem}.json"), Path(root, RECORDS_DIR, f"{stem}.sbom.cdx.json")
 
 
 def write_record(result: BuildResult, sbom: str) -> None:

@@ -250,6 +250,9 @@ print(json.dumps({"dists": sorted(dists), "sbom": sbom}))
 """
 
 
+Dist = tuple[str, str, str, list[str]]  # name, version, archive sha256, files that disagree with RECORD
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class SbomCheck:
     """What ``check_image`` found: the SBOM it used (baked or a file) and each disagreement, named."""
@@ -278,12 +281,11 @@ def check_image(image: str, *, platform: str = "", sbom_file: Path | None = None
     one installed from an archive must have a sha256 the SBOM lists for it; a listed distribution's
     files must agree with its RECORD."""
     given = _parse(_read_file(sbom_file), str(sbom_file)) if sbom_file is not None else None
-    found = _inspect(image, platform)
+    dists, baked = _inspect(image, platform)
     source, problems = str(sbom_file), list[str]()
     if given is None:
-        source, (given, problems) = IMAGE_SBOM, _baked(image, found["sbom"], docker.image_labels(image))
+        source, (given, problems) = IMAGE_SBOM, _baked(image, baked, docker.image_labels(image))
     sbom = given
-    dists = _dists(image, found["dists"])
     installed = [(name, version) for name, version, _, _ in dists]
     problems += [f"{line} is installed but not in the SBOM {source}" for line in unlisted(sbom, installed)]
     problems += _disagreements(sbom, dists, source)
@@ -327,7 +329,8 @@ def _parse(text: str, where: str) -> dict[str, Any]:
     return doc
 
 
-def _inspect(image: str, platform: str) -> dict[str, Any]:
+def _inspect(image: str, platform: str) -> tuple[list[Dist], object]:
+    """The image's distributions and its baked SBOM's text (``None`` when absent)."""
     argv = [f"{layout.IMAGE_VENV}/bin/python", "-c", IMAGE_SCRIPT, IMAGE_SBOM]
     proc = docker.run_in_image(image, argv, platform=platform)
     if proc.returncode != 0:
@@ -338,10 +341,7 @@ def _inspect(image: str, platform: str) -> dict[str, Any]:
         raise ToolError(f"listing the distributions in {image}: unreadable output ({exc})") from None
     if not isinstance(found, dict) or not isinstance(found.get("dists"), list):
         raise ToolError(f"listing the distributions in {image}: unexpected output")
-    return found
-
-
-Dist = tuple[str, str, str, list[str]]  # name, version, archive sha256, files that disagree with RECORD
+    return _dists(image, found["dists"]), found.get("sbom")
 
 
 def _dists(image: str, rows: list[Any]) -> list[Dist]:
