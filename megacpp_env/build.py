@@ -50,7 +50,7 @@ from megacpp_env.fsutil import atomic_write_text, canonical_hash, owned_tempdir,
 from megacpp_env.layout import platform_arch
 from megacpp_env.pipmirror import free_port, mirror_links, serve_mirror
 from megacpp_env.rules.facts import refuse_unpinned_fetches
-from megacpp_env.sbom import IMAGE_SBOM, SBOM_LABEL, check_image, image_sbom, render_sbom, with_base
+from megacpp_env.sbom import IMAGE_SBOM, SBOM_LABEL, built_sbom, check_image, image_sbom
 from megacpp_env.spec.model import Spec, Target
 from megacpp_env.srcbuild.mirror import MirrorRequest, insteadof_config, mirror_sources, parse_rewrite
 
@@ -546,14 +546,8 @@ def write_record(result: BuildResult, sbom: str) -> None:
 
 def _built_sbom(plan: BuildPlan) -> str:
     """The plan's SBOM with the base image this build used (its FROM reference and local image id)."""
-    if not plan.sbom:
-        return ""
     base = dict(plan.request.labels)["org.opencontainers.image.base.name"]
-    try:
-        image_id = docker.image_id(base)
-    except ToolError:  # not in the local store (a remote builder pulled it): the pinned digest stays
-        image_id = ""
-    return render_sbom(with_base(plan.sbom, base, image_id))
+    return built_sbom(plan.sbom, base) if plan.sbom else ""
 
 
 @contextlib.contextmanager

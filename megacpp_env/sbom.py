@@ -123,6 +123,16 @@ def with_base(sbom: Mapping[str, Any], ref: str, image_id: str) -> dict[str, Any
     return _sealed(body)
 
 
+def built_sbom(sbom: Mapping[str, Any], base_ref: str) -> str:
+    """The text of ``sbom`` with the base image a build used: ``base_ref`` and the id of the image it names in
+    the local store (none when a remote builder pulled it: the pinned digest, if any, stays)."""
+    try:
+        image_id = docker.image_id(base_ref)
+    except ToolError:
+        image_id = ""
+    return render_sbom(with_base(sbom, base_ref, image_id))
+
+
 def _sealed(body: dict[str, Any]) -> dict[str, Any]:
     """The document with its schema and a serial number derived from its content."""
     serial = uuid.UUID(bytes=hashlib.sha256(canonical_json(body).encode()).digest()[:16], version=5)

@@ -233,3 +233,20 @@ def test_the_record_and_the_sbom_are_written_side_by_side(tmp_path):
     doc = json.loads(record.read_text())
     assert doc["sbom"] == sbom.name and doc["sbom_sha256"] == hashlib.sha256(b"{}\n").hexdigest()
     assert not [p for p in record.parent.iterdir() if p not in (record, sbom)]  # no temp file left
+
+
+def test_built_sbom_keeps_the_pinned_digest_when_the_base_is_not_local(spec, monkeypatch):
+    from megacpp_env import docker
+    from megacpp_env.errors import ToolError
+    from megacpp_env.sbom import built_sbom
+
+    def missing(ref):
+        raise ToolError(f"no such image: {ref}")
+
+    monkeypatch.setattr(docker, "image_id", missing)
+    pinned = "reg:5000/x/y:1@sha256:" + "b" * 64
+    doc = json.loads(built_sbom(image_sbom(spec, spec.targets["smoke"], "linux/amd64"), pinned))
+    base = next(c for c in doc["components"] if c["bom-ref"] == "base-image")
+    assert base["version"] == "sha256:" + "b" * 64 and base["properties"] == [
+        {"name": "megacpp-env:ref", "value": pinned}
+    ]
