@@ -17,6 +17,7 @@ The names below are this package's interface; code that patches one patches it i
 
 from __future__ import annotations
 
+from megacpp_env.build.imagecheck import SNAPSHOT_FAILED, VerifyReport, read_baked_snapshot, verify, verify_image
 from megacpp_env.build.plan import (
     DEPS_ARG,
     DEPS_STAGE,
@@ -35,13 +36,23 @@ from megacpp_env.build.plan import (
     refuse_if_stale,
     uses_spec_root,
 )
-from megacpp_env.build.run import BuildResult, BuildRun, build_context, execute, run_build, stage_context
-from megacpp_env.build.imagecheck import SNAPSHOT_FAILED, VerifyReport, read_baked_snapshot, verify_image
+from megacpp_env.build.run import (
+    RECORDS_DIR,
+    BuildResult,
+    BuildRun,
+    build_context,
+    execute,
+    record_paths,
+    run_build,
+    stage_context,
+    write_record,
+)
 from megacpp_env.buildlog import BuildFailedError, hash_mismatch_package
 
 __all__ = [
     "DEPS_ARG",
     "DEPS_STAGE",
+    "RECORDS_DIR",
     "SNAPSHOT_FAILED",
     "SNAPSHOT_LABEL",
     "SPEC_IN_CONTEXT",
@@ -63,9 +74,12 @@ __all__ = [
     "plan_build",
     "preflight",
     "read_baked_snapshot",
+    "record_paths",
     "refuse_if_stale",
     "run_build",
     "stage_context",
     "uses_spec_root",
+    "verify",
     "verify_image",
+    "write_record",
 ]

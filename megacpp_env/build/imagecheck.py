@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from megacpp_env import docker, layout
 from megacpp_env.errors import ToolError
+from megacpp_env.sbom import check_image
 
 
 def read_baked_snapshot(image: str, platform: str = "") -> dict[str, Any]:
@@ -46,6 +48,23 @@ def verify_image(image: str, *, platform: str = "", as_json: bool = False) -> Ve
     if proc.returncode not in (0, 1):
         raise ToolError(f"verify-image {image}: exit {proc.returncode}: {(proc.stderr or proc.stdout).strip()[-500:]}")
     return VerifyReport(ok=proc.returncode == 0, output=proc.stdout, stderr=proc.stderr)
+
+
+def verify(image: str, *, platform: str = "", as_json: bool = False, sbom_file: str = "") -> VerifyReport:
+    """``verify-image``: the snapshot diff, then the image against its SBOM (the baked one, or ``sbom_file``);
+    with ``as_json``, the diff's document with the SBOM check under ``sbom``."""
+    report = verify_image(image, platform=platform, as_json=as_json)
+    checked = check_image(image, platform=platform, sbom_file=Path(sbom_file) if sbom_file else None)
+    ok = report.ok and checked.ok
+    if not as_json:
+        out, err = (
+            (report.output + checked.summary(), report.stderr)
+            if checked.ok
+            else (report.output, report.stderr + checked.summary())
+        )
+        return VerifyReport(ok=ok, output=out, stderr=err)
+    doc = {**json.loads(report.output), "ok": ok, "sbom": checked.to_dict()}
+    return VerifyReport(ok=ok, output=json.dumps(doc, indent=2, sort_keys=True) + "\n", stderr=report.stderr)
 
 
 def _last_lines(text: str, count: int = 5) -> str:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import shlex
 import urllib.parse
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,7 @@ from megacpp_env.layout import platform_arch
 from megacpp_env.lock.state import check_job, target_jobs
 from megacpp_env.pipmirror import free_port
 from megacpp_env.rules.facts import refuse_unpinned_fetches
+from megacpp_env.sbom import image_sbom
 from megacpp_env.spec.model import Spec, Target
 from megacpp_env.srcbuild.mirror import MirrorRequest, insteadof_config, parse_rewrite
 
@@ -83,6 +84,7 @@ class BuildPlan:
     cache_ref: str = ""  # classic --push: the build's own image (with its inline cache) is pushed here too
     notes: tuple[str, ...] = ()
     staged: tuple[tuple[str, Path], ...] = ()  # the context's files when it is staged (not the spec root)
+    sbom: dict[str, Any] = field(default_factory=dict, repr=False)  # sbom.image_sbom; execute sets the base's id
 
     @property
     def root(self) -> Path:
@@ -310,6 +312,7 @@ def plan_build(spec: Spec, opts: BuildOptions, *, docker_bin: str = "docker") ->
         cache_ref=cache,
         notes=tuple(notes),
         staged=staged,
+        sbom=image_sbom(spec, target, platform) if layout.lock_path(spec.root, target.name, platform).is_file() else {},
     )
 
 

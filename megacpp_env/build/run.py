@@ -9,6 +9,7 @@ into the image and adds its digest as a label in a metadata-only step, and pushe
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import time
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from megacpp_env import docker, layout, pinning, publish
+from megacpp_env.build.imagecheck import read_baked_snapshot
 from megacpp_env.build.plan import (
     SNAPSHOT_LABEL,
     BuildOptions,
@@ -28,11 +30,11 @@ from megacpp_env.build.plan import (
     preflight,
     refuse_if_stale,
 )
-from megacpp_env.build.imagecheck import read_baked_snapshot
 from megacpp_env.buildlog import failure as _failure
 from megacpp_env.errors import ToolError
-from megacpp_env.fsutil import owned_tempdir
+from megacpp_env.fsutil import atomic_write_text, owned_tempdir, sha256_bytes
 from megacpp_env.pipmirror import mirror_links, serve_mirror
+from megacpp_env.sbom import IMAGE_SBOM, SBOM_LABEL, built_sbom
 from megacpp_env.spec.model import Spec
 from megacpp_env.srcbuild.mirror import mirror_sources
 
@@ -84,13 +86,14 @@ def execute(plan: BuildPlan, *, on_line: Callable[[str], None] | None = None) ->
     seconds = time.monotonic() - start
     if plan.cache_ref:  # before the label step, whose new image config has no inline cache
         docker.tag_image(plan.tag, plan.cache_ref)
-    digest, label_s = _label_snapshot(plan, on_line) if not plan.request.needs_buildx else ("", 0.0)
+    sbom = _built_sbom(plan)
+    digest, label_s = _label_snapshot(plan, sbom, on_line) if not plan.request.needs_buildx else ("", 0.0)
     if not plan.request.needs_buildx:
         image_id = docker.image_id(plan.tag)
     pushed = None
     if plan.request.push and not plan.request.needs_buildx:
         pushed = publish.push(plan.tag, plan.cache_ref, on_line=on_line)
-    return BuildResult(
+    result = BuildResult(
         plan=plan,
         image_id=image_id,
         build_image_id=build_id,
@@ -101,6 +104,32 @@ def execute(plan: BuildPlan, *, on_line: Callable[[str], None] | None = None) ->
         label_seconds=label_s,
         pushed=pushed,
     )
+    write_record(result, sbom)
+    return result
+
+
+RECORDS_DIR = ".megacpp/builds"  # <target>.<platform slug>.json (the build's --json) and .sbom.cdx.json beside it
+
+
+def record_paths(root: Path, target: str, platform: str) -> tuple[Path, Path]:
+    stem = f"{target}.{layout.platform_slug(platform)}"
+    return Path(root, RECORDS_DIR, f"{stem}.json"), Path(root, RECORDS_DIR, f"{stem}.sbom.cdx.json")
+
+
+def write_record(result: BuildResult, sbom: str) -> None:
+    """The build's record and, beside it, the SBOM baked into the image (each written atomically)."""
+    record, sbom_path = record_paths(result.plan.root, result.plan.target.name, result.plan.platform)
+    record.parent.mkdir(parents=True, exist_ok=True)
+    if sbom:
+        atomic_write_text(sbom_path, sbom)
+    doc = {**result.to_dict(), "sbom": sbom_path.name if sbom else "", "sbom_sha256": sha256_bytes(sbom.encode())}
+    atomic_write_text(record, json.dumps(doc, indent=2, sort_keys=True) + "\n")
+
+
+def _built_sbom(plan: BuildPlan) -> str:
+    """The plan's SBOM with the base image this build used (its FROM reference and local image id)."""
+    base = dict(plan.request.labels)["org.opencontainers.image.base.name"]
+    return built_sbom(plan.sbom, base) if plan.sbom else ""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -177,13 +206,21 @@ def _stream_in(root: Path, argv: list[str], on_line: Callable[[str], None] | Non
     return docker.stream(argv, on_line=on_line, cwd=str(root))
 
 
-def _label_snapshot(plan: BuildPlan, on_line: Callable[[str], None] | None) -> tuple[str, float]:
+def _label_snapshot(plan: BuildPlan, sbom: str, on_line: Callable[[str], None] | None) -> tuple[str, float]:
+    """The last small build: the snapshot's digest as a label, and the SBOM baked at ``IMAGE_SBOM`` with its
+    sha256 as a label (the file comes from a one-file build context: this frontend has no heredoc COPY)."""
     start = time.monotonic()
     digest = str(read_baked_snapshot(plan.tag, plan.platform).get("digest", ""))
     if not digest:
         raise ToolError(f"{plan.tag}: the baked snapshot has no digest")
-    argv = docker.stdin_build_argv(plan.tag, plan.platform, {SNAPSHOT_LABEL: digest}, docker=docker.binary())
-    rc, log = docker.stream(argv, on_line=on_line, stdin=f"FROM {plan.tag}\n")
+    labels, dockerfile = {SNAPSHOT_LABEL: digest}, f"FROM {plan.tag}\n"
+    with owned_tempdir("megacpp-label-") as context:
+        if sbom:
+            (context / "sbom.cdx.json").write_text(sbom, encoding="utf-8")
+            labels[SBOM_LABEL] = sha256_bytes(sbom.encode())
+            dockerfile += f"COPY sbom.cdx.json {IMAGE_SBOM}\n"
+        argv = docker.stdin_build_argv(plan.tag, plan.platform, labels, docker=docker.binary(), context=str(context))
+        rc, log = docker.stream(argv, on_line=on_line, stdin=dockerfile)
     if rc != 0:
         raise _failure(log, rc)
     return digest, time.monotonic() - start
