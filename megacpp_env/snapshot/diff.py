@@ -213,10 +213,14 @@ def _dist(key: str, a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) ->
     rest = {"version", "record_sha256", "direct_url", "integrity", "name"} | (
         {"metadata_dir"} if new_version else set()
     )
-    ra = {x: v for x, v in a.items() if x not in rest}
-    rb = {x: v for x, v in b.items() if x not in rest}
+    ra, rb = _without(a, b, *rest)
     out += generic("python", ra, rb, severity="warning", base=f"distributions.{key}", label=name)
     return out
+
+
+def _without(a: Mapping[str, Any], b: Mapping[str, Any], *keys: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``a`` and ``b`` less ``keys``: what is left to compare generically once those are compared."""
+    return {k: v for k, v in a.items() if k not in keys}, {k: v for k, v in b.items() if k not in keys}
 
 
 def diff_python(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Finding]:
@@ -235,10 +239,8 @@ def diff_python(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Finding]:
                 message=f"python {ia.get('version')} -> {ib.get('version')}",
             )
         )
-    rest_a = {k: v for k, v in a.items() if k != "distributions"}
-    rest_b = {k: v for k, v in b.items() if k != "distributions"}
-    rest_a["interpreter"] = {k: v for k, v in ia.items() if k != "version"}
-    rest_b["interpreter"] = {k: v for k, v in ib.items() if k != "version"}
+    rest_a, rest_b = _without(a, b, "distributions")
+    rest_a["interpreter"], rest_b["interpreter"] = _without(ia, ib, "version")
     return out + generic("python", rest_a, rest_b, severity="warning")
 
 
@@ -277,8 +279,7 @@ def _checkout(name: str, a: Mapping[str, Any] | None, b: Mapping[str, Any] | Non
             )
         )
     skip = {"head", "matches_pin"} | ({"dirty", "diff_hash"} if out and b.get("dirty") else set())
-    ra = {x: v for x, v in a.items() if x not in skip}
-    rb = {x: v for x, v in b.items() if x not in skip}
+    ra, rb = _without(a, b, *skip)
     return out + generic("checkouts", ra, rb, severity="error", base=name, label=name)
 
 
@@ -302,8 +303,7 @@ def diff_env(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Finding]:
         for name in sorted(va.keys() | vb.keys())
         if va.get(name) != vb.get(name)
     ]
-    rest_a = {k: v for k, v in a.items() if k != "variables"}
-    rest_b = {k: v for k, v in b.items() if k != "variables"}
+    rest_a, rest_b = _without(a, b, "variables")
     return out + generic("env", rest_a, rest_b)
 
 
@@ -363,8 +363,7 @@ def diff_torch(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Finding]:
             message=f"torch: only {side} imported torch (taken with --torch); its import facts are not compared",
         )
     ]
-    rest_a = {k: v for k, v in a.items() if k != "imported"}
-    rest_b = {k: v for k, v in b.items() if k != "imported"}
+    rest_a, rest_b = _without(a, b, "imported")
     return out + generic("torch", rest_a, rest_b)
 
 
@@ -386,8 +385,7 @@ def diff_gpu(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Finding]:
             out.append(Finding(area="gpu", severity="warning", key=f"gpu.devices.{index}", message=msg))
         elif xa != xb:
             out += generic("gpu", xa, xb, base=f"devices.{index}", label=f"gpu {index} ({xb.get('name', '?')})")
-    rest_a = {k: v for k, v in a.items() if k != "devices"}
-    rest_b = {k: v for k, v in b.items() if k != "devices"}
+    rest_a, rest_b = _without(a, b, "devices")
     return out + generic("gpu", rest_a, rest_b)
 
 
@@ -400,8 +398,7 @@ def diff_system(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Finding]:
         out.append(
             Finding(area="system", severity="info", key="system.cpu_flags", message=f"cpu flags: {' '.join(change)}")
         )
-    rest_a = {k: v for k, v in a.items() if k != "cpu_flags"}
-    rest_b = {k: v for k, v in b.items() if k != "cpu_flags"}
+    rest_a, rest_b = _without(a, b, "cpu_flags")
     return out + generic("system", rest_a, rest_b)
 
 
