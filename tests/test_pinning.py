@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from megacpp_env import build, docker, pinning, policy
+from megacpp_env import build, docker, pinning, rules
 from megacpp_env.cli import dispatch
 from megacpp_env.commands import build as build_cmd
 from megacpp_env.commands import pin_base as pin_cmd
@@ -71,7 +71,7 @@ def test_entries_follow_the_spec_form():
 
 def _tc005(path: Path) -> list[str]:
     """The keys of the unpinned-base warnings (TC005) of the spec at ``path``, in the spec's order."""
-    return [f.key for f in policy.run_rules(load_spec(path), only=("TC005",))]
+    return [f.key for f in rules.run_rules(load_spec(path), only=("TC005",))]
 
 
 def _but_smoke(keys: list[str]) -> list[str]:
