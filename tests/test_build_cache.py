@@ -44,17 +44,21 @@ def test_push_imports_both_cache_images_in_both_builds(spec):
 
 def test_user_cache_refs_come_first_without_duplicates(spec):
     mine = f"{REG}/megacpp/smoke:cache-amd64"
-    plan = build.plan_build(spec, build.BuildOptions(target="smoke", push=True, registry=REG,
-                                                     cache_from=("other/cache:x", mine)))
+    plan = build.plan_build(
+        spec, build.BuildOptions(target="smoke", push=True, registry=REG, cache_from=("other/cache:x", mine))
+    )
     assert _cache_from(plan.argv) == ["other/cache:x", mine, f"{mine}-deps"]
     assert _cache_from(plan.deps_argv) == ["other/cache:x", mine, f"{mine}-deps"]
 
 
-@pytest.mark.parametrize("options", [
-    {},  # no registry, no push
-    {"registry": REG},  # a registry, no push
-    {"cache_from": ("a/b:c",)},  # the user's own cache, no push
-])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},  # no registry, no push
+        {"registry": REG},  # a registry, no push
+        {"cache_from": ("a/b:c",)},  # the user's own cache, no push
+    ],
+)
 def test_without_push_nothing_changes(spec, options):
     plan = build.plan_build(spec, build.BuildOptions(target="smoke", **options))
     assert plan.cache_ref == ""
@@ -67,17 +71,23 @@ def test_without_push_nothing_changes(spec, options):
 def test_no_cache_and_buildx_import_nothing_of_their_own(spec):
     plan = build.plan_build(spec, build.BuildOptions(target="smoke", push=True, registry=REG, no_cache=True))
     assert plan.cache_ref and _cache_from(plan.argv) == _cache_from(plan.deps_argv) == []
-    remote = build.plan_build(spec, build.BuildOptions(target="smoke", push=True, registry=REG, builder="bk",
-                                                       cache_to=("type=registry,ref=x",)))
+    remote = build.plan_build(
+        spec,
+        build.BuildOptions(target="smoke", push=True, registry=REG, builder="bk", cache_to=("type=registry,ref=x",)),
+    )
     assert remote.cache_ref == "" and _cache_from(remote.argv) == []
     assert not any("-deps" in n for n in remote.notes)
 
 
 def test_pushed_reports_the_deps_cache():
-    pushed = publish.Pushed(ref=f"{REG}/megacpp/smoke:1", digest="sha256:" + "a" * 64,
-                            cache_ref=f"{REG}/megacpp/smoke:cache-amd64", cache_digest="sha256:" + "b" * 64,
-                            deps_cache_ref=f"{REG}/megacpp/smoke:cache-amd64-deps",
-                            deps_cache_digest="sha256:" + "c" * 64)
+    pushed = publish.Pushed(
+        ref=f"{REG}/megacpp/smoke:1",
+        digest="sha256:" + "a" * 64,
+        cache_ref=f"{REG}/megacpp/smoke:cache-amd64",
+        cache_digest="sha256:" + "b" * 64,
+        deps_cache_ref=f"{REG}/megacpp/smoke:cache-amd64-deps",
+        deps_cache_digest="sha256:" + "c" * 64,
+    )
     doc = pushed.to_dict()
     assert doc["deps_cache_ref"].endswith(":cache-amd64-deps") and doc["deps_cache_digest"].endswith("c" * 64)
     assert buildcache.refs("") == () and buildcache.deps_ref("") == ""
@@ -99,6 +109,7 @@ def test_a_missing_cache_image_is_a_miss_not_the_failed_step():
     log = docker.BuildLog()
     for line in MISS.splitlines():
         log.feed(line)
-    assert log.cache_misses == {f"{REG}/megacpp/smoke:cache-amd64-deps": f"{REG}/megacpp/smoke:cache-amd64-deps: "
-                                                                          "not found"}
+    assert log.cache_misses == {
+        f"{REG}/megacpp/smoke:cache-amd64-deps": f"{REG}/megacpp/smoke:cache-amd64-deps: not found"
+    }
     assert log.failed == 6 and log.failed_step() == "[toolchain 1/3] RUN apt-get update"
