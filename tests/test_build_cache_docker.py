@@ -10,108 +10,24 @@ never pruned. Real dockerd 20.10, no buildx.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import socket
 import subprocess
-import tempfile
 import time
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from megacpp_env import build, buildcache, docker, registry
 from megacpp_env.buildlog import BuildFailedError
 from megacpp_env.spec import load_spec
-from tests.fixtures.docker import REPO_ROOT, ca_bundle, skip_or_fail
-from tests.fixtures.registry import SMOKE_BASE
+from tests.fixtures.docker import REPO_ROOT, ca_bundle
+from tests.fixtures.dockerd2 import SMOKE_BASE
 
 pytestmark = pytest.mark.docker
 
 DEPS_STAGES = ("base-amd64", "toolchain", "lock", "deps")
-
-
-def _sh(*argv: str, **kw) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(list(argv), capture_output=True, text=True, check=False, **kw)
-
-
-def _wait_for(sock: str, proc: subprocess.Popen, log: Path) -> None:
-    env = {**os.environ, "DOCKER_HOST": f"unix://{sock}"}
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(f"the second dockerd exited {proc.returncode}: {log.read_text()[-1500:]}")
-        if _sh(docker.binary(), "info", "--format", "{{.ServerVersion}}", env=env).returncode == 0:
-            return
-        time.sleep(0.5)
-    pytest.fail(f"the second dockerd did not answer in 60 s: {log.read_text()[-1500:]}")
-
-
-@contextlib.contextmanager
-def _bridge(name: str) -> Iterator[None]:
-    """A bridge for the second daemon's build containers: an address, no NAT, so no route out."""
-    subnet = f"10.{200 + os.getpid() % 50}.{os.getpid() % 250}"
-    made = _sh("ip", "link", "add", name, "type", "bridge")
-    if made.returncode != 0:
-        skip_or_fail(f"cannot make a bridge for a second dockerd (root and NET_ADMIN needed): {made.stderr.strip()}")
-    try:
-        _sh("ip", "addr", "add", f"{subnet}.1/24", "dev", name)
-        _sh("ip", "link", "set", name, "up")
-        yield
-    finally:
-        _sh("ip", "link", "delete", name)
-
-
-@pytest.fixture
-def second_daemon(docker_daemon) -> Iterator[str]:
-    """DOCKER_HOST of a second dockerd with an empty data root and the smoke base image only."""
-    if not docker.image_exists(SMOKE_BASE):
-        skip_or_fail(f"base image {SMOKE_BASE} missing (run scripts/make-base-image.sh amd64)")
-    root = Path(tempfile.mkdtemp(prefix="mcd2-", dir="/tmp"))  # short: the socket path has a length limit
-    sock, log = root / "d.sock", root / "dockerd.log"
-    argv = [
-        "dockerd",
-        "--data-root",
-        str(root / "data"),
-        "--exec-root",
-        str(root / "x"),
-        "-H",
-        f"unix://{sock}",
-        "--pidfile",
-        str(root / "d.pid"),
-        "-b",
-        f"mcd2{os.getpid() % 100000}",
-        "--iptables=false",
-        "--ip6tables=false",
-        "--ip-masq=false",
-    ]
-    with _bridge(argv[argv.index("-b") + 1]), open(log, "w") as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
-        try:
-            _wait_for(str(sock), proc, log)
-            host = f"unix://{sock}"
-            save = subprocess.Popen([docker.binary(), "save", SMOKE_BASE], stdout=subprocess.PIPE)
-            loaded = _sh(docker.binary(), "load", stdin=save.stdout, env={**os.environ, "DOCKER_HOST": host})
-            assert save.wait() == 0 and loaded.returncode == 0, loaded.stderr
-            yield host
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-            for mount in sorted(_mounts_under(root), reverse=True):  # what the daemon left mounted
-                _sh("umount", "-l", mount)
-            _sh("rm", "-rf", "--one-file-system", str(root))
-
-
-def _mounts_under(root: Path) -> list[str]:
-    lines = Path("/proc/self/mounts").read_text().splitlines()
-    return [p for line in lines if (p := line.split()[1]).startswith(f"{root}/")]
 
 
 def _builds(lines: list[str]) -> list[docker.BuildLog]:
@@ -145,7 +61,13 @@ def _no_route_out(host: str) -> None:
     address = socket.getaddrinfo("pypi.org", 443, socket.AF_INET)[0][4][0]
     probe = f"exec 3<>/dev/tcp/{address}/443 && echo reached"
     env = {**os.environ, "DOCKER_HOST": host}
-    proc = _sh(docker.binary(), "run", "--rm", SMOKE_BASE, "timeout", "5", "bash", "-c", probe, env=env)
+    proc = subprocess.run(
+        [docker.binary(), "run", "--rm", SMOKE_BASE, "timeout", "5", "bash", "-c", probe],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
+    )
     assert proc.returncode != 0 and "reached" not in proc.stdout, (proc.stdout, proc.stderr)
 
 
