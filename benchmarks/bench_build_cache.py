@@ -26,10 +26,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from megacpp_env import build  # noqa: E402
+from megacpp_env import build, docker  # noqa: E402
 from megacpp_env.spec import load_spec  # noqa: E402
 from tests.fixtures.docker import ca_bundle  # noqa: E402
 from tests.fixtures.dockerd2 import second_dockerd  # noqa: E402
+from tests.test_build_cache_docker import local_tags  # noqa: E402
 
 
 def run(opts: build.BuildOptions) -> dict[str, object]:
@@ -67,6 +68,8 @@ def main() -> int:
         "first builder (shared daemon), --push": run(pushed),
         "fresh builder, the pushed caches": on_fresh_daemon(pushed),
     }
+    for ref in local_tags(tag):  # the shared daemon keeps no tag of this run
+        docker.run([docker.binary(), "image", "rm", ref], check=False)
     print("| row | wall | docker builds | steps run | steps cached |\n|---|---|---|---|---|")
     for name, row in rows.items():
         print(f"| {name} | {row['wall_s']} s | {row['builds_s']} s | {row['steps_run']} | {row['steps_cached']} |")

@@ -16,10 +16,11 @@ import socket
 import subprocess
 import time
 import uuid
+from collections.abc import Iterator
 
 import pytest
 
-from megacpp_env import build, buildcache, docker, registry
+from megacpp_env import build, buildcache, docker, publish, registry
 from megacpp_env.buildlog import BuildFailedError
 from megacpp_env.spec import load_spec
 from tests.fixtures.docker import REPO_ROOT, ca_bundle
@@ -90,11 +91,31 @@ def _control_without_the_deps_cache(spec, image_cache: str) -> None:
     assert _stage(deps_log.failed_step()) == "toolchain", (deps_log.failed_step(), str(exc.value)[-300:])
 
 
+def local_tags(tag: str) -> list[str]:
+    """The tags a `build --tag TAG --push` leaves on the daemon: the image and its two cache images."""
+    image_cache = publish.cache_ref(tag, "linux/amd64")
+    return [tag, image_cache, buildcache.deps_ref(image_cache)]
+
+
+@pytest.fixture
+def unique_tag(registry_host) -> Iterator[str]:
+    """A tag in a repository of its own; its local tags on the shared daemon are removed afterwards."""
+    tag = f"{registry_host}/megacpp-test/cache-{uuid.uuid4().hex[:12]}:smoke"
+    yield tag
+    for ref in local_tags(tag):
+        subprocess.run(
+            [docker.binary(), "image", "rm", ref],
+            capture_output=True,
+            check=False,
+            env={k: v for k, v in os.environ.items() if k != "DOCKER_HOST"},
+        )
+
+
 def test_second_builder_with_an_empty_cache_reuses_the_pushed_deps_cache(
-    docker_daemon, smoke_source_server, registry_host, second_daemon, monkeypatch
+    docker_daemon, smoke_source_server, second_daemon, unique_tag, monkeypatch
 ):
     spec = load_spec(REPO_ROOT / "stack.yaml")
-    tag = f"{registry_host}/megacpp-test/cache-{uuid.uuid4().hex[:12]}:smoke"  # its own repository
+    tag = unique_tag
     first_lines: list[str] = []
     first, first_wall = _build(spec, tag, first_lines)
     deps_layers = _layers(first.plan.deps_tag)
