@@ -44,8 +44,8 @@ class DistRecord:
     location: str
     sha256: str
     tops: frozenset[str]  # top-level names under the site directory
-    lines: int
-    subdirs: dict[str, int]  # "top/sub" -> lines under it
+    lines: int  # the cost of its files: one per row plus one per BYTES_PER_ROW bytes recorded
+    subdirs: dict[str, int]  # "top/sub" -> the cost of the rows under it (as ``lines``)
 
     @property
     def text(self) -> str:
@@ -60,13 +60,16 @@ class DistRecord:
         subdirs: dict[str, int] = {}
         for prefix in SECOND_RE.findall(text):
             subdirs[prefix] = subdirs.get(prefix, 0) + 1
+        for prefix, size in SIZED_RE.findall(text):  # hashing time goes with bytes, not rows
+            subdirs[prefix] = subdirs.get(prefix, 0) + int(size) // BYTES_PER_ROW
+        recorded = sum(int(size) for size in SIZE_RE.findall(text))
         return cls(
             key=key,
             dist_info=dist_info,
             location=os.path.dirname(dist_info),
             sha256=hashlib.sha256(data).hexdigest(),
             tops=_tops(text),
-            lines=text.count("\n"),
+            lines=text.count("\n") + recorded // BYTES_PER_ROW,
             subdirs=subdirs,
         )
 
@@ -134,8 +137,13 @@ def report_dict(raw: dict[str, Any]) -> dict[str, Any]:
 
 
 SECOND_RE = re.compile(r'^"?([^/,\n"]+/[^/,\n"]+)/', re.MULTILINE)  # a top-level dir's subdirectory
+SIZED_RE = re.compile(r'^"?([^/,\n"]+/[^/,\n"]+)/[^\n]*,(\d+)\r?$', re.MULTILINE)  # (subdirectory, size)
+SIZE_RE = re.compile(r",(\d+)\r?$", re.MULTILINE)  # a row's size
+# A row's cost is about that of hashing 32 KiB (open, fstat, stat against the cache): the planner
+# deals work by cost, so a worker holding the big CUDA libraries gets fewer of them.
+BYTES_PER_ROW = 32 << 10
 SPLIT_MIN = 400
-PLAN_FILE = "plan.json"
+PLAN_FILE = "plan-2.json"  # plan.json held row counts only
 TOP_RE = re.compile(r'^"?([^/,\n"]+)', re.MULTILINE)
 
 
@@ -306,7 +314,9 @@ def unowned(records: Sequence[DistRecord]) -> dict[str, list[str]]:
 
 
 def _jobs(shards: list[list[Unit]], cache_dir: Path | None, cpus: int) -> list[tuple[list[str], str]]:
-    threads = max(2, (2 * cpus) // max(1, len(shards)))
+    # more threads than a worker's share of the cores: a worker left with the last big libraries
+    # hashes them on the cores the finished workers left idle
+    threads = max(4, (2 * cpus) // max(1, len(shards)))
     argv = [sys.executable, "-I", "-S", str(WORKER)]
     cache = str(cache_dir) if cache_dir else None
     return [
