@@ -191,8 +191,14 @@ def test_the_planner_deals_work_by_bytes_not_rows():
     big = record("big", [("big/lib/libhuge.so", 2 << 30), *((f"big/lib/f{i}.py", 100) for i in range(9))])
     small = record("small", [(f"small/f{i}.py", 100) for i in range(10)])
     many = record("many", [(f"many/f{i}.py", 100) for i in range(500)])
-    assert big.lines == 10 + (2 << 30) // integrity.BYTES_PER_ROW and small.lines == 10
-    assert big.subdirs["big/lib"] == big.lines
-    shards = integrity.deal(integrity.group_records([big, small, many]), 2)
+    assert big.lines == 10 and big.heavy[""] == big.heavy["big/lib"] == (2 << 30) // integrity.BYTES_PER_ROW
+    groups = integrity.group_records([big, small, many])
+    shards = integrity.deal(groups, 2)
     alone = next(s for s in shards if any(u.only == ("big/lib",) for u in s))
     assert [u.only for u in alone] == [("big/lib",)]  # by rows it would have shared with "many"
+    # with every unit cached (a repeat: a stat per row), rows decide: "many" goes alone
+    warm = integrity.deal(groups, 2, warm=lambda _unit: True)
+    assert [u.group.dists[0].key for u in next(s for s in warm if any(u.group.dists[0].key == "many" for u in s))] == [
+        "many"
+    ]
+    assert {u.id for s in warm for u in s} == {u.id for s in shards for u in s}  # the same units: the same cache files

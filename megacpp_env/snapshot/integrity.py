@@ -12,6 +12,7 @@ Files directly in a site directory that no RECORD names are reported as unowned 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -19,7 +20,7 @@ import re
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,15 +45,16 @@ class DistRecord:
     location: str
     sha256: str
     tops: frozenset[str]  # top-level names under the site directory
-    lines: int  # the cost of its files: one per row plus one per BYTES_PER_ROW bytes recorded
-    subdirs: dict[str, int]  # "top/sub" -> the cost of the rows under it (as ``lines``)
+    lines: int
+    subdirs: dict[str, int]  # "top/sub" -> lines under it
+    heavy: dict[str, int]  # "top/sub" ("" for all) -> bytes recorded under it / BYTES_PER_ROW
 
     @property
     def text(self) -> str:
         return Path(self.dist_info, "RECORD").read_bytes().decode("utf-8", errors="replace")
 
     def to_plan(self, stat: list[int]) -> list[Any]:
-        return [stat, self.sha256, sorted(self.tops), self.lines, self.subdirs]
+        return [stat, self.sha256, sorted(self.tops), self.lines, self.subdirs, self.heavy]
 
     @classmethod
     def from_text(cls, key: str, dist_info: str, data: bytes) -> DistRecord:
@@ -60,17 +62,18 @@ class DistRecord:
         subdirs: dict[str, int] = {}
         for prefix in SECOND_RE.findall(text):
             subdirs[prefix] = subdirs.get(prefix, 0) + 1
+        heavy = {"": sum(int(size) for size in SIZE_RE.findall(text)) // BYTES_PER_ROW}
         for prefix, size in SIZED_RE.findall(text):  # hashing time goes with bytes, not rows
-            subdirs[prefix] = subdirs.get(prefix, 0) + int(size) // BYTES_PER_ROW
-        recorded = sum(int(size) for size in SIZE_RE.findall(text))
+            heavy[prefix] = heavy.get(prefix, 0) + int(size) // BYTES_PER_ROW
         return cls(
             key=key,
             dist_info=dist_info,
             location=os.path.dirname(dist_info),
             sha256=hashlib.sha256(data).hexdigest(),
             tops=_tops(text),
-            lines=text.count("\n") + recorded // BYTES_PER_ROW,
+            lines=text.count("\n"),
             subdirs=subdirs,
+            heavy=heavy,
         )
 
 
@@ -85,23 +88,40 @@ class Group:
     def weight(self) -> int:
         return sum(d.lines for d in self.dists)
 
+    @property
+    def cost(self) -> int:
+        """Rows plus bytes (in rows): what hashing the group from an empty cache costs."""
+        return self.weight + sum(d.heavy.get("", 0) for d in self.dists)
+
     def units(self, target: int) -> list[Unit]:
-        """The group as one unit of work, or, when heavier than ``target`` (torch: ~15,000 files),
-        one unit per big second-level directory plus the rest, so no worker is the long pole."""
-        weight = self.weight
-        if weight <= target:
-            return [Unit(id=self.id, group=self, weight=weight)]
-        counts: dict[str, int] = {}
+        """The group as one unit of work, or, when costlier than ``target`` (torch: ~15,000 files,
+        the CUDA libraries: gigabytes), one unit per big second-level directory plus the rest, so
+        no worker is the long pole."""
+        if self.cost <= target:
+            return [Unit(id=self.id, group=self, weight=self.weight, heavy=self.cost - self.weight)]
+        counts: dict[str, list[int]] = {}
         for d in self.dists:
             for prefix, n in d.subdirs.items():
-                counts[prefix] = counts.get(prefix, 0) + n
-        chosen = sorted(p for p, n in counts.items() if n >= SPLIT_MIN)
+                counts.setdefault(prefix, [0, 0])[0] += n
+            for prefix, n in d.heavy.items():
+                if prefix:
+                    counts.setdefault(prefix, [0, 0])[1] += n
+        chosen = sorted(p for p, (rows, heavy) in counts.items() if rows + heavy >= SPLIT_MIN)
         units = [
-            Unit(id=f"{self.id}-{hashlib.sha256(p.encode()).hexdigest()[:8]}", group=self, only=(p,), weight=counts[p])
+            Unit(
+                id=f"{self.id}-{hashlib.sha256(p.encode()).hexdigest()[:8]}",
+                group=self,
+                only=(p,),
+                weight=counts[p][0],
+                heavy=counts[p][1],
+            )
             for p in chosen
         ]
-        rest = weight - sum(u.weight for u in units)
-        return [*units, Unit(id=f"{self.id}-rest", group=self, exclude=tuple(chosen), weight=rest)]
+        rest, rest_heavy = (
+            self.weight - sum(u.weight for u in units),
+            self.cost - self.weight - sum(u.heavy for u in units),
+        )
+        return [*units, Unit(id=f"{self.id}-rest", group=self, exclude=tuple(chosen), weight=rest, heavy=rest_heavy)]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -110,7 +130,8 @@ class Unit:
 
     id: str
     group: Group
-    weight: int
+    weight: int  # rows: the cost with a warm cache (a stat each)
+    heavy: int = 0  # bytes recorded / BYTES_PER_ROW: the extra cost of hashing them
     only: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
 
@@ -185,6 +206,7 @@ def read_records(dists: Sequence[tuple[str, str]], plan_file: Path | None = None
                 tops=frozenset(hit[2]),
                 lines=hit[3],
                 subdirs=hit[4],
+                heavy=hit[5],
             )
         else:
             try:
@@ -238,16 +260,20 @@ def group_records(records: Sequence[DistRecord]) -> list[Group]:
     return sorted(groups, key=lambda g: g.id)
 
 
-def deal(groups: Sequence[Group], workers: int) -> list[list[Unit]]:
-    """Split heavy groups, then longest-processing-time first: heaviest unit to the lightest shard."""
-    target = max(SPLIT_MIN, sum(g.weight for g in groups) // max(1, workers))
+def deal(groups: Sequence[Group], workers: int, warm: Callable[[str], bool] | None = None) -> list[list[Unit]]:
+    """Split costly groups (by their cost from an empty cache, so a unit's id, its cache file's name,
+    does not depend on the cache), then longest-processing-time first: costliest unit to the
+    lightest shard. A unit ``warm`` says is cached costs its rows (a stat each), any other its
+    rows and its bytes."""
+    target = max(SPLIT_MIN, sum(g.cost for g in groups) // max(1, workers))
     units = [u for g in groups for u in g.units(target)]
+    cost = {u.id: u.weight + (0 if warm is not None and warm(u.id) else u.heavy) for u in units}
     shards: list[list[Unit]] = [[] for _ in range(max(1, min(workers, len(units))))]
     loads = [0] * len(shards)
-    for unit in sorted(units, key=lambda u: (-u.weight, u.id)):
+    for unit in sorted(units, key=lambda u: (-cost[u.id], u.id)):
         i = loads.index(min(loads))
         shards[i].append(unit)
-        loads[i] += unit.weight
+        loads[i] += cost[unit.id]
     return [s for s in shards if s]
 
 
@@ -324,6 +350,15 @@ def _jobs(shards: list[list[Unit]], cache_dir: Path | None, cpus: int) -> list[t
     ]
 
 
+def _cached_units(cache_dir: Path | None) -> Callable[[str], bool]:
+    """Whether a unit has a hash cache file (then its files are mostly stat-ed, not hashed)."""
+    names: frozenset[str] = frozenset()
+    if cache_dir is not None:
+        with contextlib.suppress(OSError):
+            names = frozenset(p.stem for p in cache_dir.iterdir() if p.suffix == ".bin")
+    return names.__contains__
+
+
 def verify(
     dists: Sequence[tuple[str, str]],
     *,
@@ -337,7 +372,7 @@ def verify(
     start = time.perf_counter()
     records = read_records(dists, cache_dir / PLAN_FILE if cache_dir else None)
     seconds: dict[str, float] = {"read_records": round(time.perf_counter() - start, 3), "worker_max": 0.0}
-    shards = deal(group_records(records), workers)
+    shards = deal(group_records(records), workers, _cached_units(cache_dir))
     raw: dict[str, dict[str, Any]] = {}
     stats: dict[str, Any] = {"files": 0, "hashed": 0, "cache_hits": 0, "bytes_hashed": 0, "walked": 0}
     stats["workers"] = len(shards)
