@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -55,12 +56,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "default: the git work tree of the working directory",
     )  # fmt: skip
     parser.add_argument("--schema", action="store_true", help="print the JSON Schema of the snapshot document and exit")
+    parser.add_argument("--timings", action="store_true", help="print where the time went (per collector) to stderr")
 
 
 def run(args: argparse.Namespace) -> int:
     from megacpp_env.repro.session import SnapshotRequest, session
+    from megacpp_env.snapshot.proc import process_age
     from megacpp_env.ui import QUIET, settings
 
+    started, clock = process_age(), time.perf_counter()
     if args.schema:
         from megacpp_env.snapshot.document import json_schema
 
@@ -87,6 +91,11 @@ def run(args: argparse.Namespace) -> int:
         from megacpp_env.snapshot.report import render_summary
 
         sys.stdout.write(render_summary(done.snapshot))
+    if args.timings:
+        from megacpp_env.snapshot.report import render_timings
+
+        total = None if started is None else started + time.perf_counter() - clock
+        sys.stderr.write(render_timings(done.snapshot, started=started, total=total))
     if done.report is None:
         return 0
     from megacpp_env.snapshot.report import render
