@@ -62,9 +62,14 @@ class DistRecord:
         subdirs: dict[str, int] = {}
         for prefix in SECOND_RE.findall(text):
             subdirs[prefix] = subdirs.get(prefix, 0) + 1
-        heavy = {"": sum(int(size) for size in SIZE_RE.findall(text)) // BYTES_PER_ROW}
-        for prefix, size in SIZED_RE.findall(text):  # hashing time goes with bytes, not rows
-            heavy[prefix] = heavy.get(prefix, 0) + int(size) // BYTES_PER_ROW
+        heavy = {"": 0}  # hashing time goes with bytes, not rows: the big files' weight, by subdirectory
+        for big in BIG_RE.finditer(text):  # a search for ",<5+ digits>" at a line's end: no per-line parse
+            n = int(big.group(1)) // BYTES_PER_ROW
+            if n:
+                heavy[""] += n
+                sub = SECOND_RE.match(text, text.rfind("\n", 0, big.start()) + 1, big.start())
+                if sub is not None:
+                    heavy[sub.group(1)] = heavy.get(sub.group(1), 0) + n
         return cls(
             key=key,
             dist_info=dist_info,
@@ -158,8 +163,7 @@ def report_dict(raw: dict[str, Any]) -> dict[str, Any]:
 
 
 SECOND_RE = re.compile(r'^"?([^/,\n"]+/[^/,\n"]+)/', re.MULTILINE)  # a top-level dir's subdirectory
-SIZED_RE = re.compile(r'^"?([^/,\n"]+/[^/,\n"]+)/[^\n]*,(\d+)\r?$', re.MULTILINE)  # (subdirectory, size)
-SIZE_RE = re.compile(r",(\d+)\r?$", re.MULTILINE)  # a row's size
+BIG_RE = re.compile(r",(\d{5,})\r?$", re.MULTILINE)  # a row's size, when it has 5 digits or more
 # A row's cost is about that of hashing 32 KiB (open, fstat, stat against the cache): the planner
 # deals work by cost, so a worker holding the big CUDA libraries gets fewer of them.
 BYTES_PER_ROW = 32 << 10
