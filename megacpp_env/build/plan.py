@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from megacpp_env import docker, layout, publish, render, sourceplans, toolsrc
+from megacpp_env import buildcache, docker, layout, publish, render, sourceplans, toolsrc
 from megacpp_env.errors import RefusedError, StaleError, ToolNotFoundError
 from megacpp_env.fsutil import canonical_hash, sha256_bytes
 from megacpp_env.layout import platform_arch
@@ -288,12 +288,13 @@ def plan_build(spec: Spec, opts: BuildOptions, *, docker_bin: str = "docker") ->
     deps = _deps_request(spec, target, platform, opts, deps_tag, port)
     final = _final_request(spec, target, platform, opts, digest, tag, deps_tag)
     cache = publish.cache_ref(tag, platform) if opts.push and not final.needs_buildx else ""
+    deps, final = buildcache.importing(deps, final, cache)  # both cache images, as pushed before
     if staged:
         notes.append(
             f"{spec.root} is not megacpp-env's source: the build context is staged in a temporary directory "
             f"from the spec's files, its source mirror and the megacpp-env source of {toolsrc.origin()}"
         )
-    notes += _notes(final, opts, docker_bin, cache)
+    notes += _notes(final, opts, docker_bin, cache) + buildcache.notes(deps_tag, cache, docker_bin)
     return BuildPlan(
         spec=spec,
         target=target,

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from megacpp_env import docker, layout, pinning, publish
+from megacpp_env import buildcache, docker, layout, pinning, publish
 from megacpp_env.build.imagecheck import read_baked_snapshot
 from megacpp_env.build.plan import (
     SNAPSHOT_LABEL,
@@ -86,13 +86,14 @@ def execute(plan: BuildPlan, *, on_line: Callable[[str], None] | None = None) ->
     seconds = time.monotonic() - start
     if plan.cache_ref:  # before the label step, whose new image config has no inline cache
         docker.tag_image(plan.tag, plan.cache_ref)
+        buildcache.tag_deps(plan.deps_tag, plan.cache_ref)
     sbom = _built_sbom(plan)
     digest, label_s = _label_snapshot(plan, sbom, on_line) if not plan.request.needs_buildx else ("", 0.0)
     if not plan.request.needs_buildx:
         image_id = docker.image_id(plan.tag)
     pushed = None
     if plan.request.push and not plan.request.needs_buildx:
-        pushed = publish.push(plan.tag, plan.cache_ref, on_line=on_line)
+        pushed = buildcache.push(plan.tag, plan.cache_ref, on_line=on_line)
     result = BuildResult(
         plan=plan,
         image_id=image_id,

@@ -1,6 +1,5 @@
-"""`megacpp-env build TARGET`: the image of a target, in three steps (see megacpp_env/build/): the
-source mirror on this host, the locked dependencies with network, then the per-source stages and
-the image with no network at all."""
+"""`megacpp-env build TARGET`: the image of a target in three steps (megacpp_env/build/): the source
+mirror on this host, the locked dependencies with network, the sources and the image with none."""
 
 from __future__ import annotations
 
@@ -81,6 +80,8 @@ def run(args: argparse.Namespace) -> int:
         p = result.pushed
         print(f"pushed {p.ref}: {p.digest} (pull by digest: {p.pull_ref})")
         print(f"pushed build cache {p.cache_ref}: {p.cache_digest} (re-use it: --cache-from {p.cache_ref})")
+        if p.deps_cache_ref:
+            print(f"pushed deps build cache {p.deps_cache_ref}: {p.deps_cache_digest} (--cache-from it too)")
     return 0
 
 
