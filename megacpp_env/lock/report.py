@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from pathlib import Path
 
 from megacpp_env.lock import diff as d
-from megacpp_env.lock.gate import GateReport, Verdict
+from megacpp_env.lock.gate import GateReport, Verdict, run_gate
 from megacpp_env.lock.workflow import CheckRun, ExportRow, LockRun
+from megacpp_env.spec.model import Spec
 
 GATE_MARKER = "<!-- megacpp-env-lock-gate -->"
 
@@ -101,3 +103,9 @@ def _sections(report: GateReport, md: bool) -> list[str]:
     if not any(x.changes for x in report.diffs):
         out.insert(0, "No lock changes.")
     return out
+
+
+def gate_text(spec: Spec, base: str, ack_file: Path | None, fmt: str) -> tuple[GateReport, str]:
+    """``gate``: the committed locks at ``base`` against the working tree, and its rendering."""
+    report = run_gate(spec, base, ack_file)
+    return report, render_gate(report, fmt)
