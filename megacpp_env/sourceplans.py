@@ -7,14 +7,24 @@ never load. Never prints.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
 from megacpp_env import layout
+from megacpp_env.checkout import CheckoutResult, checkout_source, default_dest, find_source
 from megacpp_env.errors import SpecError
 from megacpp_env.rules.readers import overlay_arch_var, readers, spec_facts
 from megacpp_env.spec.model import Source, Spec, Target
-from megacpp_env.srcbuild.mirror import MirrorRequest, Pin
+from megacpp_env.srcbuild.mirror import (
+    MirroredSource,
+    MirrorRequest,
+    Pin,
+    mirror_only_config,
+    mirror_sources,
+    parse_rewrite,
+    require_pins,
+)
 from megacpp_env.srcbuild.plan import JOBS_ENV, THREADS_ENV, JobsPlan, SourcePlan, plan_for, target_jobs
 
 ARCH_LIST_RE = re.compile(r"[\s;,]+")
@@ -113,3 +123,30 @@ def mirror_requests(spec: Spec, target: Target) -> list[MirrorRequest]:
 
 def plan_path(root: Path, target: str, source: str) -> Path:
     return layout.source_plans_dir(root, target) / f"{source}.json"
+
+
+def mirror_targets(
+    spec: Spec, targets: list[str], dest: Path | None, rewrites: list[str], *, progress: Callable[[str], None] | None
+) -> tuple[Path, list[MirroredSource]]:
+    """``mirror-sources TARGET... --to DEST``: every pinned source of the targets (and what their
+    builds fetch) into one local source mirror; ``rewrites`` are ``FROM=TO`` URL prefixes."""
+    rewrite_map = dict(parse_rewrite(text) for text in rewrites)
+    requests = {r.source: r for name in targets for r in mirror_requests(spec, spec.target(name))}
+    where = dest or layout.source_mirror_dir(spec.root)
+    return where, mirror_sources(where, list(requests.values()), rewrites=rewrite_map, progress=progress)
+
+
+def checkout_pinned(
+    spec: Spec, name: str, dest: Path | None, mirror: Path | None
+) -> tuple[Source, Path, CheckoutResult]:
+    """``checkout NAME``: a real git checkout of the pinned source (the overlay's manifest beside it);
+    with ``mirror``, never the network: a pin the mirror lacks is refused, as build-source does."""
+    source = find_source(spec, name)
+    where = dest or default_dest(spec.root, source)
+    config = None
+    if mirror:
+        remedy = f"megacpp-env mirror-sources TARGET --to {mirror}"
+        require_pins(mirror, source.name, [(source.repo, source.commit)], remedy=remedy)
+        config = mirror_only_config(mirror, source.name)
+    overlay = layout.overlay_dir(spec.root, source.overlay) if source.overlay else None
+    return source, where, checkout_source(source, where, git_config=config, overlay_dir=overlay)
