@@ -46,10 +46,11 @@ from megacpp_env import docker, layout, publish, render, sourceplans, toolsrc
 from megacpp_env.buildlog import BuildFailedError, hash_mismatch_package  # noqa: F401 (re-exported)
 from megacpp_env.buildlog import failure as _failure
 from megacpp_env.errors import RefusedError, StaleError, ToolError, ToolNotFoundError
-from megacpp_env.fsutil import canonical_hash, owned_tempdir, sha256_bytes
+from megacpp_env.fsutil import atomic_write_text, canonical_hash, owned_tempdir, sha256_bytes
 from megacpp_env.layout import platform_arch
 from megacpp_env.pipmirror import free_port, mirror_links, serve_mirror
 from megacpp_env.rules.facts import refuse_unpinned_fetches
+from megacpp_env.sbom import IMAGE_SBOM, SBOM_LABEL, built_sbom, check_image, image_sbom
 from megacpp_env.spec.model import Spec, Target
 from megacpp_env.srcbuild.mirror import MirrorRequest, insteadof_config, mirror_sources, parse_rewrite
 
@@ -99,6 +100,7 @@ class BuildPlan:
     cache_ref: str = ""  # classic --push: the build's own image (with its inline cache) is pushed here too
     notes: tuple[str, ...] = ()
     staged: tuple[tuple[str, Path], ...] = ()  # the context's files when it is staged (not the spec root)
+    sbom: dict[str, Any] = field(default_factory=dict, repr=False)  # sbom.image_sbom; execute sets the base's id
 
     @property
     def source_mirror(self) -> Path:
@@ -359,6 +361,7 @@ def plan_build(spec: Spec, opts: BuildOptions, *, docker_bin: str = "docker") ->
         cache_ref=cache,
         notes=tuple(notes),
         staged=staged,
+        sbom=image_sbom(spec, target, platform) if layout.lock_path(spec.root, target.name, platform).is_file() else {},
     )
 
 
@@ -501,13 +504,14 @@ def execute(plan: BuildPlan, *, on_line: Callable[[str], None] | None = None) ->
     seconds = time.monotonic() - start
     if plan.cache_ref:  # before the label step, whose new image config has no inline cache
         docker.tag_image(plan.tag, plan.cache_ref)
-    digest, label_s = _label_snapshot(plan, on_line) if not plan.request.needs_buildx else ("", 0.0)
+    sbom = _built_sbom(plan)
+    digest, label_s = _label_snapshot(plan, sbom, on_line) if not plan.request.needs_buildx else ("", 0.0)
     if not plan.request.needs_buildx:
         image_id = docker.image_id(plan.tag)
     pushed = None
     if plan.request.push and not plan.request.needs_buildx:
         pushed = publish.push(plan.tag, plan.cache_ref, on_line=on_line)
-    return BuildResult(
+    result = BuildResult(
         plan=plan,
         image_id=image_id,
         build_image_id=build_id,
@@ -518,6 +522,32 @@ def execute(plan: BuildPlan, *, on_line: Callable[[str], None] | None = None) ->
         label_seconds=label_s,
         pushed=pushed,
     )
+    write_record(result, sbom)
+    return result
+
+
+RECORDS_DIR = ".megacpp/builds"  # <target>.<platform slug>.json (the build's --json) and .sbom.cdx.json beside it
+
+
+def record_paths(root: Path, target: str, platform: str) -> tuple[Path, Path]:
+    stem = f"{target}.{layout.platform_slug(platform)}"
+    return Path(root, RECORDS_DIR, f"{stem}.json"), Path(root, RECORDS_DIR, f"{stem}.sbom.cdx.json")
+
+
+def write_record(result: BuildResult, sbom: str) -> None:
+    """The build's record and, beside it, the SBOM baked into the image (each written atomically)."""
+    record, sbom_path = record_paths(result.plan.root, result.plan.target, result.plan.platform)
+    record.parent.mkdir(parents=True, exist_ok=True)
+    if sbom:
+        atomic_write_text(sbom_path, sbom)
+    doc = {**result.to_dict(), "sbom": sbom_path.name if sbom else "", "sbom_sha256": sha256_bytes(sbom.encode())}
+    atomic_write_text(record, json.dumps(doc, indent=2, sort_keys=True) + "\n")
+
+
+def _built_sbom(plan: BuildPlan) -> str:
+    """The plan's SBOM with the base image this build used (its FROM reference and local image id)."""
+    base = dict(plan.request.labels)["org.opencontainers.image.base.name"]
+    return built_sbom(plan.sbom, base) if plan.sbom else ""
 
 
 @contextlib.contextmanager
@@ -573,13 +603,21 @@ def read_baked_snapshot(image: str, platform: str = "") -> dict[str, Any]:
     return doc
 
 
-def _label_snapshot(plan: BuildPlan, on_line: Callable[[str], None] | None) -> tuple[str, float]:
+def _label_snapshot(plan: BuildPlan, sbom: str, on_line: Callable[[str], None] | None) -> tuple[str, float]:
+    """The last small build: the snapshot's digest as a label, and the SBOM baked at ``IMAGE_SBOM`` with its
+    sha256 as a label (the file comes from a one-file build context: this frontend has no heredoc COPY)."""
     start = time.monotonic()
     digest = str(read_baked_snapshot(plan.tag, plan.platform).get("digest", ""))
     if not digest:
         raise ToolError(f"{plan.tag}: the baked snapshot has no digest")
-    argv = docker.stdin_build_argv(plan.tag, plan.platform, {SNAPSHOT_LABEL: digest}, docker=docker.binary())
-    rc, log = docker.stream(argv, on_line=on_line, stdin=f"FROM {plan.tag}\n")
+    labels, dockerfile = {SNAPSHOT_LABEL: digest}, f"FROM {plan.tag}\n"
+    with owned_tempdir("megacpp-label-") as context:
+        if sbom:
+            (context / "sbom.cdx.json").write_text(sbom, encoding="utf-8")
+            labels[SBOM_LABEL] = sha256_bytes(sbom.encode())
+            dockerfile += f"COPY sbom.cdx.json {IMAGE_SBOM}\n"
+        argv = docker.stdin_build_argv(plan.tag, plan.platform, labels, docker=docker.binary(), context=str(context))
+        rc, log = docker.stream(argv, on_line=on_line, stdin=dockerfile)
     if rc != 0:
         raise _failure(log, rc)
     return digest, time.monotonic() - start
@@ -616,6 +654,23 @@ def verify_image(image: str, *, platform: str = "", as_json: bool = False) -> Ve
     if proc.returncode not in (0, 1):
         raise ToolError(f"verify-image {image}: exit {proc.returncode}: {(proc.stderr or proc.stdout).strip()[-500:]}")
     return VerifyReport(ok=proc.returncode == 0, output=proc.stdout, stderr=proc.stderr)
+
+
+def verify(image: str, *, platform: str = "", as_json: bool = False, sbom_file: str = "") -> VerifyReport:
+    """``verify-image``: the snapshot diff, then the image against its SBOM (the baked one, or ``sbom_file``);
+    with ``as_json``, the diff's document with the SBOM check under ``sbom``."""
+    report = verify_image(image, platform=platform, as_json=as_json)
+    checked = check_image(image, platform=platform, sbom_file=Path(sbom_file) if sbom_file else None)
+    ok = report.ok and checked.ok
+    if not as_json:
+        out, err = (
+            (report.output + checked.summary(), report.stderr)
+            if checked.ok
+            else (report.output, report.stderr + checked.summary())
+        )
+        return VerifyReport(ok=ok, output=out, stderr=err)
+    doc = {**json.loads(report.output), "ok": ok, "sbom": checked.to_dict()}
+    return VerifyReport(ok=ok, output=json.dumps(doc, indent=2, sort_keys=True) + "\n", stderr=report.stderr)
 
 
 def _last_lines(text: str, count: int = 5) -> str:

@@ -112,14 +112,14 @@ _PUSHED = re.compile(r"^(?P<tag>\S+): digest: (?P<digest>sha256:[0-9a-f]{64}) si
 
 
 def stdin_build_argv(
-    tag: str, platform: str, labels: Mapping[str, str] | None = None, *, docker: str = "docker"
+    tag: str, platform: str, labels: Mapping[str, str] | None = None, *, docker: str = "docker", context: str = ""
 ) -> list[str]:
     """``docker build`` of a Dockerfile given on stdin, with no build context (e.g. ``FROM tag`` +
-    ``--label``: a metadata-only rebuild that adds labels to an existing image)."""
+    ``--label``: a metadata-only rebuild that adds labels to an existing image), or with ``context``."""
     argv = [docker, "build", "--progress=plain", "--platform", platform, "-t", tag]
     for key, value in sorted((labels or {}).items()):
         argv += ["--label", f"{key}={value}"]
-    return [*argv, "-"]
+    return [*argv, "-f", "-", context] if context else [*argv, "-"]
 
 
 # ---- running -----------------------------------------------------------------------------------

@@ -13,14 +13,15 @@ import hashlib
 import json
 import uuid
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from packaging.utils import canonicalize_name
 
 from megacpp_env import __version__, docker, layout
-from megacpp_env.errors import RefusedError, ToolError
-from megacpp_env.fsutil import canonical_json, sha256_file
+from megacpp_env.errors import FormatError, RefusedError, ToolError
+from megacpp_env.fsutil import canonical_json, read_regular_text, sha256_file
 from megacpp_env.lock.pylock import LockedPackage, read_pylock
 from megacpp_env.spec import Spec, Target
 from megacpp_env.spec.model import ArtifactSet, Source
@@ -91,16 +92,51 @@ def _artifact_set(art: ArtifactSet) -> dict[str, Any]:
 
 def _base(target: Target, platform: str) -> dict[str, Any]:
     image = target.base_images[platform]
+    return base_component(str(image), image.digest)
+
+
+def base_component(ref: str, digest: str, image_id: str = "") -> dict[str, Any]:
+    """The base image: ``ref`` as the Dockerfile names it, by manifest ``digest`` when it is pinned, else
+    by the local ``image_id`` (``docker image inspect``) the build really used, when known."""
+    name, tag = ref.partition("@")[0], ""
+    if ":" in name.rsplit("/", 1)[-1]:
+        name, tag = name.rsplit(":", 1)
+    version = digest or image_id
     out: dict[str, Any] = {
         "type": "container",
         "bom-ref": "base-image",
-        "name": image.name,
-        "version": image.digest or image.tag,
-        "properties": [_prop("ref", str(image))],
+        "name": name,
+        "version": version or tag or "latest",
+        "properties": [_prop("ref", ref), *([_prop("image-id", image_id)] if image_id else [])],
     }
-    if image.digest:
-        out["hashes"] = [{"alg": "SHA-256", "content": image.digest.removeprefix("sha256:")}]
+    if version.startswith("sha256:"):
+        out["hashes"] = [{"alg": "SHA-256", "content": version.removeprefix("sha256:")}]
     return out
+
+
+def with_base(sbom: Mapping[str, Any], ref: str, image_id: str) -> dict[str, Any]:
+    """``sbom`` with the base image the build used: ``ref`` (its FROM) and the image id it resolved to."""
+    digest = ref.partition("@")[2]
+    base = base_component(ref, digest, image_id)
+    body = {k: v for k, v in sbom.items() if k not in ("$schema", "serialNumber")}
+    body["components"] = [base if c.get("bom-ref") == "base-image" else c for c in body["components"]]
+    return _sealed(body)
+
+
+def built_sbom(sbom: Mapping[str, Any], base_ref: str) -> str:
+    """The text of ``sbom`` with the base image a build used: ``base_ref`` and the id of the image it names in
+    the local store (none when a remote builder pulled it: the pinned digest, if any, stays)."""
+    try:
+        image_id = docker.image_id(base_ref)
+    except ToolError:
+        image_id = ""
+    return render_sbom(with_base(sbom, base_ref, image_id))
+
+
+def _sealed(body: dict[str, Any]) -> dict[str, Any]:
+    """The document with its schema and a serial number derived from its content."""
+    serial = uuid.UUID(bytes=hashlib.sha256(canonical_json(body).encode()).digest()[:16], version=5)
+    return {"$schema": SCHEMA, "serialNumber": serial.urn, **body}
 
 
 def _installers() -> list[dict[str, Any]]:
@@ -154,8 +190,7 @@ def image_sbom(spec: Spec, target: Target, platform: str) -> dict[str, Any]:
         "components": components,
         "dependencies": [{"ref": "image", "dependsOn": [c["bom-ref"] for c in components]}],
     }
-    serial = uuid.UUID(bytes=hashlib.sha256(canonical_json(body).encode()).digest()[:16], version=5)
-    return {"$schema": SCHEMA, "serialNumber": serial.urn, **body}
+    return _sealed(body)
 
 
 def render_sbom(sbom: dict[str, Any]) -> str:
@@ -179,25 +214,170 @@ def unlisted(sbom: Mapping[str, Any], installed: Iterable[tuple[str, str]]) -> l
     )
 
 
-INSTALLED_SCRIPT = (
-    "import importlib.metadata as m, json; "
-    "print(json.dumps(sorted({(d.metadata['Name'], d.version) for d in m.distributions()})))"
-)
-
-
-def image_distributions(image: str, *, platform: str = "") -> list[tuple[str, str]]:
-    """(name, version) of every distribution installed in the image's venv."""
-    proc = docker.run_in_image(image, [f"{layout.IMAGE_VENV}/bin/python", "-c", INSTALLED_SCRIPT], platform=platform)
-    if proc.returncode != 0:
-        raise ToolError(f"listing the distributions in {image} failed: {(proc.stderr or proc.stdout).strip()[-500:]}")
-    try:
-        return [(str(n), str(v)) for n, v in json.loads(proc.stdout)]
-    except (ValueError, TypeError) as exc:
-        raise ToolError(f"listing the distributions in {image}: unreadable output ({exc})") from None
-
-
 def installed_names(sbom: Mapping[str, Any]) -> set[tuple[str, str]]:
     """(name, version) of every locked distribution the SBOM lists (what an image may contain)."""
     return {
         (c["name"], c["version"]) for c in sbom.get("components", []) if str(c.get("purl", "")).startswith("pkg:pypi/")
     }
+
+
+# ---- the image against its SBOM (verify-image) -------------------------------------------------------
+
+IMAGE_SBOM = "/usr/share/megacpp-env/sbom.cdx.json"  # where build bakes the SBOM into the image
+SBOM_LABEL = f"{layout.LABEL_PREFIX}.sbom-sha256"  # the sha256 of that file
+BUILT_LABEL = f"{layout.LABEL_PREFIX}.content-sha256"  # every image build makes carries it
+BAD_FILES_SHOWN = 3
+
+# Runs in the image's venv: every distribution with its version, the sha256 of the archive it was installed
+# from (PEP 610 direct_url.json, when installed from a file or URL), and the files that disagree with its
+# RECORD; and the baked SBOM's text (argv[1], or null when it is absent).
+IMAGE_SCRIPT = r"""
+import base64, hashlib, importlib.metadata as m, json, os, sys
+def b64(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return base64.urlsafe_b64encode(h.digest()).rstrip(b"=").decode()
+def archive(d):
+    try:
+        info = json.loads(d.read_text("direct_url.json") or "{}").get("archive_info") or {}
+    except ValueError:
+        return ""
+    return (info.get("hashes") or {}).get("sha256") or str(info.get("hash", "")).removeprefix("sha256=")
+def bad(d):
+    out = []
+    for f in d.files or []:
+        if f.hash is None or f.hash.mode != "sha256":
+            continue
+        path = str(d.locate_file(f))
+        if not os.path.isfile(path) or b64(path) != f.hash.value:
+            out.append(str(f))
+    return sorted(out)
+dists = [[d.metadata["Name"], d.version, archive(d), bad(d)] for d in m.distributions()]
+sbom = open(sys.argv[1], encoding="utf-8").read() if os.path.isfile(sys.argv[1]) else None
+print(json.dumps({"dists": sorted(dists), "sbom": sbom}))
+"""
+
+
+Dist = tuple[str, str, str, list[str]]  # name, version, archive sha256, files that disagree with RECORD
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SbomCheck:
+    """What ``check_image`` found: the SBOM it used (baked or a file) and each disagreement, named."""
+
+    image: str
+    source: str  # the baked path, or the --sbom FILE
+    checked: int  # installed distributions compared
+    problems: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ok": self.ok, "source": self.source, "checked": self.checked, "problems": list(self.problems)}
+
+    def summary(self) -> str:
+        if self.ok:
+            return f"sbom: the {self.checked} distributions in {self.image} match the SBOM {self.source}\n"
+        return "".join(f"verify-image: {self.image}: {p}\n" for p in self.problems)
+
+
+def check_image(image: str, *, platform: str = "", sbom_file: Path | None = None) -> SbomCheck:
+    """Compare ``image`` with its SBOM: the one baked at ``IMAGE_SBOM`` (its sha256 must match the
+    ``SBOM_LABEL``), or ``sbom_file``. Every installed distribution must be listed with its version;
+    one installed from an archive must have a sha256 the SBOM lists for it; a listed distribution's
+    files must agree with its RECORD."""
+    given = _parse(_read_file(sbom_file), str(sbom_file)) if sbom_file is not None else None
+    dists, baked = _inspect(image, platform)
+    source, problems = str(sbom_file), list[str]()
+    if given is None:
+        source, (given, problems) = IMAGE_SBOM, _baked(image, baked, docker.image_labels(image))
+    sbom = given
+    installed = [(name, version) for name, version, _, _ in dists]
+    problems += [f"{line} is installed but not in the SBOM {source}" for line in unlisted(sbom, installed)]
+    problems += _disagreements(sbom, dists, source)
+    return SbomCheck(image=image, source=source, checked=len(dists), problems=tuple(problems))
+
+
+def _baked(image: str, text: object, labels: Mapping[str, str]) -> tuple[dict[str, Any], list[str]]:
+    """The baked SBOM, and a problem when its sha256 is not the one its label records."""
+    if not isinstance(text, str):
+        raise RefusedError(_missing(image, labels))
+    digest, label = hashlib.sha256(text.encode()).hexdigest(), labels.get(SBOM_LABEL, "")
+    if digest == label:
+        return _parse(text, f"{image}:{IMAGE_SBOM}"), []
+    return _parse(text, f"{image}:{IMAGE_SBOM}"), [
+        f"the baked SBOM {IMAGE_SBOM} has sha256 {digest}, its label {SBOM_LABEL} says {label or '(none)'}"
+    ]
+
+
+def _missing(image: str, labels: Mapping[str, str]) -> str:
+    made = "built by megacpp-env" if BUILT_LABEL in labels else f"not built by megacpp-env (no {BUILT_LABEL} label)"
+    return (
+        f"{image}: no SBOM baked at {IMAGE_SBOM} ({made}): rebuild it with `megacpp-env build TARGET`, or check it "
+        f"against a file: verify-image {image} --sbom FILE (make it with: megacpp-env sbom TARGET --output FILE)"
+    )
+
+
+def _read_file(path: Path) -> str:
+    if not path.is_file():
+        raise RefusedError(f"--sbom {path}: no such file (make it with: megacpp-env sbom TARGET --output FILE)")
+    return read_regular_text(path)
+
+
+def _parse(text: str, where: str) -> dict[str, Any]:
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        raise FormatError(f"{where}: not JSON ({exc})") from None
+    if not isinstance(doc, dict) or doc.get("bomFormat") != "CycloneDX" or not isinstance(doc.get("components"), list):
+        raise FormatError(f"{where}: not a CycloneDX SBOM (bomFormat, components)")
+    doc["components"] = [c for c in doc["components"] if isinstance(c, dict)]
+    return doc
+
+
+def _inspect(image: str, platform: str) -> tuple[list[Dist], object]:
+    """The image's distributions and its baked SBOM's text (``None`` when absent)."""
+    argv = [f"{layout.IMAGE_VENV}/bin/python", "-c", IMAGE_SCRIPT, IMAGE_SBOM]
+    proc = docker.run_in_image(image, argv, platform=platform)
+    if proc.returncode != 0:
+        raise ToolError(f"listing the distributions in {image} failed: {(proc.stderr or proc.stdout).strip()[-500:]}")
+    try:
+        found = json.loads(proc.stdout)
+    except ValueError as exc:
+        raise ToolError(f"listing the distributions in {image}: unreadable output ({exc})") from None
+    if not isinstance(found, dict) or not isinstance(found.get("dists"), list):
+        raise ToolError(f"listing the distributions in {image}: unexpected output")
+    return _dists(image, found["dists"]), found.get("sbom")
+
+
+def _dists(image: str, rows: list[Any]) -> list[Dist]:
+    try:
+        return [(str(n), str(v), str(a), [str(f) for f in bad]) for n, v, a, bad in rows]
+    except (TypeError, ValueError):
+        raise ToolError(f"listing the distributions in {image}: unexpected output") from None
+
+
+def _disagreements(sbom: Mapping[str, Any], dists: Iterable[Dist], source: str) -> list[str]:
+    hashes: dict[tuple[str, str], set[str]] = {}
+    for c in sbom.get("components", []):
+        if str(c.get("purl", "")).startswith("pkg:pypi/"):
+            key = (canonicalize_name(str(c.get("name", ""))), str(c.get("version", "")))
+            refs = [r for r in c.get("externalReferences", []) if isinstance(r, dict)]
+            hashes.setdefault(key, set()).update(
+                str(h.get("content", "")) for r in refs for h in r.get("hashes", []) if isinstance(h, dict)
+            )
+    out = []
+    for name, version, archive, bad in dists:
+        listed = hashes.get((canonicalize_name(name), version))
+        if listed and archive and archive not in listed:
+            out.append(
+                f"{name} {version} was installed from an archive with sha256 {archive}, not one the SBOM {source} lists"
+            )
+        if listed is not None and bad:
+            more = f" and {len(bad) - BAD_FILES_SHOWN} more" if len(bad) > BAD_FILES_SHOWN else ""
+            out.append(f"{name} {version}: {', '.join(bad[:BAD_FILES_SHOWN])}{more} differ from its RECORD")
+    return out

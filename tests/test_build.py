@@ -424,12 +424,15 @@ def test_verify_image_snapshot_failure_is_a_tool_error_not_drift(capsys, monkeyp
 
 def test_verify_image_drift_is_reported_as_drift(capsys, monkeypatch):
     from megacpp_env.commands import verify_image as verify_cmd
+    from megacpp_env.sbom import SbomCheck
 
     _fake_run_in_image(monkeypatch, 1, stdout='{"ok": false, "changes": []}\n')
     report = build.verify_image("img:1", as_json=True)
     assert not report.ok and report.output.startswith('{"ok": false')
-    assert verify_cmd.run(argparse.Namespace(image="img:1", platform="", json=True)) == 1
-    assert capsys.readouterr().out == '{"ok": false, "changes": []}\n'
+    sbom = SbomCheck(image="img:1", source="/usr/share/megacpp-env/sbom.cdx.json", checked=3)
+    monkeypatch.setattr(build, "check_image", lambda image, **kw: sbom)  # tests/test_sbom_docker.py: the real one
+    assert verify_cmd.run(argparse.Namespace(image="img:1", platform="", json=True, sbom="")) == 1
+    assert json.loads(capsys.readouterr().out) == {"ok": False, "changes": [], "sbom": sbom.to_dict()}
 
 
 def test_docker_tests_fail_instead_of_skipping_under_ci(monkeypatch):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from megacpp_env import build, docker, pinning, policy
+from megacpp_env import build, docker, pinning, rules
 from megacpp_env.cli import dispatch
 from megacpp_env.commands import build as build_cmd
 from megacpp_env.commands import pin_base as pin_cmd
@@ -76,7 +76,7 @@ def test_pin_edits_only_the_value_on_the_recorded_lines(tmp_path):
         ("      linux/arm64: megacpp-base/debian-forky:arm64\n",
          f"      linux/arm64: megacpp-base/debian-forky:arm64@{DIGEST}\n"),
     ]
-    tc005 = [f.key for f in policy.run_rules(load_spec(tmp_path / "stack.yaml"), only=("TC005",))]
+    tc005 = [f.key for f in rules.run_rules(load_spec(tmp_path / "stack.yaml"), only=("TC005",))]
     # cuda_smoke names the same bases on identical lines: pinning smoke's leaves them unpinned
     assert tc005 == ["targets.gb10.base_image", "targets.cloud.base_image", "targets.cuda_smoke.base_image.linux/amd64",
                      "targets.cuda_smoke.base_image.linux/arm64"]
@@ -207,7 +207,7 @@ def test_pin_base_writes_the_registry_digest(pushed_base, repo_copy, capsys):
         (f'    base_image: "{pushed_base.ref}"   # pushed by the test\n',
          f'    base_image: "{pinned}"   # pushed by the test\n')]
     spec = load_spec(path)
-    tc005 = [f.key for f in policy.run_rules(spec, only=("TC005",))]
+    tc005 = [f.key for f in rules.run_rules(spec, only=("TC005",))]
     # cuda_smoke names the same bases on identical lines: pinning smoke's leaves them unpinned
     assert tc005 == ["targets.gb10.base_image", "targets.cloud.base_image", "targets.cuda_smoke.base_image.linux/amd64",
                      "targets.cuda_smoke.base_image.linux/arm64"]  # smoke no longer warns

@@ -7,8 +7,10 @@ import shutil
 
 import pytest
 
-from megacpp_env.policy import RULES, run_rules
+from megacpp_env.rules import all_rules, run_rules
 from tests.fixtures.spec import REPO_ROOT, load_data
+
+RULES = all_rules()
 
 
 def fired(data, rule_id, tmp_path):
@@ -112,8 +114,8 @@ TRIPS = {
 
 
 def test_every_rule_has_a_trip_case():
-    assert {r.id for r in RULES} == set(TRIPS)
-    assert len({r.id for r in RULES}) == len(RULES)
+    assert {r.code for r in RULES} == set(TRIPS)
+    assert len({r.code for r in RULES}) == len(RULES)
 
 
 @pytest.mark.parametrize("rule_id", sorted(k for k, v in TRIPS.items() if v))
@@ -204,17 +206,58 @@ def test_vllm_cutlass_rule(clean, tmp_path):
     assert fired(cloud_only, "GB012", tmp_path) == []
 
 
-def test_the_rule_decorator_returns_the_function(stack_data, tmp_path):
-    """Each rule stays importable under its own name and can be called alone on a spec."""
-    import sys
+def test_each_rule_is_a_module_attribute_callable_on_a_spec(stack_data, tmp_path):
+    """Each rule is found under its own name in its module of megacpp_env.rules and runs alone on a spec."""
+    from megacpp_env.rules import rule_modules
 
-    from megacpp_env import policy
-
-    for r in RULES:  # the spec-only rules live in policy, those reading facts in megacpp_env.rules.*
-        assert r.check.__module__ in (policy.__name__,) or r.check.__module__.startswith("megacpp_env.rules."), r.id
-        assert getattr(sys.modules[r.check.__module__], r.check.__name__) is r.check, r.id
+    named = {v.code: (m.__name__, k) for m in rule_modules() for k, v in vars(m).items() if v in RULES}
+    assert sorted(named) == [r.code for r in RULES]
+    assert all(module.startswith("megacpp_env.rules.") for module, _ in named.values())
     data = copy.deepcopy(stack_data)
     gb10(data)["gpu"]["kernel_arch"] = "sm_120"
     spec = load_data(data, tmp_path / "stack.yaml")
-    by_id = {r.id: r.check for r in RULES}
-    assert [key for key, _message, _remedy in by_id["GB001"](spec)] == ["targets.gb10.gpu.kernel_arch"]
+    by_code = {r.code: r for r in RULES}
+    assert [key for key, _message, _remedy in by_code["GB001"](spec)] == ["targets.gb10.gpu.kernel_arch"]
+
+
+NEW_RULE = """
+from megacpp_env.rules import target_rule
+
+
+@target_rule("ZZ{n}", "warning", "a rule dropped into the package")
+def dropped(spec, t):
+    yield (f"targets.{{t.name}}", "seen", "")
+"""
+
+
+@pytest.fixture
+def drop_in(tmp_path, monkeypatch):
+    """A directory on megacpp_env.rules' package path: a module written there is a module of the package."""
+    import sys
+
+    from megacpp_env import rules
+
+    extra = tmp_path / "more_rules"
+    extra.mkdir()
+    monkeypatch.setattr(rules, "__path__", [*rules.__path__, str(extra)])
+    yield extra
+    for name in [m for m in sys.modules if m.startswith("megacpp_env.rules.zz_")]:
+        del sys.modules[name]
+
+
+def test_a_rule_module_dropped_into_rules_is_found(drop_in, stack_data, tmp_path):
+    (drop_in / "zz_dropped.py").write_text(NEW_RULE.format(n=901))
+    found = {r.code: r for r in all_rules()}
+    assert found["ZZ901"].scope == "target" and found["ZZ901"].summary == "a rule dropped into the package"
+    assert set(found) == {r.code for r in RULES} | {"ZZ901"}
+    spec = load_data(stack_data, tmp_path / "stack.yaml")
+    assert sorted(f.key for f in run_rules(spec, only=("ZZ901",))) == sorted(f"targets.{t}" for t in spec.targets)
+
+
+def test_rule_codes_are_unique(drop_in):
+    from megacpp_env.errors import MegacppEnvError
+
+    (drop_in / "zz_one.py").write_text(NEW_RULE.format(n=902))
+    (drop_in / "zz_two.py").write_text(NEW_RULE.format(n=902))
+    with pytest.raises(MegacppEnvError, match=r"megacpp_env\.rules\.zz_two: rule code ZZ902 is used twice"):
+        all_rules()

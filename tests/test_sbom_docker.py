@@ -1,64 +1,141 @@
-"""verify-image --sbom on the real smoke image: the image matches its SBOM; a wheel pip-installed into
-it afterwards makes verify-image fail, naming the wheel's distribution."""
+"""The SBOM on the real smoke image: `build` bakes it (with its sha256 as a label) and writes it beside the
+build record; `verify-image` checks the baked one by default (or `--sbom FILE`); a wheel added inside the
+image, a locked distribution replaced from another archive, an installed file edited, a baked SBOM edited or
+removed: each fails, named."""
 
 from __future__ import annotations
 
 import argparse
 import base64
+import hashlib
+import json
 import textwrap
 
 import pytest
+from cyclonedx.schema import SchemaVersion
+from cyclonedx.validation.json import JsonStrictValidator
 
-from megacpp_env import docker
+from megacpp_env import build, docker
+from megacpp_env.cli import main
 from megacpp_env.commands import verify_image as verify_cmd
-from megacpp_env.sbom import image_sbom, render_sbom
+from megacpp_env.sbom import IMAGE_SBOM, SBOM_LABEL, check_image, image_sbom, render_sbom, with_base
 from megacpp_env.spec import load_spec
 from tests.fixtures.docker import REPO_ROOT
 
 pytestmark = pytest.mark.docker
+SITE = "/opt/venv/lib/python3.13/site-packages"
 
 # Run inside the image: write a real wheel (METADATA, WHEEL, RECORD with hashes) for pip to install.
 MAKE_WHEEL = textwrap.dedent("""
-    import base64, hashlib, zipfile
+    import base64, hashlib, sys, zipfile
+    name, version = sys.argv[1], sys.argv[2]
     files = {
-        "intruder/__init__.py": b"X = 1\\n",
-        "intruder-1.0.dist-info/METADATA": b"Metadata-Version: 2.1\\nName: intruder\\nVersion: 1.0\\n",
-        "intruder-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\\nGenerator: test\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n",
+        f"{name}/__init__.py": b"X = 1\\n",
+        f"{name}-{version}.dist-info/METADATA": f"Metadata-Version: 2.1\\nName: {name}\\nVersion: {version}\\n".encode(),
+        f"{name}-{version}.dist-info/WHEEL": b"Wheel-Version: 1.0\\nGenerator: test\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n",
     }
     record = []
-    with zipfile.ZipFile("/tmp/intruder-1.0-py3-none-any.whl", "w") as whl:
+    with zipfile.ZipFile(f"/tmp/{name}-{version}-py3-none-any.whl", "w") as whl:
         for path, data in files.items():
             whl.writestr(path, data)
             digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
             record.append(f"{path},sha256={digest},{len(data)}")
-        whl.writestr("intruder-1.0.dist-info/RECORD", "\\n".join([*record, "intruder-1.0.dist-info/RECORD,,"]) + "\\n")
+        whl.writestr(f"{name}-{version}.dist-info/RECORD", "\\n".join([*record, f"{name}-{version}.dist-info/RECORD,,"]) + "\\n")
 """)
 
 
-def _verify(image: str, sbom: str) -> int:
-    return verify_cmd.run(argparse.Namespace(image=image, platform="", json=False, sbom=sbom))
-
-
-def test_verify_image_checks_the_sbom(smoke_image, tmp_path, capsys):
-    spec = load_spec(REPO_ROOT / "stack.yaml")
-    sbom = tmp_path / "smoke.cdx.json"
-    sbom.write_text(render_sbom(image_sbom(spec, spec.targets["smoke"], "linux/amd64")))
-    tag = smoke_image.plan.tag
-    assert _verify(tag, str(sbom)) == 0, capsys.readouterr()
-    capsys.readouterr()
-
-    added = f"megacpp-test/smoke-intruder:{tag.rsplit(':', 1)[1]}"
+def _install_wheel(name: str, version: str) -> str:
     script = base64.b64encode(MAKE_WHEEL.encode()).decode()
-    dockerfile = (
-        f"FROM {tag}\n"
-        f"RUN echo {script} | base64 -d | /opt/venv/bin/python - "
-        "&& /opt/venv/bin/pip install --no-index --no-deps /tmp/intruder-1.0-py3-none-any.whl\n"
+    return (
+        f"RUN echo {script} | base64 -d | /opt/venv/bin/python - {name} {version} && /opt/venv/bin/pip install "
+        f"--no-index --no-deps --force-reinstall /tmp/{name}-{version}-py3-none-any.whl"
     )
-    rc, log = docker.stream(docker.stdin_build_argv(added, "linux/amd64", docker=docker.binary()), stdin=dockerfile)
-    assert rc == 0, "\n".join(log.last_lines)
-    try:
-        assert _verify(added, str(sbom)) == 1
-        err = capsys.readouterr().err
-        assert f"verify-image: {added}: intruder 1.0 is installed but not in the SBOM {sbom}" in err
-    finally:
-        docker.remove_image(added)
+
+
+@pytest.fixture
+def derived(smoke_image):
+    """Make ``megacpp-test/smoke-<what>`` from the smoke image plus Dockerfile lines; removed afterwards."""
+    made = []
+
+    def make(what: str, *lines: str) -> str:
+        tag = f"megacpp-test/smoke-{what}:{smoke_image.plan.tag.rsplit(':', 1)[1]}"
+        dockerfile = "".join(f"{line}\n" for line in (f"FROM {smoke_image.plan.tag}", *lines))
+        argv = docker.stdin_build_argv(tag, "linux/amd64", docker=docker.binary())
+        rc, log = docker.stream([*argv[:2], "--network", "none", *argv[2:]], stdin=dockerfile)
+        assert rc == 0, "\n".join(log.last_lines)
+        made.append(tag)
+        return tag
+
+    yield make
+    for tag in made:
+        docker.remove_image(tag)
+
+
+def _verify(image: str, sbom: str = "", *, as_json: bool = False) -> int:
+    return verify_cmd.run(argparse.Namespace(image=image, platform="", json=as_json, sbom=sbom))
+
+
+def test_build_bakes_the_sbom_and_writes_it_beside_the_record(smoke_image):
+    spec = load_spec(REPO_ROOT / "stack.yaml")
+    tag, base = smoke_image.plan.tag, str(spec.target("smoke").base_image("linux/amd64"))
+    record_path, sbom_path = build.record_paths(REPO_ROOT, "smoke", "linux/amd64")
+    text = sbom_path.read_text()
+    assert JsonStrictValidator(SchemaVersion.V1_6).validate_str(text) is None
+    # `megacpp-env sbom smoke` with the base image the build really used (its local image id)
+    expected = with_base(image_sbom(spec, spec.targets["smoke"], "linux/amd64"), base, docker.image_id(base))
+    assert text == render_sbom(expected)
+    by_ref = {c["bom-ref"]: c for c in json.loads(text)["components"]}
+    assert by_ref["base-image"]["version"] == docker.image_id(base)
+    record = json.loads(record_path.read_text())
+    assert record["tag"] == tag and record["sbom"] == sbom_path.name
+    assert record["sbom_sha256"] == hashlib.sha256(text.encode()).hexdigest() == docker.image_labels(tag)[SBOM_LABEL]
+    baked = docker.run_in_image(tag, ["cat", IMAGE_SBOM])
+    assert baked.returncode == 0 and baked.stdout == text
+
+
+def test_verify_image_checks_the_baked_sbom(smoke_image, capsys):
+    tag = smoke_image.plan.tag
+    assert _verify(tag) == 0, capsys.readouterr()
+    out = capsys.readouterr().out
+    assert f"distributions in {tag} match the SBOM {IMAGE_SBOM}" in out
+    assert _verify(tag, as_json=True) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["ok"] and doc["sbom"]["ok"] and doc["sbom"]["source"] == IMAGE_SBOM and doc["sbom"]["checked"] >= 6
+
+
+def test_an_added_wheel_fails_naming_it(smoke_image, derived, tmp_path, capsys):
+    added = derived("intruder", _install_wheel("intruder", "1.0"))
+    assert _verify(added) == 1
+    assert (
+        f"verify-image: {added}: intruder 1.0 is installed but not in the SBOM {IMAGE_SBOM}" in capsys.readouterr().err
+    )
+    spec = load_spec(REPO_ROOT / "stack.yaml")
+    sbom = tmp_path / "smoke.cdx.json"  # --sbom FILE still works
+    sbom.write_text(render_sbom(image_sbom(spec, spec.targets["smoke"], "linux/amd64")))
+    assert _verify(smoke_image.plan.tag, str(sbom)) == 0, capsys.readouterr()
+    capsys.readouterr()
+    assert _verify(added, str(sbom), as_json=True) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["sbom"]["problems"] == [f"intruder 1.0 is installed but not in the SBOM {sbom}"]
+
+
+def test_a_locked_version_from_another_archive_or_edited_fails(derived):
+    other = derived("six-other", _install_wheel("six", "1.17.0"))
+    found = check_image(other)
+    assert len(found.problems) == 1, found.problems
+    assert found.problems[0].startswith("six 1.17.0 was installed from an archive with sha256 ")
+    assert found.problems[0].endswith(f"not one the SBOM {IMAGE_SBOM} lists")
+    edited = derived("idna-edited", f"RUN echo '# edited' >> {SITE}/idna/core.py")
+    assert check_image(edited).problems == ("idna 3.20: idna/core.py differ from its RECORD",)
+
+
+def test_an_edited_or_missing_baked_sbom(derived, smoke_image, capsys):
+    edited = derived("sbom-edited", f"RUN echo ' ' >> {IMAGE_SBOM}")
+    (problem,) = check_image(edited).problems
+    label = docker.image_labels(smoke_image.plan.tag)[SBOM_LABEL]
+    assert problem.startswith(f"the baked SBOM {IMAGE_SBOM} has sha256 ") and problem.endswith(f"says {label}")
+    missing = derived("sbom-missing", f"RUN rm {IMAGE_SBOM}")
+    assert main(["verify-image", missing]) == 1
+    err = capsys.readouterr().err
+    assert f"{missing}: no SBOM baked at {IMAGE_SBOM} (built by megacpp-env): rebuild it with" in err
+    assert "--sbom FILE (make it with: megacpp-env sbom TARGET --output FILE)" in err

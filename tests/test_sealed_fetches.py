@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from megacpp_env.cli import main
-from megacpp_env.policy import run_rules
 from megacpp_env.render import render_target
+from megacpp_env.rules import run_rules
 from tests.fixtures.spec import REPO_ROOT, load_data
 
 VLLM_FETCHES = ["VLLM_CUTLASS_SRC_DIR", "VLLM_FLASH_ATTN_SRC_DIR", "FLASH_MLA_SRC_DIR", "QUTLASS_SRC_DIR",

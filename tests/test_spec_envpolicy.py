@@ -110,7 +110,7 @@ def test_build_variables_of_a_source_without_facts_are_an_allowlist(tmp_path):
     """Issue 19, item 10: with no facts to say what the build reads, only compiler and CUDA knobs pass."""
     import shutil
 
-    from megacpp_env import policy
+    from megacpp_env import rules
     from megacpp_env.spec import load_spec
     from tests.fixtures.spec import REPO_ROOT
 
@@ -121,7 +121,7 @@ def test_build_variables_of_a_source_without_facts_are_an_allowlist(tmp_path):
     extra = '      NVCC_APPEND_FLAGS: "-lineinfo"\n      CMAKE_BUILD_TYPE: Release\n      SOME_TOOL_SETTING: "1"\n'
     (tmp_path / "stack.yaml").write_text(text.replace(anchor, anchor + extra, 1))
     spec = load_spec(tmp_path / "stack.yaml")
-    found = {f.key: f for f in policy.run_rules(spec, only=("UP001",))}
+    found = {f.key: f for f in rules.run_rules(spec, only=("UP001",))}
     assert sorted(k for k in found if "megacpp_smoke_ext" in k) == [
         "sources.megacpp_smoke_ext.build_env.MEGACPP_SMOKE_EXT_FORCE_BUILD",
         "sources.megacpp_smoke_ext.build_env.SOME_TOOL_SETTING",
@@ -135,7 +135,7 @@ def test_build_variables_of_a_source_without_facts_are_an_allowlist(tmp_path):
 def test_a_stated_reason_admits_a_build_variable_and_must_name_one(tmp_path, stack_data):
     import shutil
 
-    from megacpp_env import policy
+    from megacpp_env import rules
     from megacpp_env.spec import load_spec
     from tests.fixtures.spec import REPO_ROOT
 
@@ -149,7 +149,7 @@ def test_a_stated_reason_admits_a_build_variable_and_must_name_one(tmp_path, sta
     spec = load_spec(tmp_path / "stack.yaml")
     assert spec.sources["megacpp_smoke_ext"].build_env_reasons == {
         "MEGACPP_SMOKE_EXT_FORCE_BUILD": "setup.py:12 reads it; facts not extracted for this test"}
-    assert not [f for f in policy.run_rules(spec, only=("UP001",)) if "megacpp_smoke_ext" in f.key]
+    assert not [f for f in rules.run_rules(spec, only=("UP001",)) if "megacpp_smoke_ext" in f.key]
     data = copy.deepcopy(stack_data)
     data["sources"]["megacpp_smoke_ext"]["build_env_reasons"] = {"NOT_SET_HERE": "why"}
     with pytest.raises(SpecError, match="NOT_SET_HERE is not set in build_env") as exc:

@@ -15,15 +15,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from megacpp_env import policy
+    from megacpp_env import rules
     from megacpp_env.ui import QUIET, paint, print_json, settings
 
     if args.list_rules:
         return _list_rules(args.json)
-    only = policy.check_rule_ids(args.rule)
+    only = rules.check_rule_ids(args.rule)
     spec = load(args)
-    findings = policy.run_rules(spec, only=only)
-    errors = policy.failing(findings, strict=args.strict)
+    findings = rules.run_rules(spec, only=only)
+    errors = rules.failing(findings, strict=args.strict)
     if args.json:
         print_json(
             {
@@ -46,12 +46,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _list_rules(as_json: bool) -> int:
-    from megacpp_env.policy import RULES
+    from megacpp_env.rules import all_rules
     from megacpp_env.ui import print_json
 
     if as_json:
-        print_json([r.to_dict() for r in RULES])
+        print_json([r.to_dict() for r in all_rules()])
     else:
-        for r in RULES:
-            print(f"{r.id}  {r.severity:<7}  {r.title}")
+        for r in all_rules():
+            print(f"{r.code}  {r.severity:<7}  {r.summary}")
     return 0

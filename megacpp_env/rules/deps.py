@@ -10,22 +10,22 @@ from packaging.utils import canonicalize_name
 
 from megacpp_env.deps.conflicts import find_conflicts
 from megacpp_env.deps.graph import target_deps
-from megacpp_env.rules import upstream_rule
-from megacpp_env.spec.model import Spec
+from megacpp_env.rules import Hit, source_rule, spec_rule, target_rule
+from megacpp_env.rules.readers import spec_facts
+from megacpp_env.spec.model import Source, Spec, Target
 
 # Distributions that install another distribution's top-level package under a different name.
 KNOWN_PROVIDERS = {"pytorch-triton": "triton"}
 NEVER = "sys_platform == 'never'"
 
 
-@upstream_rule("DP001", "error", "requirers of one package can all be satisfied")
-def requirement_conflicts(spec: Spec) -> Iterator[tuple[str, str, str]]:
-    for t in spec.targets.values():
-        deps = target_deps(spec, t)
-        if deps.missing_facts:
-            continue  # FA001 says so; the graph is incomplete
-        for c in find_conflicts(deps):
-            yield (f"targets.{t.name}.resolutions", f"{c.message} [{', '.join(c.platforms)}]", c.remedy)
+@target_rule("DP001", "error", "requirers of one package can all be satisfied")
+def requirement_conflicts(spec: Spec, t: Target) -> Iterator[Hit]:
+    deps = target_deps(spec, t)
+    if deps.missing_facts:
+        return  # FA001 says so; the graph is incomplete
+    for c in find_conflicts(deps):
+        yield (f"targets.{t.name}.resolutions", f"{c.message} [{', '.join(c.platforms)}]", c.remedy)
 
 
 def _removed(req_text: str) -> bool:
@@ -33,57 +33,40 @@ def _removed(req_text: str) -> bool:
     return req.marker is not None and not req.marker.evaluate({"sys_platform": "linux"})
 
 
-@upstream_rule("DP002", "error", "one distribution per module tree (pytorch-triton vs triton)")
-def module_owners(spec: Spec) -> Iterator[tuple[str, str, str]]:
-    for t in spec.targets.values():
-        deps = target_deps(spec, t)
-        names = {n.name for n in deps.needs}
-        declared: dict[str, str] = {
-            canonicalize_name(p.provider): canonicalize_name(p.provides) for p in t.resolutions.provides
-        }
-        pairs: dict[str, str] = {**KNOWN_PROVIDERS, **declared}
-        for provider, provided in pairs.items():
-            if provider not in names or provided not in names:
-                continue
-            override = deps.override_for(provided)
-            requirers = sorted({n.requirer for n in deps.on(provided)})
-            if override is None or not _removed(override.requirement):
-                yield (
-                    f"targets.{t.name}.resolutions.overrides",
-                    f"{provider} and {provided} both install site-packages/{provided.replace('-', '_')}/ and "
-                    f"overwrite each other; {', '.join(requirers)} require {provided}",
-                    f'override "{provided} ; {NEVER}" (reason: {provider} provides it) and declare '
-                    f"provides: {{provider: {provider}, provides: {provided}}}",
-                )
-            elif provider not in declared:
-                yield (
-                    f"targets.{t.name}.resolutions.provides",
-                    f"{provided} is removed by an override but no provides alias says {provider} supplies it: "
-                    f"the post-install check cannot accept {', '.join(requirers)}'s requirement",
-                    f"declare provides: {{provider: {provider}, provides: {provided}, reason: ...}}",
-                )
-
-
-@upstream_rule("DP003", "error", "resolutions apply: drops name facts requirements, overrides spare explicit indexes")
-def resolutions_apply(spec: Spec) -> Iterator[tuple[str, str, str]]:
-    from megacpp_env.rules.readers import spec_facts
-
-    facts = spec_facts(spec)
-    for src in spec.sources.values():
-        f = facts.get(src.name)
-        if f is None:
+@target_rule("DP002", "error", "one distribution per module tree (pytorch-triton vs triton)")
+def module_owners(spec: Spec, t: Target) -> Iterator[Hit]:
+    deps = target_deps(spec, t)
+    names = {n.name for n in deps.needs}
+    declared: dict[str, str] = {
+        canonicalize_name(p.provider): canonicalize_name(p.provides) for p in t.resolutions.provides
+    }
+    pairs: dict[str, str] = {**KNOWN_PROVIDERS, **declared}
+    for provider, provided in pairs.items():
+        if provider not in names or provided not in names:
             continue
-        required = {
-            canonicalize_name(Requirement(r).name)
-            for r in (*f.distribution.runtime_requires, *f.distribution.build_requires)
-        }
-        for name in src.drop_requirements:
-            if canonicalize_name(name) not in required:
-                yield (
-                    f"sources.{src.name}.drop_requirements.{name}",
-                    f"facts/{src.name}.toml does not require {name}: nothing to drop",
-                    "remove the entry (the source stopped requiring it), or re-extract its facts",
-                )
+        override = deps.override_for(provided)
+        requirers = sorted({n.requirer for n in deps.on(provided)})
+        if override is None or not _removed(override.requirement):
+            yield (
+                f"targets.{t.name}.resolutions.overrides",
+                f"{provider} and {provided} both install site-packages/{provided.replace('-', '_')}/ and "
+                f"overwrite each other; {', '.join(requirers)} require {provided}",
+                f'override "{provided} ; {NEVER}" (reason: {provider} provides it) and declare '
+                f"provides: {{provider: {provider}, provides: {provided}}}",
+            )
+        elif provider not in declared:
+            yield (
+                f"targets.{t.name}.resolutions.provides",
+                f"{provided} is removed by an override but no provides alias says {provider} supplies it: "
+                f"the post-install check cannot accept {', '.join(requirers)}'s requirement",
+                f"declare provides: {{provider: {provider}, provides: {provided}, reason: ...}}",
+            )
+
+
+@spec_rule("DP003", "error", "resolutions apply: drops name facts requirements, overrides spare explicit indexes")
+def resolutions_apply(spec: Spec) -> Iterator[Hit]:
+    for src in spec.sources.values():
+        yield from _drops_apply(spec, src)
     for t in spec.targets.values():
         for i, o in enumerate(t.resolutions.overrides):
             index = spec.index_for(Requirement(o.requirement).name, t)
@@ -97,28 +80,39 @@ def resolutions_apply(spec: Spec) -> Iterator[tuple[str, str, str]]:
                 )
 
 
+def _drops_apply(spec: Spec, src: Source) -> Iterator[Hit]:
+    f = spec_facts(spec).get(src.name)
+    if f is None:
+        return
+    lines = (*f.distribution.runtime_requires, *f.distribution.build_requires)
+    required = {canonicalize_name(Requirement(r).name) for r in lines}
+    for name in src.drop_requirements:
+        if canonicalize_name(name) not in required:
+            yield (
+                f"sources.{src.name}.drop_requirements.{name}",
+                f"facts/{src.name}.toml does not require {name}: nothing to drop",
+                "remove the entry (the source stopped requiring it), or re-extract its facts",
+            )
+
+
 USE_EXISTING_TORCH = "use_existing_torch.py"
 
 
-@upstream_rule("DP004", "error", "requirements a pre_build step strips are declared dropped")
-def stripped_by_pre_build(spec: Spec) -> Iterator[tuple[str, str, str]]:
+@source_rule("DP004", "error", "requirements a pre_build step strips are declared dropped")
+def stripped_by_pre_build(spec: Spec, src: Source) -> Iterator[Hit]:
     """vLLM's ``use_existing_torch.py`` deletes every requirement line that contains "torch" (its
     default mode) before the build: the built wheel lacks them, so the lock must not resolve them."""
-    from megacpp_env.rules.readers import spec_facts
-
-    facts = spec_facts(spec)
-    for src in spec.sources.values():
-        f = facts.get(src.name)
-        if f is None or not any(USE_EXISTING_TORCH in cmd for cmd in src.pre_build):
-            continue
-        lines = (*f.distribution.runtime_requires, *f.distribution.build_requires)
-        stripped = sorted({canonicalize_name(Requirement(r).name) for r in lines if "torch" in r.lower()})
-        declared = {canonicalize_name(n) for n in src.drop_requirements}
-        missing = [n for n in stripped if n not in declared]
-        if missing:
-            yield (
-                f"sources.{src.name}.drop_requirements",
-                f"{USE_EXISTING_TORCH} (pre_build) strips {', '.join(missing)} from {src.name}'s requirements "
-                f"(every line naming torch, facts/{src.name}.toml), but the lock would still resolve them",
-                f"declare them under sources.{src.name}.drop_requirements with the reason",
-            )
+    f = spec_facts(spec).get(src.name)
+    if f is None or not any(USE_EXISTING_TORCH in cmd for cmd in src.pre_build):
+        return
+    lines = (*f.distribution.runtime_requires, *f.distribution.build_requires)
+    stripped = sorted({canonicalize_name(Requirement(r).name) for r in lines if "torch" in r.lower()})
+    declared = {canonicalize_name(n) for n in src.drop_requirements}
+    missing = [n for n in stripped if n not in declared]
+    if missing:
+        yield (
+            f"sources.{src.name}.drop_requirements",
+            f"{USE_EXISTING_TORCH} (pre_build) strips {', '.join(missing)} from {src.name}'s requirements "
+            f"(every line naming torch, facts/{src.name}.toml), but the lock would still resolve them",
+            f"declare them under sources.{src.name}.drop_requirements with the reason",
+        )

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from megacpp_env.rules import upstream_rule
+from megacpp_env.rules import Hit, build_rule, builds, spec_rule
 from megacpp_env.rules.readers import overlay_arch_var, readers, source_env_key, spec_facts
 from megacpp_env.spec import envpolicy
 from megacpp_env.spec.model import Source, Spec, Target
@@ -17,45 +17,37 @@ FLASHINFER_ARCH_RE = re.compile(r"^[0-9]+\.[0-9]+[af]?$")
 BOOLEAN_WORDS = frozenset({"TRUE", "FALSE", "true", "false", "True", "False", "1", "0", "ON", "OFF", "YES", "NO"})
 
 
-def _wheel_sources(spec: Spec) -> Iterator[tuple[Target, Source]]:
-    for t in spec.targets.values():
-        for src in t.sources:
-            if src.install == "wheel":
-                yield t, src
-
-
 def _own_env(t: Target, src: Source) -> dict[str, str]:
     """What the spec sets for this source specifically (its build_env, the target's env.sources.NAME)."""
     return {**src.build_env, **t.source_env.get(src.name, {})}
 
 
-@upstream_rule("UP001", "error", "no build variable that upstream does not read")
-def unread_env(spec: Spec) -> Iterator[tuple[str, str, str]]:
-    return unique(_unread_env(spec))
-
-
-def _unread_env(spec: Spec) -> Iterator[tuple[str, str, str]]:
-    facts = spec_facts(spec)
-    for t, src in _wheel_sources(spec):
-        f = facts.get(src.name)
-        if f is None:  # no facts to say what the build reads: only compiler and CUDA knobs
-            yield from _unbacked_env(spec, t, src)
-            continue
-        who = readers(spec, src, f)
-        for var in sorted(_own_env(t, src)):
-            key = source_env_key(spec, t.name, src, var)
-            if who.reads(var) or (var == "TORCH_CUDA_ARCH_LIST" and f.arch.gencode) or var in src.build_env_reasons:
-                continue  # a hard-coded -gencode list is UP002's finding; a stated reason is the spec's word
-            yield (
-                key,
-                f"{src.name} does not read {var}: no file of its build at {f.commit[:12]} reads it "
-                f"(facts/{src.name}.toml), nor its overlay, nor a build tool it uses",
-                _unread_remedy(var, who.names),
-            )
+@spec_rule("UP001", "error", "no build variable that upstream does not read", once=True)
+def unread_env(spec: Spec) -> Iterator[Hit]:
+    for t, src in builds(spec, wheels=True):
+        yield from _unread_source_env(spec, t, src)
     yield from _unread_target_env(spec)
 
 
-def _unbacked_env(spec: Spec, t: Target, src: Source) -> Iterator[tuple[str, str, str]]:
+def _unread_source_env(spec: Spec, t: Target, src: Source) -> Iterator[Hit]:
+    f = spec_facts(spec).get(src.name)
+    if f is None:  # no facts to say what the build reads: only compiler and CUDA knobs
+        yield from _unbacked_env(spec, t, src)
+        return
+    who = readers(spec, src, f)
+    for var in sorted(_own_env(t, src)):
+        key = source_env_key(spec, t.name, src, var)
+        if who.reads(var) or (var == "TORCH_CUDA_ARCH_LIST" and f.arch.gencode) or var in src.build_env_reasons:
+            continue  # a hard-coded -gencode list is UP002's finding; a stated reason is the spec's word
+        yield (
+            key,
+            f"{src.name} does not read {var}: no file of its build at {f.commit[:12]} reads it "
+            f"(facts/{src.name}.toml), nor its overlay, nor a build tool it uses",
+            _unread_remedy(var, who.names),
+        )
+
+
+def _unbacked_env(spec: Spec, t: Target, src: Source) -> Iterator[Hit]:
     for var in sorted(_own_env(t, src)):
         if not envpolicy.is_build_knob(var) and var not in src.build_env_reasons:
             yield (
@@ -74,7 +66,7 @@ def _unread_remedy(var: str, names: dict[str, str]) -> str:
     return "drop it, or add an overlay whose build files read it"
 
 
-def _unread_target_env(spec: Spec) -> Iterator[tuple[str, str, str]]:
+def _unread_target_env(spec: Spec) -> Iterator[Hit]:
     facts = spec_facts(spec)
     for t in spec.targets.values():
         built = [(s, facts.get(s.name)) for s in t.sources if s.install == "wheel"]
@@ -90,85 +82,69 @@ def _unread_target_env(spec: Spec) -> Iterator[tuple[str, str, str]]:
                 )
 
 
-def unique(found: Iterator[tuple[str, str, str]]) -> Iterator[tuple[str, str, str]]:
-    """Each finding once (a source's own build_env is seen once per target that builds it)."""
-    seen: set[tuple[str, str]] = set()
-    for key, message, remedy in found:
-        if (key, message) not in seen:
-            seen.add((key, message))
-            yield key, message, remedy
+@build_rule(
+    "UP002", "error", "no TORCH_CUDA_ARCH_LIST for a setup.py that hard-codes its -gencode list", wheels=True, once=True
+)
+def ignored_arch_list(spec: Spec, t: Target, src: Source) -> Iterator[Hit]:
+    f = spec_facts(spec).get(src.name)
+    if f is None or not f.arch.gencode or "TORCH_CUDA_ARCH_LIST" not in _own_env(t, src):
+        return
+    if overlay_arch_var(spec, src):
+        return
+    yield (
+        source_env_key(spec, t.name, src, "TORCH_CUDA_ARCH_LIST"),
+        f"{src.name} ignores TORCH_CUDA_ARCH_LIST: its setup.py passes its own -gencode list "
+        f"({len(f.arch.gencode)} targets, {f.arch.gencode_at[0]}), and torch's cpp_extension then adds none",
+        f"drop it; restrict {src.name}'s archs with an overlay whose setup.py reads an arch variable "
+        "(e.g. MEGACPP_CUDA_ARCHS) and set that",
+    )
 
 
-@upstream_rule("UP002", "error", "no TORCH_CUDA_ARCH_LIST for a setup.py that hard-codes its -gencode list")
-def ignored_arch_list(spec: Spec) -> Iterator[tuple[str, str, str]]:
-    return unique(_ignored_arch_list(spec))
-
-
-def _ignored_arch_list(spec: Spec) -> Iterator[tuple[str, str, str]]:
-    facts = spec_facts(spec)
-    for t, src in _wheel_sources(spec):
-        f = facts.get(src.name)
-        if f is None or not f.arch.gencode or "TORCH_CUDA_ARCH_LIST" not in _own_env(t, src):
-            continue
-        if overlay_arch_var(spec, src):
-            continue
-        yield (
-            source_env_key(spec, t.name, src, "TORCH_CUDA_ARCH_LIST"),
-            f"{src.name} ignores TORCH_CUDA_ARCH_LIST: its setup.py passes its own -gencode list "
-            f"({len(f.arch.gencode)} targets, {f.arch.gencode_at[0]}), and torch's cpp_extension then adds none",
-            f"drop it; restrict {src.name}'s archs with an overlay whose setup.py reads an arch variable "
-            "(e.g. MEGACPP_CUDA_ARCHS) and set that",
-        )
-
-
-@upstream_rule("UP003", "warning", "sources build the target's archs, not a hard-coded list")
-def hard_coded_archs(spec: Spec) -> Iterator[tuple[str, str, str]]:
-    facts = spec_facts(spec)
-    for t, src in _wheel_sources(spec):
-        f = facts.get(src.name)
-        var = overlay_arch_var(spec, src)
-        if t.gpu is None or f is None or not f.arch.gencode or (var and var in t.build_env_for(src)):
-            continue
-        archs = ", ".join(g.rpartition("code=")[2] for g in f.arch.gencode)
-        threads = (
-            f" with nvcc --threads {f.arch.nvcc_threads} ({f.arch.nvcc_threads_at})" if f.arch.nvcc_threads else ""
-        )
-        yield (
-            f"targets.{t.name}.sources",
-            f"{src.name} compiles its hard-coded list ({archs}; {f.arch.gencode_at[0]}){threads} whatever "
-            f"{t.name} runs on ({', '.join(t.gpu.archs)}): build time and memory for nothing",
-            f"set {var} for {src.name} under targets.{t.name}.env.sources (its overlay reads it)"
-            if var
-            else f"give {src.name} an overlay that reads the target's archs (MEGACPP_CUDA_ARCHS) and set it per target",
-        )
+@build_rule("UP003", "warning", "sources build the target's archs, not a hard-coded list", wheels=True)
+def hard_coded_archs(spec: Spec, t: Target, src: Source) -> Iterator[Hit]:
+    f = spec_facts(spec).get(src.name)
+    var = overlay_arch_var(spec, src)
+    if t.gpu is None or f is None or not f.arch.gencode or (var and var in t.build_env_for(src)):
+        return
+    archs = ", ".join(g.rpartition("code=")[2] for g in f.arch.gencode)
+    threads = f" with nvcc --threads {f.arch.nvcc_threads} ({f.arch.nvcc_threads_at})" if f.arch.nvcc_threads else ""
+    yield (
+        f"targets.{t.name}.sources",
+        f"{src.name} compiles its hard-coded list ({archs}; {f.arch.gencode_at[0]}){threads} whatever "
+        f"{t.name} runs on ({', '.join(t.gpu.archs)}): build time and memory for nothing",
+        f"set {var} for {src.name} under targets.{t.name}.env.sources (its overlay reads it)"
+        if var
+        else f"give {src.name} an overlay that reads the target's archs (MEGACPP_CUDA_ARCHS) and set it per target",
+    )
 
 
 SM_TOKEN_RE = re.compile(r"^[1-9][0-9]{1,2}[af]?$")
 
 
-@upstream_rule("UP010", "error", "an arch overlay's list covers every arch the target runs on, and only valid SMs")
-def overlay_archs_cover_target(spec: Spec) -> Iterator[tuple[str, str, str]]:
+@build_rule(
+    "UP010", "error", "an arch overlay's list covers every arch the target runs on, and only valid SMs", wheels=True
+)
+def overlay_archs_cover_target(spec: Spec, t: Target, src: Source) -> Iterator[Hit]:
     """MEGACPP_CUDA_ARCHS (or the variable an overlay reads) compiles SASS for exactly the listed SMs:
     an arch of ``gpu.archs`` missing from it means kernels that do not load on that GPU."""
-    for t, src in _wheel_sources(spec):
-        var = overlay_arch_var(spec, src)
-        env = t.build_env_for(src)
-        if not var or var not in env or t.gpu is None:
-            continue
-        key = source_env_key(spec, t.name, src, var)
-        tokens = env[var].split()
-        bad = [tok for tok in tokens if not SM_TOKEN_RE.match(tok)]
-        if bad or not tokens:
-            yield key, f"{var}={env[var]!r}: expected space-separated SMs such as '90a 100a' or '121a'", "fix the list"
-            continue
-        missing = [a for a in t.gpu.archs if a.removeprefix("sm_") not in tokens]
-        if missing:
-            yield (
-                key,
-                f"{src.name} on {t.name} is compiled for {', '.join(tokens)} only, but {t.name} runs on "
-                f"{', '.join(missing)}: its kernels would not load there (SASS only, no PTX)",
-                f"add {' '.join(a.removeprefix('sm_') for a in missing)} to {var}",
-            )
+    var = overlay_arch_var(spec, src)
+    env = t.build_env_for(src)
+    if not var or var not in env or t.gpu is None:
+        return
+    key = source_env_key(spec, t.name, src, var)
+    tokens = env[var].split()
+    bad = [tok for tok in tokens if not SM_TOKEN_RE.match(tok)]
+    if bad or not tokens:
+        yield key, f"{var}={env[var]!r}: expected space-separated SMs such as '90a 100a' or '121a'", "fix the list"
+        return
+    missing = [a for a in t.gpu.archs if a.removeprefix("sm_") not in tokens]
+    if missing:
+        yield (
+            key,
+            f"{src.name} on {t.name} is compiled for {', '.join(tokens)} only, but {t.name} runs on "
+            f"{', '.join(missing)}: its kernels would not load there (SASS only, no PTX)",
+            f"add {' '.join(a.removeprefix('sm_') for a in missing)} to {var}",
+        )
 
 
 def _env_values(spec: Spec, name: str) -> Iterator[tuple[str, str]]:
@@ -184,8 +160,8 @@ def _env_values(spec: Spec, name: str) -> Iterator[tuple[str, str]]:
             yield f"sources.{src.name}.build_env.{name}", src.build_env[name]
 
 
-@upstream_rule("UP004", "error", "FLASHINFER_CUDA_ARCH_LIST is space-separated")
-def flashinfer_arch_list(spec: Spec) -> Iterator[tuple[str, str, str]]:
+@spec_rule("UP004", "error", "FLASHINFER_CUDA_ARCH_LIST is space-separated")
+def flashinfer_arch_list(spec: Spec) -> Iterator[Hit]:
     for key, value in _env_values(spec, "FLASHINFER_CUDA_ARCH_LIST"):
         tokens = value.split(" ")
         if ";" in value or not value or any(not FLASHINFER_ARCH_RE.match(tok) for tok in tokens):
@@ -198,8 +174,8 @@ def flashinfer_arch_list(spec: Spec) -> Iterator[tuple[str, str, str]]:
             )
 
 
-@upstream_rule("UP005", "error", "no family (f) arch in TORCH_CUDA_ARCH_LIST")
-def family_arch_in_torch_list(spec: Spec) -> Iterator[tuple[str, str, str]]:
+@spec_rule("UP005", "error", "no family (f) arch in TORCH_CUDA_ARCH_LIST")
+def family_arch_in_torch_list(spec: Spec) -> Iterator[Hit]:
     values = list(_env_values(spec, "TORCH_CUDA_ARCH_LIST"))
     values += [
         (f"targets.{t.name}.gpu.torch_cuda_arch_list", t.gpu.torch_cuda_arch_list)
@@ -217,25 +193,19 @@ def family_arch_in_torch_list(spec: Spec) -> Iterator[tuple[str, str, str]]:
             )
 
 
-@upstream_rule("UP006", "error", "switches upstream compares with one exact string are set to it")
-def exact_switch_values(spec: Spec) -> Iterator[tuple[str, str, str]]:
-    return unique(_exact_switch_values(spec))
-
-
-def _exact_switch_values(spec: Spec) -> Iterator[tuple[str, str, str]]:
-    facts = spec_facts(spec)
-    for t, src in _wheel_sources(spec):
-        f = facts.get(src.name)
-        if f is None:
+@build_rule("UP006", "error", "switches upstream compares with one exact string are set to it", wheels=True, once=True)
+def exact_switch_values(spec: Spec, t: Target, src: Source) -> Iterator[Hit]:
+    f = spec_facts(spec).get(src.name)
+    if f is None:
+        return
+    for var, value in sorted(_own_env(t, src).items()):
+        read = f.env_read(var)
+        if read is None or not read.compared or value in read.compared:
             continue
-        for var, value in sorted(_own_env(t, src).items()):
-            read = f.env_read(var)
-            if read is None or not read.compared or value in read.compared:
-                continue
-            if var.endswith("_FORCE_BUILD") or set(read.compared) <= BOOLEAN_WORDS:
-                wanted = " or ".join(repr(c) for c in read.compared)
-                yield (
-                    source_env_key(spec, t.name, src, var),
-                    f"{src.name} compares {var} with {wanted} ({read.at[0]}): {value!r} does nothing",
-                    f"set {var}: {read.compared[0]!r} exactly",
-                )
+        if var.endswith("_FORCE_BUILD") or set(read.compared) <= BOOLEAN_WORDS:
+            wanted = " or ".join(repr(c) for c in read.compared)
+            yield (
+                source_env_key(spec, t.name, src, var),
+                f"{src.name} compares {var} with {wanted} ({read.at[0]}): {value!r} does nothing",
+                f"set {var}: {read.compared[0]!r} exactly",
+            )

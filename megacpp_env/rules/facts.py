@@ -7,19 +7,19 @@ from collections.abc import Iterator
 
 from megacpp_env.errors import RefusedError
 from megacpp_env.facts.check import check_facts, spec_facts
-from megacpp_env.rules import upstream_rule
+from megacpp_env.rules import Hit, spec_rule
 from megacpp_env.spec.model import Source, Spec, Target
 
 
-@upstream_rule("FA001", "error", "every source has upstream facts read at its pin")
-def facts_current(spec: Spec) -> Iterator[tuple[str, str, str]]:
+@spec_rule("FA001", "error", "every source has upstream facts read at its pin")
+def facts_current(spec: Spec) -> Iterator[Hit]:
     for f in check_facts(spec):
         if f.severity == "error":
             yield (f"sources.{f.source}.commit", f"{f.state}: {f.message}", f.remedy)
 
 
-@upstream_rule("FA002", "warning", "provisional facts and pins are reported")
-def facts_provisional(spec: Spec) -> Iterator[tuple[str, str, str]]:
+@spec_rule("FA002", "warning", "provisional facts and pins are reported")
+def facts_provisional(spec: Spec) -> Iterator[Hit]:
     for f in check_facts(spec):
         if f.state in ("provisional", "orphan"):
             yield (f"sources.{f.source}" if f.state != "orphan" else "sources", f.message, f.remedy)
@@ -61,8 +61,8 @@ def unpinned_sealed_fetches(spec: Spec, targets: tuple[str, ...] = ()) -> list[t
     return out
 
 
-@upstream_rule("FA003", "error", "a source built in a sealed stage has no unpinned fetch")
-def sealed_fetches(spec: Spec) -> Iterator[tuple[str, str, str]]:
+@spec_rule("FA003", "error", "a source built in a sealed stage has no unpinned fetch")
+def sealed_fetches(spec: Spec) -> Iterator[Hit]:
     yield from unpinned_sealed_fetches(spec)
 
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping
 
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 
 from megacpp_env.facts.model import SourceFacts
-from megacpp_env.rules import upstream_rule
-from megacpp_env.rules.env import unique
+from megacpp_env.layout import overlay_dir
+from megacpp_env.rules import Hit, build_rule, source_rule, spec_rule
 from megacpp_env.rules.readers import spec_facts
 from megacpp_env.spec.model import Source, Spec, Target
 
@@ -28,7 +28,7 @@ def fetches_of(src: Source) -> Mapping[str, str]:
     return found if isinstance(found, Mapping) else {}
 
 
-def _cutlass_versions(spec: Spec, src: Source, facts: Mapping[str, SourceFacts]) -> Iterator[tuple[str, str, str]]:
+def _cutlass_versions(spec: Spec, src: Source, facts: Mapping[str, SourceFacts]) -> Iterator[Hit]:
     """(version, where, via) of each CUTLASS ``src`` builds against: bundled (a submodule) or fetched."""
     own = facts.get(src.name)
     if own is not None:
@@ -42,57 +42,40 @@ def _cutlass_versions(spec: Spec, src: Source, facts: Mapping[str, SourceFacts])
                 yield c.version, f"facts/{name}.toml: {c.at}", f"{src.name} ({env} -> {name})"
 
 
-@upstream_rule("UP007", "error", "CUTLASS 4.4.2 or later by its version.h on sm_12x targets")
-def cutlass_content(spec: Spec) -> Iterator[tuple[str, str, str]]:
-    return unique(_cutlass_content(spec))
+@build_rule("UP007", "error", "CUTLASS 4.4.2 or later by its version.h on sm_12x targets", once=True)
+def cutlass_content(spec: Spec, t: Target, src: Source) -> Iterator[Hit]:
+    versions = _cutlass_versions(spec, src, spec_facts(spec).facts) if _is_gb10_class(t) else ()
+    for version, where, via in versions:
+        if Version(version) < Version(CUTLASS_FLOOR):
+            yield (
+                f"sources.{src.name}.commit",
+                f"{via} builds against CUTLASS {version} ({where}); before {CUTLASS_FLOOR} SM120/SM121 "
+                "shared-memory carve-outs miscompile",
+                f"pin a CUTLASS whose include/cutlass/version.h says {CUTLASS_FLOOR} or later (judge the "
+                "content: a fixed commit need not descend from the v4.4.2 tag)",
+            )
 
 
-def _cutlass_content(spec: Spec) -> Iterator[tuple[str, str, str]]:
-    facts = spec_facts(spec).facts
-    for t in spec.targets.values():
-        if not _is_gb10_class(t):
-            continue
-        for src in t.sources:
-            for version, where, via in _cutlass_versions(spec, src, facts):
-                if Version(version) < Version(CUTLASS_FLOOR):
-                    yield (
-                        f"sources.{src.name}.commit",
-                        f"{via} builds against CUTLASS {version} ({where}); before {CUTLASS_FLOOR} SM120/SM121 "
-                        "shared-memory carve-outs miscompile",
-                        f"pin a CUTLASS whose include/cutlass/version.h says {CUTLASS_FLOOR} or later (judge the "
-                        "content: a fixed commit need not descend from the v4.4.2 tag)",
-                    )
+@build_rule("UP008", "error", "build-time fetches point at pinned sources", wheels=True, once=True)
+def pinned_fetches(spec: Spec, t: Target, src: Source) -> Iterator[Hit]:
+    f = spec_facts(spec).get(src.name)
+    declared = fetches_of(src)
+    env = t.build_env_for(src)
+    for fetch in f.fetches if f is not None else ():
+        if not fetch.env or fetch.env in src.unpinned_fetches:
+            continue  # no variable can redirect it, or the spec says why not yet (FA003 reports it)
+        if fetch.env not in declared and fetch.env not in env:
+            yield (
+                f"sources.{src.name}",
+                f"{src.name} downloads {fetch.name} ({fetch.repo} @ {fetch.ref}) at build time "
+                f"({fetch.at}) unless {fetch.env} points at a local tree",
+                f"declare a pinned source for it and `fetches: {{{fetch.env}: <that source>}}`",
+            )
+        elif fetch.env in declared:
+            yield from _fetch_pin(spec, src, fetch, declared[fetch.env])
 
 
-@upstream_rule("UP008", "error", "build-time fetches point at pinned sources")
-def pinned_fetches(spec: Spec) -> Iterator[tuple[str, str, str]]:
-    return unique(_pinned_fetches(spec))
-
-
-def _pinned_fetches(spec: Spec) -> Iterator[tuple[str, str, str]]:
-    facts = spec_facts(spec).facts
-    for t in spec.targets.values():
-        for src in t.sources:
-            f = facts.get(src.name)
-            if f is None or src.install != "wheel":
-                continue
-            declared = fetches_of(src)
-            env = t.build_env_for(src)
-            for fetch in f.fetches:
-                if not fetch.env or fetch.env in src.unpinned_fetches:
-                    continue  # no variable can redirect it, or the spec says why not yet (FA003 reports it)
-                if fetch.env not in declared and fetch.env not in env:
-                    yield (
-                        f"sources.{src.name}",
-                        f"{src.name} downloads {fetch.name} ({fetch.repo} @ {fetch.ref}) at build time "
-                        f"({fetch.at}) unless {fetch.env} points at a local tree",
-                        f"declare a pinned source for it and `fetches: {{{fetch.env}: <that source>}}`",
-                    )
-                elif fetch.env in declared:
-                    yield from _fetch_pin(spec, src, fetch, declared[fetch.env])
-
-
-def _fetch_pin(spec: Spec, src: Source, fetch: object, name: str) -> Iterator[tuple[str, str, str]]:
+def _fetch_pin(spec: Spec, src: Source, fetch: object, name: str) -> Iterator[Hit]:
     pinned = spec.sources.get(name)
     ref = str(getattr(fetch, "ref", ""))
     if pinned is None:
@@ -116,29 +99,24 @@ def _fetch_pin(spec: Spec, src: Source, fetch: object, name: str) -> Iterator[tu
         )
 
 
-@upstream_rule("UP009", "error", "declared run-time couplings are built into the same target")
-def couplings(spec: Spec) -> Iterator[tuple[str, str, str]]:
-    for t in spec.targets.values():
-        names = {s.name for s in t.sources}
-        for src in t.sources:
-            for needed, reason in src.needs.items():
-                if needed not in names:
-                    yield (
-                        f"targets.{t.name}.sources",
-                        f"{src.name} needs {needed} at run time ({reason}), but {t.name} does not build it: "
-                        "every import check passes and the first fused call fails",
-                        f"add {needed} to targets.{t.name}.sources (before {src.name})",
-                    )
-                elif [s.name for s in t.sources].index(needed) > [s.name for s in t.sources].index(src.name):
-                    yield (
-                        f"targets.{t.name}.sources",
-                        f"{src.name} needs {needed}, which {t.name} builds after it",
-                        f"list {needed} before {src.name}",
-                    )
+@build_rule("UP009", "error", "declared run-time couplings are built into the same target")
+def couplings(spec: Spec, t: Target, src: Source) -> Iterator[Hit]:
+    names = [s.name for s in t.sources]
+    for needed, reason in src.needs.items():
+        if needed not in names:
+            yield (
+                f"targets.{t.name}.sources",
+                f"{src.name} needs {needed} at run time ({reason}), but {t.name} does not build it: "
+                "every import check passes and the first fused call fails",
+                f"add {needed} to targets.{t.name}.sources (before {src.name})",
+            )
+        elif names.index(needed) > names.index(src.name):
+            key = f"targets.{t.name}.sources"
+            yield key, f"{src.name} needs {needed}, which {t.name} builds after it", f"list {needed} before {src.name}"
 
 
-@upstream_rule("AR001", "error", "artifact sets pin what their source pins")
-def artifact_pins(spec: Spec) -> Iterator[tuple[str, str, str]]:
+@spec_rule("AR001", "error", "artifact sets pin what their source pins")
+def artifact_pins(spec: Spec) -> Iterator[Hit]:
     facts = spec_facts(spec).facts
     for art in spec.artifacts.values():
         if not art.source:
@@ -172,32 +150,28 @@ def artifact_pins(spec: Spec) -> Iterator[tuple[str, str, str]]:
             )
 
 
-@upstream_rule("UP011", "warning", "an overlay attached to a source lays files over it")
-def empty_overlays(spec: Spec) -> Iterator[tuple[str, str, str]]:
-    from megacpp_env.layout import overlay_dir
+@source_rule("UP011", "warning", "an overlay attached to a source lays files over it")
+def empty_overlays(spec: Spec, src: Source) -> Iterator[Hit]:
     from megacpp_env.worktree.manifest import ManifestError, load_manifest
 
-    for src in spec.sources.values():
-        directory = overlay_dir(spec.root, src.overlay) if src.overlay else None
-        if directory is None or not directory.is_dir():
-            continue  # no overlay, or TC007 reports the missing directory
-        try:
-            manifest = load_manifest(directory)
-        except (ManifestError, OSError):
-            continue  # `overlay status` names what is wrong with it
-        if not manifest.files:
-            yield (
-                f"sources.{src.name}.overlay",
-                f"overlay {src.overlay} of {src.name} lists no files (overlays/{src.overlay}/manifest.toml "
-                "files = []): it changes nothing in the build",
-                f"capture the patched files: megacpp-env overlay new {src.overlay} --from <checkout> --force",
-            )
+    directory = overlay_dir(spec.root, src.overlay) if src.overlay else None
+    if directory is None or not directory.is_dir():
+        return  # no overlay, or TC007 reports the missing directory
+    try:
+        manifest = load_manifest(directory)
+    except (ManifestError, OSError):
+        return  # `overlay status` names what is wrong with it
+    if not manifest.files:
+        yield (
+            f"sources.{src.name}.overlay",
+            f"overlay {src.overlay} of {src.name} lists no files (overlays/{src.overlay}/manifest.toml "
+            "files = []): it changes nothing in the build",
+            f"capture the patched files: megacpp-env overlay new {src.overlay} --from <checkout> --force",
+        )
 
 
 def _overlay_mentions(spec: Spec, src: Source, name: str) -> str:
     """The overlay file of ``src`` that holds ``name`` as a quoted literal (a registry entry), or ''."""
-    from megacpp_env.layout import overlay_dir
-
     if not src.overlay:
         return ""
     files = overlay_dir(spec.root, src.overlay) / "files"
@@ -212,57 +186,47 @@ def _overlay_mentions(spec: Spec, src: Source, name: str) -> str:
     return ""
 
 
-@upstream_rule("UP012", "error", "sanity checks name what the pinned source (or its overlay) provides")
-def sanity_can_pass(spec: Spec) -> Iterator[tuple[str, str, str]]:
-    facts = spec_facts(spec).facts
-    for src in spec.sources.values():
-        f = facts.get(src.name)
-        if f is None or not f.models_at or f.commit != src.commit:
-            continue  # no registry read at the pin (FA001 reports stale or missing facts)
-        known = set(f.models)
-        for model in src.sanity.vllm_models:
-            if model in known or _overlay_mentions(spec, src, model):
-                continue
-            overlay = f"overlay {src.overlay} adds no file that names it" if src.overlay else "no overlay adds it"
-            yield (
-                f"sources.{src.name}.sanity.vllm_models",
-                f"{src.name}'s sanity resolves {model}, which its registry at {f.commit[:12]} lacks "
-                f"(facts/{src.name}.toml models, from {f.models_at}) and {overlay}: the check can never pass",
-                "check an architecture the pinned registry has, or capture the overlay whose files register it",
-            )
+@source_rule("UP012", "error", "sanity checks name what the pinned source (or its overlay) provides")
+def sanity_can_pass(spec: Spec, src: Source) -> Iterator[Hit]:
+    f = spec_facts(spec).get(src.name)
+    if f is None or not f.models_at or f.commit != src.commit:
+        return  # no registry read at the pin (FA001 reports stale or missing facts)
+    known = set(f.models)
+    for model in src.sanity.vllm_models:
+        if model in known or _overlay_mentions(spec, src, model):
+            continue
+        overlay = f"overlay {src.overlay} adds no file that names it" if src.overlay else "no overlay adds it"
+        yield (
+            f"sources.{src.name}.sanity.vllm_models",
+            f"{src.name}'s sanity resolves {model}, which its registry at {f.commit[:12]} lacks "
+            f"(facts/{src.name}.toml models, from {f.models_at}) and {overlay}: the check can never pass",
+            "check an architecture the pinned registry has, or capture the overlay whose files register it",
+        )
 
 
 VERSION_VARS = ("VLLM_VERSION_OVERRIDE", "SETUPTOOLS_SCM_PRETEND_VERSION")
 
 
-@upstream_rule("UP013", "error", "a version override names the release the pin is")
-def version_override(spec: Spec) -> Iterator[tuple[str, str, str]]:
-    return unique(_version_override(spec))
+@build_rule("UP013", "error", "a version override names the release the pin is", once=True)
+def version_override(spec: Spec, t: Target, src: Source) -> Iterator[Hit]:
+    f = spec_facts(spec).get(src.name)
+    # only a verified sdist says the release's exact version (PKG-INFO); a checkout's static
+    # version need not be what setuptools-scm would derive at the commit
+    if f is None or not f.verified or f.read_from.kind != "sdist" or f.commit != src.commit:
+        return
+    env = t.build_env_for(src)
+    for var in VERSION_VARS:
+        if var in env and not _same_version(env[var], f.distribution.version):
+            yield (
+                f"sources.{src.name}.build_env.{var}",
+                f"{var}={env[var]} would name the wheel of {src.name} {env[var]}, but the pin "
+                f"{src.commit[:12]} is the release {f.distribution.version} ({f.distribution.version_from})",
+                f'set {var}: "{f.distribution.version}"',
+            )
 
 
-def _version_override(spec: Spec) -> Iterator[tuple[str, str, str]]:
-    from packaging.version import InvalidVersion
-
-    facts = spec_facts(spec).facts
-    for t in spec.targets.values():
-        for src in t.sources:
-            f = facts.get(src.name)
-            # only a verified sdist says the release's exact version (PKG-INFO); a checkout's static
-            # version need not be what setuptools-scm would derive at the commit
-            if f is None or not f.verified or f.read_from.kind != "sdist" or f.commit != src.commit:
-                continue
-            env = t.build_env_for(src)
-            for var in VERSION_VARS:
-                if var not in env:
-                    continue
-                try:
-                    same = Version(env[var]) == Version(f.distribution.version)
-                except InvalidVersion:
-                    same = False
-                if not same:
-                    yield (
-                        f"sources.{src.name}.build_env.{var}",
-                        f"{var}={env[var]} would name the wheel of {src.name} {env[var]}, but the pin "
-                        f"{src.commit[:12]} is the release {f.distribution.version} ({f.distribution.version_from})",
-                        f'set {var}: "{f.distribution.version}"',
-                    )
+def _same_version(a: str, b: str) -> bool:
+    try:
+        return Version(a) == Version(b)
+    except InvalidVersion:
+        return False
