@@ -32,9 +32,6 @@ MAX_LINES = 120
 NOT_DOMAIN = {"megacpp_env.commands._common", "megacpp_env.ui", "megacpp_env.errors"}
 # removed by the lead when h20/h21build land (they change these verbs in their own branches)
 PENDING = {"build", "snapshot", "pin_base"}
-# not reshaped yet: its one domain function belongs in render.py, which the build-plan branch is
-# rewriting now. Remove it when it passes.
-NOT_YET = {"render"}
 VERB_MODULES = sorted(p.stem for p in COMMANDS.glob("*.py") if not p.stem.startswith("_"))
 
 
@@ -112,14 +109,11 @@ def test_a_verb_module_is_short_and_run_calls_one_domain_function(verb):
         f"{path.name}: {lines} lines (at most {MAX_LINES}); move the workflow into its domain module"
     )
     calls = domain_calls(path)
-    if verb in NOT_YET:
-        assert len(calls) != 1, f"{path.name} passes now: remove it from NOT_YET"
-        return
     assert len(calls) == 1, f"{path.name}: run makes {len(calls)} domain calls (one wanted): {calls}"
 
 
 def test_pending_verbs_exist():
-    assert set(VERB_MODULES) >= PENDING | NOT_YET
+    assert set(VERB_MODULES) >= PENDING
 
 
 def test_the_rule_counts_calls_through_helpers_and_skips_classes_and_printing(tmp_path):
