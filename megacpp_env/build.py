@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from megacpp_env import docker, layout, publish, render, sourceplans, toolsrc
+from megacpp_env import buildcache, docker, layout, publish, render, sourceplans, toolsrc
 from megacpp_env.buildlog import BuildFailedError, hash_mismatch_package  # noqa: F401 (re-exported)
 from megacpp_env.buildlog import failure as _failure
 from megacpp_env.errors import RefusedError, StaleError, ToolError, ToolNotFoundError
@@ -337,12 +337,13 @@ def plan_build(spec: Spec, opts: BuildOptions, *, docker_bin: str = "docker") ->
     deps = _deps_request(spec, target, platform, opts, deps_tag, port)
     final = _final_request(spec, target, platform, opts, digest, tag, deps_tag)
     cache = publish.cache_ref(tag, platform) if opts.push and not final.needs_buildx else ""
+    deps, final = buildcache.importing(deps, final, cache)  # both cache images, as pushed before
     if staged:
         notes.append(
             f"{spec.root} is not megacpp-env's source: the build context is staged in a temporary directory "
             f"from the spec's files, its source mirror and the megacpp-env source of {toolsrc.origin()}"
         )
-    notes += _notes(final, opts, docker_bin, cache)
+    notes += _notes(final, opts, docker_bin, cache) + buildcache.notes(deps_tag, cache, docker_bin)
     return BuildPlan(
         target=target.name,
         platform=platform,
@@ -504,13 +505,14 @@ def execute(plan: BuildPlan, *, on_line: Callable[[str], None] | None = None) ->
     seconds = time.monotonic() - start
     if plan.cache_ref:  # before the label step, whose new image config has no inline cache
         docker.tag_image(plan.tag, plan.cache_ref)
+        buildcache.tag_deps(plan.deps_tag, plan.cache_ref)
     sbom = _built_sbom(plan)
     digest, label_s = _label_snapshot(plan, sbom, on_line) if not plan.request.needs_buildx else ("", 0.0)
     if not plan.request.needs_buildx:
         image_id = docker.image_id(plan.tag)
     pushed = None
     if plan.request.push and not plan.request.needs_buildx:
-        pushed = publish.push(plan.tag, plan.cache_ref, on_line=on_line)
+        pushed = buildcache.push(plan.tag, plan.cache_ref, on_line=on_line)
     result = BuildResult(
         plan=plan,
         image_id=image_id,

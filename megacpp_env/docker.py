@@ -129,6 +129,7 @@ _LOG = re.compile(r"^#(\d+) \d+\.\d+(?: (.*))?$")
 _ERROR = re.compile(r"^#(\d+) ERROR: (.*)$")
 _CACHED = re.compile(r"^#(\d+) CACHED$")
 _DONE = re.compile(r"^#(\d+) DONE ")
+_IMPORT = re.compile(r"^#(\d+) importing cache manifest from (\S+)$")  # a --cache-from ref: its ERROR is a miss
 
 
 @dataclass(kw_only=True, slots=True)
@@ -141,6 +142,8 @@ class BuildLog:
     done: set[int] = field(default_factory=set)
     failed: int | None = None
     error: str = ""
+    imports: dict[int, str] = field(default_factory=dict)  # step -> the --cache-from ref it imports
+    cache_misses: dict[str, str] = field(default_factory=dict)  # --cache-from ref -> why it gave nothing
     last_lines: deque[str] = field(default_factory=lambda: deque(maxlen=LOG_TAIL))
 
     def feed(self, line: str) -> None:
@@ -149,8 +152,12 @@ class BuildLog:
             self.steps.setdefault(int(m[1]), m[2])
         elif m := _LOG.match(line):
             self.tails.setdefault(int(m[1]), deque(maxlen=LOG_TAIL)).append(m[2] or "")
+        elif m := _IMPORT.match(line):
+            self.imports.setdefault(int(m[1]), m[2])
         elif m := _ERROR.match(line):
-            if self.failed is None:
+            if int(m[1]) in self.imports:  # BuildKit goes on without that cache
+                self.cache_misses[self.imports[int(m[1])]] = m[2]
+            elif self.failed is None:
                 self.failed, self.error = int(m[1]), m[2]
         elif m := _CACHED.match(line):
             self.cached.add(int(m[1]))

@@ -29,6 +29,7 @@ from typing import Any
 
 from megacpp_env.errors import InputError, ToolError
 from megacpp_env.fsutil import read_text_input
+from megacpp_env.records import json_object
 
 DOCKER_HUB_KEY = "https://index.docker.io/v1/"
 HUB_NAMES = ("docker.io", "index.docker.io", "registry-1.docker.io")
@@ -89,16 +90,9 @@ def _config(path: Path) -> dict[str, Any] | None:
         return None
     try:
         text = read_text_input(path, limit=MAX_CONFIG_BYTES)
-        doc = json.loads(text)
     except InputError as exc:
         raise CredentialsError(f"{path}: {exc.detail}") from None
-    except ValueError as exc:
-        raise CredentialsError(f"{path}: not JSON ({exc}) (remedy: fix or remove it)") from None
-    except RecursionError:
-        raise CredentialsError(f"{path}: JSON nested too deeply") from None
-    if not isinstance(doc, dict):
-        raise CredentialsError(f"{path}: expected a JSON object")
-    return doc
+    return json_object(text, str(path), CredentialsError, remedy="fix or remove it")
 
 
 def _table(doc: dict[str, Any], key: str, path: Path) -> dict[str, Any]:

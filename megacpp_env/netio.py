@@ -191,24 +191,20 @@ def _fetch(req: Request, dog: _Watchdog, sink: Sink | None) -> Response:
     try:
         resp = opener.open(request, timeout=max(0.1, min(READ_TIMEOUT_S, dog.remaining())))
     except urllib.error.HTTPError as exc:
-        with exc:
-            body = _read(exc, req.error_limit, dog, None, cut=True)
-            return Response(
-                status=exc.code,
-                reason=printable(str(exc.reason))[:80],
-                headers=_lower(exc.headers),
-                body=body,
-                url=exc.url or req.url,
-            )
+        with exc:  # an error status: its body (bounded by error_limit, cut there) says why
+            return _response(exc, exc.code, _read(exc, req.error_limit, dog, None, cut=True), req)
     with resp:
-        body = _read(resp, req.limit, dog, sink, cut=False)
-        return Response(
-            status=resp.status,
-            reason=printable(str(resp.reason))[:80],
-            headers=_lower(resp.headers),
-            body=body,
-            url=resp.url or req.url,
-        )
+        return _response(resp, resp.status, _read(resp, req.limit, dog, sink, cut=False), req)
+
+
+def _response(resp: Any, status: int, body: bytes, req: Request) -> Response:
+    return Response(
+        status=status,
+        reason=printable(str(resp.reason))[:80],
+        headers=_lower(resp.headers),
+        body=body,
+        url=resp.url or req.url,
+    )
 
 
 class _NoDowngrade(urllib.request.HTTPRedirectHandler):

@@ -54,13 +54,20 @@ def _target(root: Path, rel: str) -> Path:
     return target
 
 
-def _require_checkout(root: Path, m: Manifest) -> None:
+def _checkout_head(root: Path, refusal: str) -> str | None:
+    """HEAD of the real checkout at ``root`` (None: no commit yet); RefusedError(``refusal``) when
+    ``root`` is no git checkout."""
     if not git.is_git_checkout(root):
-        raise RefusedError(
-            f"{root} has no .git: an overlay applies only to a real checkout "
-            f"(make one with `megacpp-env checkout {m.source} --dest {root}`)"
-        )
-    head = git.head_commit(root)
+        raise RefusedError(refusal)
+    return git.head_commit(root)
+
+
+def _require_checkout(root: Path, m: Manifest) -> None:
+    head = _checkout_head(
+        root,
+        f"{root} has no .git: an overlay applies only to a real checkout "
+        f"(make one with `megacpp-env checkout {m.source} --dest {root}`)",
+    )
     if head != m.commit:
         raise VerificationError(
             f"{root} is at {head or '(no commit)'}; overlay {m.name} was made for {m.source} at {m.commit}"
@@ -369,12 +376,11 @@ def source_naming(spec: Spec | None, name: str) -> str:
 
 def head_of(checkout: Path, source: str) -> str:
     """HEAD of the checkout an overlay is captured from; refused unless a real checkout with a commit."""
-    if not git.is_git_checkout(checkout):
-        raise RefusedError(
-            f"{checkout} is not a git checkout (no .git at its top): capture an overlay from a real checkout "
-            f"(`megacpp-env checkout {source} --dest DIR`, then edit it)"
-        )
-    head = git.head_commit(checkout)
+    head = _checkout_head(
+        checkout,
+        f"{checkout} is not a git checkout (no .git at its top): capture an overlay from a real checkout "
+        f"(`megacpp-env checkout {source} --dest DIR`, then edit it)",
+    )
     if head is None:
         raise RefusedError(f"{checkout} is a git repository without a commit: nothing to compare its files with")
     return head

@@ -53,6 +53,8 @@ class Pushed:
     digest: str
     cache_ref: str = ""
     cache_digest: str = ""
+    deps_cache_ref: str = ""  # the deps build's cache image (see ``buildcache``)
+    deps_cache_digest: str = ""
 
     @property
     def pull_ref(self) -> str:
@@ -68,6 +70,8 @@ class Pushed:
             "pull": self.pull_ref,
             "cache_ref": self.cache_ref,
             "cache_digest": self.cache_digest,
+            "deps_cache_ref": self.deps_cache_ref,
+            "deps_cache_digest": self.deps_cache_digest,
         }
 
 

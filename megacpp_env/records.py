@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
@@ -196,6 +196,21 @@ def parse_toml(text: str, file: str, error: type[FormatError] = FormatError) -> 
 def read_toml(path: Path, error: type[FormatError] = FormatError) -> dict[str, Any]:
     """Read (bounded, UTF-8, BOM allowed) and parse a TOML document; FileNotFoundError passes through."""
     return parse_toml(read_text(path, error), str(path), error)
+
+
+def json_object(data: str | bytes, what: str, error: Callable[[str], Exception], *, remedy: str = "") -> dict[str, Any]:
+    """``data`` as a JSON object; ``error(message)`` (``what`` first, ``remedy`` last) when it is not
+    JSON, is nested too deeply for the parser, or is not an object."""
+    tail = f" (remedy: {remedy})" if remedy else ""
+    try:
+        doc = json.loads(data)
+    except ValueError as exc:
+        raise error(f"{what}: not JSON ({exc}){tail}") from None
+    except RecursionError:
+        raise error(f"{what}: JSON nested too deeply{tail}") from None
+    if not isinstance(doc, dict):
+        raise error(f"{what}: expected a JSON object{tail}")
+    return doc
 
 
 def read_json(path: Path, error: type[FormatError] = FormatError) -> Table:

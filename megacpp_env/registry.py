@@ -25,7 +25,6 @@ never to a redirect's target, and never into a message.
 from __future__ import annotations
 
 import ipaddress
-import json
 import re
 import urllib.parse
 from collections.abc import Callable
@@ -35,6 +34,7 @@ from typing import Any
 from megacpp_env import dockerauth, netio
 from megacpp_env.errors import ToolError
 from megacpp_env.fsutil import sha256_bytes
+from megacpp_env.records import json_object
 
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 DOCKER_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
@@ -363,15 +363,7 @@ def _served(entry: Any, where: str, n: int) -> Served | None:
 
 
 def _json(body: bytes, what: str) -> dict[str, Any]:
-    try:
-        doc = json.loads(body)
-    except ValueError as exc:
-        raise RegistryError(f"{what}: not JSON ({exc})") from None
-    except RecursionError:
-        raise RegistryError(f"{what}: JSON nested too deeply") from None
-    if not isinstance(doc, dict):
-        raise RegistryError(f"{what}: not a JSON object")
-    return doc
+    return json_object(body, what, RegistryError)
 
 
 def _platform_of(doc: dict[str, Any], where: str) -> str:

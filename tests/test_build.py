@@ -126,6 +126,8 @@ def test_classic_build_push_and_load(spec):
     assert plan.notes == (
         f"then: docker tag {plan.tag} {plan.cache_ref} (the build's image, with its inline cache)",
         f"then: docker push {plan.cache_ref}; docker push {plan.tag} (after the snapshot label)",
+        f"then: docker tag {plan.deps_tag} {plan.cache_ref}-deps (the deps image, with its inline cache)",
+        f"then: docker push {plan.cache_ref}-deps (before the image)",
     )
     pushed_only = build.plan_build(spec, build.BuildOptions(target="gb10", push=True, registry="127.0.0.1:5000"))
     assert "--build-arg BUILDKIT_INLINE_CACHE=1" in shlex.join(pushed_only.argv)

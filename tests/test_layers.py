@@ -2,9 +2,14 @@
 
 The contract is read from the ```layers``` and ```forbidden``` blocks of docs/DESIGN.md; the graph
 comes from the AST of every module (module bodies, function bodies and ``TYPE_CHECKING`` blocks).
-The mutation tests feed the checker synthesised module sources and show it flags each kind of
-violation: a sideways import (snapshot -> lock), an upward one, one hidden in a function or under
-``TYPE_CHECKING``, a relative one, and a transitive load of a forbidden module.
+Modules loaded through importlib are held to the layers too (literal names, package-prefixed
+f-strings, a package's discovery of its own modules, and the loads declared in ``DYNAMIC_LOADS``,
+such as snapshot/registry.py's collector table). No two modules may import each other, directly or
+through others, inside one package included (``PENDING_CIRCLES`` lists the ones other work in
+flight removes). The mutation tests feed the checker synthesised module sources and show it flags
+each kind of violation: a sideways import (snapshot -> lock), an upward one, one hidden in a
+function or under ``TYPE_CHECKING``, a relative one, an upward importlib load or registry entry, a
+transitive load of a forbidden module, an unreadable load, and an import circle of each kind.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import re
 import subprocess
 import sys
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -132,6 +138,178 @@ def edges(sources: dict[str, str]) -> list[Edge]:
     ]
 
 
+# ---- modules loaded through importlib ------------------------------------------------------------
+#
+# ``importlib.import_module(name)`` (or ``__import__``) loads a module the import statements do not
+# show. The checker reads the name where it can: a literal, or an f-string whose run-time part comes
+# after a package prefix (``f"megacpp_env.commands.{verb}"``: every module under that prefix;
+# ``__name__``/``__package__`` read as the loading module's own). A package that discovers its own
+# modules (``pkgutil.iter_modules(__path__)``, as rules/ does) loads each module directly in it. A
+# name it cannot read otherwise must be declared in ``DYNAMIC_LOADS``: what that module may load,
+# read from the sources, so the layers and the forbidden loads are checked on it too.
+
+_LOADERS = frozenset({"import_module", "__import__"})
+
+
+def _loader_arg(node: ast.AST) -> ast.expr | None:
+    if not isinstance(node, ast.Call) or not node.args:
+        return None
+    f = node.func
+    name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+    return node.args[0] if name in _LOADERS else None
+
+
+def _static_name(arg: ast.expr, module: str, package: str) -> tuple[str, bool]:
+    """The loaded name's text up to its first run-time part, and whether that was all of it."""
+    if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+        return arg.value, True
+    if not isinstance(arg, ast.JoinedStr):
+        return "", False
+    text = ""
+    for part in arg.values:
+        if isinstance(part, ast.Constant):
+            text += str(part.value)
+        elif (
+            isinstance(part, ast.FormattedValue)
+            and isinstance(part.value, ast.Name)
+            and part.value.id
+            in (
+                "__name__",
+                "__package__",
+            )
+        ):
+            text += module if part.value.id == "__name__" else package
+        else:
+            return text, False
+    return text, True
+
+
+def registry_modules(text: str) -> list[str]:
+    """The collector modules ``snapshot/registry.py`` names (``Collector(module=...)``), resolved as
+    ``Collector.start`` resolves them: a bare name is ``megacpp_env.snapshot.<name>``."""
+    out = []
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "Collector":
+            for kw in node.keywords:
+                if kw.arg == "module" and isinstance(kw.value, ast.Constant) and isinstance(kw.value.value, str):
+                    name = kw.value.value
+                    out.append(name if "." in name else f"{PACKAGE}.snapshot.{name}")
+    return out
+
+
+# module -> what its unreadable importlib loads may load, from the sources
+DYNAMIC_LOADS: dict[str, Callable[[dict[str, str]], list[str]]] = {
+    f"{PACKAGE}.snapshot.registry": lambda sources: registry_modules(sources[f"{PACKAGE}.snapshot.registry"]),
+    # imports the modules a target's sanity checks name (torch, ...) in the environment under test
+    f"{PACKAGE}.sanity": lambda sources: [],
+}
+
+
+@functools.cache
+def _loads(text: str, module: str, package: str) -> tuple[tuple[int, str, bool], ...]:
+    """(line, name or prefix, complete) for each importlib load in ``text``."""
+    out = []
+    for node in ast.walk(ast.parse(text)):
+        arg = _loader_arg(node)
+        if arg is not None:
+            out.append((node.lineno, *_static_name(arg, module, package)))
+    return tuple(out)
+
+
+def dynamic_loads(sources: dict[str, str]) -> tuple[list[Edge], list[str]]:
+    """The edges importlib loads add, and the loads the checker can neither read nor find declared."""
+    modules = frozenset(sources)
+    found, unknown = [], []
+    for module, text in sources.items():
+        package = module if _is_package(module, modules) else module.rpartition(".")[0]
+        for line, name, complete in _loads(text, module, package):
+            if complete:
+                found.append(Edge(module, name, line, type_only=False))
+            elif name.startswith(PACKAGE + ".") and name.endswith("."):
+                found += [Edge(module, m, line, type_only=False) for m in sorted(modules) if m.startswith(name)]
+            elif module in DYNAMIC_LOADS:
+                found += [Edge(module, m, line, type_only=False) for m in DYNAMIC_LOADS[module](sources)]
+            elif module == package and "iter_modules(__path__" in text:  # discovers its own modules
+                found += [Edge(module, m, line, type_only=False) for m in sorted(modules) if _parent(m) == module]
+            else:
+                unknown.append(
+                    f"{module}:{line} loads a module by a name read at run time: declare it in DYNAMIC_LOADS"
+                )
+    return found, unknown
+
+
+def _parent(module: str) -> str:
+    return module.rpartition(".")[0]
+
+
+def all_edges(sources: dict[str, str]) -> list[Edge]:
+    return edges(sources) + dynamic_loads(sources)[0]
+
+
+# ---- circles -------------------------------------------------------------------------------------
+
+
+def circles(sources: dict[str, str]) -> list[tuple[str, ...]]:
+    """Each set of modules that import each other, directly or through others (a strongly connected
+    component of more than one module): every import statement counts, in a function or under
+    TYPE_CHECKING included. An importlib load does not: a registry that loads its plugins at run time
+    (snapshot/registry.py's collectors, rules/' modules), each importing the registry's own types, is
+    the design, not a tangle; those loads are held to the layers instead."""
+    graph: dict[str, set[str]] = {m: set() for m in sources}
+    for e in edges(sources):
+        if e.target in graph and e.target != e.source:
+            graph[e.source].add(e.target)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    out: list[tuple[str, ...]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]  # iterative Tarjan: no recursion limit to hit
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is None:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    comp = stack[stack.index(node) :]
+                    del stack[stack.index(node) :]
+                    if len(comp) > 1:
+                        out.append(tuple(sorted(comp)))
+                continue
+            if child not in index:
+                index[child] = low[child] = len(index)
+                stack.append(child)
+                work.append((child, iter(sorted(graph[child]))))
+            elif child in stack:
+                low[node] = min(low[node], index[child])
+    return sorted(out)
+
+
+# Circles that other work in flight removes. Each entry is a whole circle as ``circles`` reports it.
+PENDING_CIRCLES: tuple[tuple[str, ...], ...] = (
+    # removed by the lead when h20 lands (snapshot context <-> envvars <-> python_env)
+    ("megacpp_env.snapshot.context", "megacpp_env.snapshot.envvars", "megacpp_env.snapshot.python_env"),
+)  # fmt: skip
+
+
+def circle_problems(found: list[tuple[str, ...]], pending: tuple[tuple[str, ...], ...]) -> list[str]:
+    out = [
+        f"import circle: {' <-> '.join(c)} (move what they share into a module of its own)"
+        for c in found
+        if c not in pending
+    ]
+    out += [
+        f"PENDING_CIRCLES lists {' <-> '.join(c)}, which is gone: remove it there" for c in pending if c not in found
+    ]
+    return out
+
+
 def component(module: str) -> str:
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else parts[0]
@@ -139,7 +317,7 @@ def component(module: str) -> str:
 
 def layer_violations(sources: dict[str, str], levels: dict[str, int]) -> list[str]:
     out = []
-    for e in edges(sources):
+    for e in all_edges(sources):
         if not e.target.startswith(PACKAGE + ".") and e.target != PACKAGE:
             continue
         src, dst = component(e.source), component(e.target)
@@ -165,7 +343,7 @@ def _loaded_with(module: str) -> list[str]:
 def forbidden_paths(sources: dict[str, str], source: str, banned: tuple[str, ...]) -> list[str]:
     """Each banned module ``source`` loads at run time, with the chain of imports that loads it."""
     graph: dict[str, set[str]] = {}
-    for e in edges(sources):
+    for e in all_edges(sources):
         if not e.type_only:
             graph.setdefault(e.source, set()).add(e.target)
     for m in list(sources):
@@ -210,6 +388,18 @@ def test_the_package_keeps_its_layers(sources, contract) -> None:
 
 def test_no_module_loads_what_it_must_not(sources, contract) -> None:
     assert all_forbidden(sources, contract[1]) == []
+
+
+def test_no_import_circles(sources) -> None:
+    assert circle_problems(circles(sources), PENDING_CIRCLES) == []
+
+
+def test_every_importlib_load_is_read_or_declared(sources) -> None:
+    assert dynamic_loads(sources)[1] == []
+    loaded = {(e.source, e.target) for e in dynamic_loads(sources)[0]}
+    assert ("megacpp_env.cli", "megacpp_env.commands.build") in loaded  # f"megacpp_env.commands.{module}"
+    assert ("megacpp_env.snapshot.registry", "megacpp_env.snapshot.python_env") in loaded  # Collector(module=...)
+    assert ("megacpp_env.rules", "megacpp_env.rules.gb10") in loaded  # pkgutil.iter_modules(__path__)
 
 
 def test_offline_and_light_modules_really_do_not_load_them() -> None:
@@ -291,3 +481,99 @@ def test_checker_flags_a_forbidden_load_through_a_chain(sources, contract) -> No
 def test_checker_ignores_type_only_imports_for_loading(sources, contract) -> None:
     text = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import yaml\n"
     assert all_forbidden({**sources, "megacpp_env.layout": text}, contract[1]) == []
+
+
+# ---- circles and importlib loads (mutation) -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("mutation", "circle"),
+    [
+        (  # inside one package, through a function-level import
+            {"megacpp_env.runtime.evil": "def f():\n    from megacpp_env.runtime import hook\n",
+             "megacpp_env.runtime.hook": "from megacpp_env.runtime import evil\n"},
+            ("megacpp_env.runtime.evil", "megacpp_env.runtime.hook"),
+        ),
+        (  # type-only imports count
+            {"megacpp_env.errors": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import megacpp_env.chars\n",
+             "megacpp_env.chars": "import megacpp_env.errors\n"},
+            ("megacpp_env.chars", "megacpp_env.errors"),
+        ),
+        (  # a relative import
+            {"megacpp_env.runtime.catalog": "from . import pth\n"},
+            ("megacpp_env.runtime.catalog", "megacpp_env.runtime.pth"),
+        ),
+    ],
+)  # fmt: skip
+def test_checker_flags_an_import_circle(sources, mutation, circle) -> None:
+    assert circle not in circles(sources)
+    found = circles({**sources, **mutation})
+    assert circle in found
+    assert f"import circle: {' <-> '.join(circle)} (move what they share into a module of its own)" in (
+        circle_problems(found, PENDING_CIRCLES)
+    )
+
+
+def test_a_registry_loading_its_plugins_is_no_circle(sources, contract) -> None:
+    """A plugin imports the registry's types; the registry loads it by importlib: no circle, but the
+    load is held to the layers (and a static import back would be a circle)."""
+    registry = "import importlib\ndef load():\n    return importlib.import_module('megacpp_env.runtime.plugin')\n"
+    plugin = "from megacpp_env.runtime.registry import load\n"
+    mutated = {**sources, "megacpp_env.runtime.registry": registry, "megacpp_env.runtime.plugin": plugin}
+    assert ("megacpp_env.runtime.plugin", "megacpp_env.runtime.registry") not in circles(mutated)
+    static = {**mutated, "megacpp_env.runtime.registry": "def load():\n    from megacpp_env.runtime import plugin\n"}
+    assert ("megacpp_env.runtime.plugin", "megacpp_env.runtime.registry") in circles(static)
+    upward = registry.replace("megacpp_env.runtime.plugin", "megacpp_env.spec.loader")
+    assert layer_violations({**mutated, "megacpp_env.runtime.registry": upward}, contract[0]) == [
+        "megacpp_env.runtime.registry:3 imports megacpp_env.spec.loader (runtime -> spec: up)"
+    ]
+
+
+def test_checker_flags_a_pending_circle_that_is_gone(sources) -> None:
+    gone = ("megacpp_env.a", "megacpp_env.b")
+    assert circle_problems(circles(sources), (*PENDING_CIRCLES, gone)) == [
+        "PENDING_CIRCLES lists megacpp_env.a <-> megacpp_env.b, which is gone: remove it there"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("module", "source", "expected"),
+    [
+        (
+            "megacpp_env.snapshot.evil",
+            "import importlib\ndef f():\n    return importlib.import_module('megacpp_env.commands.build')\n",
+            "megacpp_env.snapshot.evil:3 imports megacpp_env.commands.build (snapshot -> commands: up)",
+        ),
+        (
+            "megacpp_env.spec.evil",
+            "def f(v):\n    return __import__(f'megacpp_env.lock.{v}')\n",
+            "megacpp_env.spec.evil:2 imports megacpp_env.lock.pylock (spec -> lock: up)",
+        ),
+    ],
+)
+def test_checker_flags_an_importlib_load_against_the_layers(sources, contract, module, source, expected) -> None:
+    assert expected in layer_violations({**sources, module: source}, contract[0])
+
+
+def test_checker_flags_a_registry_entry_against_the_layers(sources, contract) -> None:
+    """snapshot/registry.py accepts any dotted path: one naming a verb module is an upward load."""
+    registry = sources["megacpp_env.snapshot.registry"]
+    entry = 'Collector(area="system", module="system",'
+    assert entry in registry
+    mutated = registry.replace(entry, 'Collector(area="system", module="megacpp_env.commands.snapshot",')
+    found = layer_violations({**sources, "megacpp_env.snapshot.registry": mutated}, contract[0])
+    assert [v for v in found if "commands" in v] == [
+        f"megacpp_env.snapshot.registry:{_line_of(registry, 'importlib.import_module(')} imports"
+        " megacpp_env.commands.snapshot (snapshot -> commands: up)"
+    ]
+
+
+def test_checker_asks_to_declare_an_unreadable_load(sources) -> None:
+    evil = "import importlib\ndef f(name):\n    return importlib.import_module(name)\n"
+    assert dynamic_loads({**sources, "megacpp_env.spec.evil": evil})[1] == [
+        "megacpp_env.spec.evil:3 loads a module by a name read at run time: declare it in DYNAMIC_LOADS"
+    ]
+
+
+def _line_of(text: str, needle: str) -> int:
+    return next(i for i, line in enumerate(text.splitlines(), 1) if needle in line)

@@ -190,13 +190,13 @@ def test_status_in_process_without_hook(monkeypatch: pytest.MonkeyPatch) -> None
 
 
 def test_status_reports_what_the_hook_recorded(monkeypatch: pytest.MonkeyPatch) -> None:
-    from megacpp_env.runtime import hook
+    from megacpp_env.runtime import finders, hook  # noqa: F401 (the hook ran in this process)
 
     for gate in GATES.values():
         monkeypatch.delenv(gate, raising=False)
     monkeypatch.setenv("MEGACPP_PATCH_SMOKE_SHADOW", "1")
-    monkeypatch.setattr(hook, "STATE", {})
-    hook.record("smoke_shadow", "armed", "patches x when it is imported")
+    monkeypatch.setattr(finders, "STATE", {})
+    finders.record("smoke_shadow", "armed", "patches x when it is imported")
     assert runtime.status()["smoke_shadow"] == {
         "gate": "MEGACPP_PATCH_SMOKE_SHADOW", "enabled": True, "applied": False, "state": "armed",
         "detail": "patches x when it is imported",

@@ -103,6 +103,8 @@ def run(args: argparse.Namespace) -> int:
         p = result.pushed
         print(f"pushed {p.ref}: {p.digest} (pull by digest: {p.pull_ref})")
         print(f"pushed build cache {p.cache_ref}: {p.cache_digest} (re-use it: --cache-from {p.cache_ref})")
+        if p.deps_cache_ref:
+            print(f"pushed deps build cache {p.deps_cache_ref}: {p.deps_cache_digest} (--cache-from it too)")
     return 0
 
 

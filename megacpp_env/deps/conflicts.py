@@ -92,16 +92,7 @@ def _pairs(deps: TargetDeps, name: str, live: list[Need], platform: str) -> list
             if a.requirer != b.requirer and disjoint(
                 SpecifierSet(str(a.req.specifier)), SpecifierSet(str(b.req.specifier))
             ):
-                out.append(
-                    Conflict(
-                        target=deps.target,
-                        package=name,
-                        platforms=(platform,),
-                        first=a.label(),
-                        second=b.label(),
-                        remedy=_remedy(deps, name),
-                    )
-                )
+                out.append(_conflict(deps, name, platform, a.label(), b.label(), _remedy(deps, name)))
     return out
 
 
@@ -117,14 +108,9 @@ def _built(deps: TargetDeps, name: str, live: list[Need], platform: str) -> list
                 f"move the pin of {built.source} to a commit that builds a matching version, or declare a "
                 f"reviewed override for {name} under targets.{deps.target}.resolutions.overrides"
             )
-            out.append(
-                Conflict(
-                    target=deps.target,
-                    package=name,
-                    platforms=(platform,),
-                    first=need.label(),
-                    second=second,
-                    remedy=remedy,
-                )
-            )
+            out.append(_conflict(deps, name, platform, need.label(), second, remedy))
     return out
+
+
+def _conflict(deps: TargetDeps, name: str, platform: str, first: str, second: str, remedy: str) -> Conflict:
+    return Conflict(target=deps.target, package=name, platforms=(platform,), first=first, second=second, remedy=remedy)

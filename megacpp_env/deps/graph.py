@@ -15,6 +15,7 @@ them are checked against the version their facts give (``built``).
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from packaging.requirements import Requirement
@@ -107,17 +108,17 @@ def applies(req: Requirement, platform: str, python: str) -> bool:
     return req.marker is None or req.marker.evaluate(marker_env(platform, python))
 
 
+def _listed(requirer: str, key: str, requirements: Sequence[str], kind: str) -> list[Need]:
+    """The requirements stack.yaml lists under ``key``, each where it stands (``key[i]``)."""
+    return [
+        Need(requirer=requirer, requirement=r, where=f"stack.yaml {key}[{i}]", kind=kind)
+        for i, r in enumerate(requirements)
+    ]
+
+
 def target_deps(spec: Spec, target: Target) -> TargetDeps:
     facts = load_facts(spec.root, tuple(s.name for s in target.sources))
-    needs = [
-        Need(
-            requirer=f"target {target.name}",
-            requirement=r,
-            where=f"stack.yaml targets.{target.name}.requirements[{i}]",
-            kind="target",
-        )
-        for i, r in enumerate(target.requirements)
-    ]
+    needs = _listed(f"target {target.name}", f"targets.{target.name}.requirements", target.requirements, "target")
     built: dict[str, Built] = {}
     for src in target.sources:
         f = facts.get(src.name)
@@ -130,15 +131,9 @@ def target_deps(spec: Spec, target: Target) -> TargetDeps:
                 where=f"{FACTS_DIR}/{src.name}.toml distribution.version",
             )
             needs += _source_needs(src, f)
-        needs += [
-            Need(
-                requirer=f"{src.name} (stack)",
-                requirement=r,
-                where=f"stack.yaml sources.{src.name}.extra_requirements[{i}]",
-                kind="stack",
-            )
-            for i, r in enumerate(src.extra_requirements)
-        ]
+        needs += _listed(
+            f"{src.name} (stack)", f"sources.{src.name}.extra_requirements", src.extra_requirements, "stack"
+        )
         needs += _coupling_needs(spec, src, f, facts.facts)
     missing = tuple(s.name for s in target.sources if facts.get(s.name) is None)
     return TargetDeps(

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -48,7 +47,7 @@ def check_facts(spec: Spec) -> list[FactsFinding]:
     for src in spec.sources.values():
         if src.name not in built and facts.get(src.name) is None and src.name not in facts.errors:
             continue
-        out += list(_one(src, facts))
+        out.append(_one(src, facts))
     for name in facts.orphans:
         out.append(
             FactsFinding(
@@ -62,55 +61,31 @@ def check_facts(spec: Spec) -> list[FactsFinding]:
     return out
 
 
-def _one(src: Source, facts: FactsSet) -> Iterator[FactsFinding]:
+def _one(src: Source, facts: FactsSet) -> FactsFinding:
+    """The finding of one source's facts file: its first problem, else ok."""
     path = f"{FACTS_DIR}/{src.name}.toml"
-    if src.name in facts.errors:
-        yield FactsFinding(
-            source=src.name,
-            state="unreadable",
-            severity="error",
-            message=facts.errors[src.name],
-            remedy=f"re-extract it: {extract_hint(src)}",
-        )
-        return
     f = facts.get(src.name)
-    if f is None:
-        yield FactsFinding(
-            source=src.name,
-            state="missing",
-            severity="error",
-            message=f"no {path}: the source's requirements and build env reads are unknown",
-            remedy=extract_hint(src),
-        )
-        return
-    if f.commit != src.commit:
-        yield FactsFinding(
-            source=src.name,
-            state="stale",
-            severity="error",
-            message=f"{path} was read at {f.commit}, the pin is {src.commit}",
-            remedy=f"re-extract at the pin: {extract_hint(src)}",
-        )
-        return
-    if f.distribution.path != (src.subdir or "."):
-        yield FactsFinding(
-            source=src.name,
-            state="mismatch",
-            severity="error",
-            message=f"{path} describes the project in {f.distribution.path!r}, the spec builds {src.subdir or '.'!r}",
-            remedy=f"re-extract: {extract_hint(src)}",
-        )
-        return
-    if not f.verified:
-        yield FactsFinding(
-            source=src.name,
-            state="provisional",
-            severity="warning",
-            message=f"{path} is provisional (read from {_origin(f)}, not from the pin): {f.reason}",
-            remedy=f"when the pin is readable: {extract_hint(src)}",
-        )
-        return
-    yield FactsFinding(source=src.name, state="ok", severity="ok", message=f"{path} at {f.commit[:12]}")
+    verdict: tuple[str, Severity | Literal["ok"], str, str]  # state, severity, message, remedy
+    if src.name in facts.errors:
+        verdict = ("unreadable", "error", facts.errors[src.name], f"re-extract it: {extract_hint(src)}")
+    elif f is None:
+        verdict = ("missing", "error", f"no {path}: the source's requirements and build env reads are unknown",
+                   extract_hint(src))  # fmt: skip
+    elif f.commit != src.commit:
+        verdict = ("stale", "error", f"{path} was read at {f.commit}, the pin is {src.commit}",
+                   f"re-extract at the pin: {extract_hint(src)}")  # fmt: skip
+    elif f.distribution.path != (src.subdir or "."):
+        verdict = ("mismatch", "error",
+                   f"{path} describes the project in {f.distribution.path!r}, the spec builds {src.subdir or '.'!r}",
+                   f"re-extract: {extract_hint(src)}")  # fmt: skip
+    elif not f.verified:
+        verdict = ("provisional", "warning",
+                   f"{path} is provisional (read from {_origin(f)}, not from the pin): {f.reason}",
+                   f"when the pin is readable: {extract_hint(src)}")  # fmt: skip
+    else:
+        verdict = ("ok", "ok", f"{path} at {f.commit[:12]}", "")
+    state, severity, message, remedy = verdict
+    return FactsFinding(source=src.name, state=state, severity=severity, message=message, remedy=remedy)
 
 
 def _origin(f: Any) -> str:

@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from megacpp_env.errors import InputError
-from megacpp_env.facts import tomlout
 from megacpp_env.facts.model import FactsFormatError, SourceFacts
 from megacpp_env.fsutil import atomic_write_text, read_regular_text
 from megacpp_env.records import Table
+from megacpp_env.tomlwrite import dumps_compact
 
 FACTS_DIR = "facts"
 HEADER = """\
@@ -39,7 +39,7 @@ def render_facts(facts: SourceFacts) -> str:
     header = HEADER.format(
         source=facts.source, commit=facts.commit, command=facts.command or "megacpp-env facts extract"
     )
-    return tomlout.dumps(facts.to_dict(), header=header)
+    return dumps_compact(facts.to_dict(), comments=header.splitlines())
 
 
 def write_facts(root: Path, facts: SourceFacts) -> bool:

@@ -3,12 +3,10 @@ place ``reproduce`` (and a bare-metal local build) turns a checkout into an inst
 
 Builds are made reproducible so that a rebuild elsewhere gives the same bytes: ``SOURCE_DATE_EPOCH``
 is the checkout's commit time (wheel timestamps) and ``-ffile-prefix-map=<checkout>=.`` is added
-to ``CFLAGS``/``CXXFLAGS`` (no checkout path in debug info). The wheel is built like the source-build
-path builds it (``pip wheel --no-deps --no-build-isolation --no-index`` with the build env), its
+to ``CFLAGS``/``CXXFLAGS`` (no checkout path in debug info). The wheel is built by the source build's
+own wheel step (``srcbuild.build.pip_wheel``: ``pip wheel --no-deps --no-build-isolation --no-index``
+with the build env), in the checkout itself (its path is what ``-ffile-prefix-map`` maps), its
 leftovers removed from the checkout afterwards, and kept in ``<venv>/megacpp-env/wheels/``.
-
-When the source-build package (``megacpp_env.srcbuild``) provides its wheel step for an existing
-checkout, ``build_wheel`` is the one call to switch over.
 """
 
 from __future__ import annotations
@@ -22,10 +20,10 @@ from pathlib import Path
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
 from megacpp_env import __version__, git
-from megacpp_env.errors import VerificationError
 from megacpp_env.fsutil import sha256_file
 from megacpp_env.pip import run_pip
 from megacpp_env.repro.pyenv import install_wheel
+from megacpp_env.srcbuild.build import pip_wheel
 from megacpp_env.worktree.buildrecord import CHECKOUT_TOKEN, BuildRecord, env_for, portable_env, write_build_record
 
 WHEELS_DIR = ("megacpp-env", "wheels")
@@ -66,17 +64,15 @@ def build_wheel(checkout: Path, python: Path, build_env: Mapping[str, str], whee
     env = env_for(dict(build_env), checkout)
     before = _untracked_all(checkout)
     with tempfile.TemporaryDirectory(prefix="megacpp-rebuild-") as tmp:
-        args = ["wheel", "--no-deps", "--no-build-isolation", "--no-index", "--wheel-dir", tmp, str(checkout)]
         try:
-            run_pip(python, args, cwd=checkout, env=env)
+            built = pip_wheel(
+                checkout, Path(tmp), lambda args: run_pip(python, args, cwd=checkout, env=env), what=str(checkout)
+            )
         finally:
             _remove_leftovers(checkout, before)
-        built = sorted(Path(tmp).glob("*.whl"))
-        if len(built) != 1:
-            raise VerificationError(f"{checkout}: pip wheel made {len(built)} wheels, expected exactly one")
         wheel_dir.mkdir(parents=True, exist_ok=True)
-        dest = wheel_dir / built[0].name
-        shutil.move(str(built[0]), dest)
+        dest = wheel_dir / built.name
+        shutil.move(str(built), dest)
     return dest
 
 

@@ -19,9 +19,9 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from megacpp_env.runtime.catalog import PATCHES
+from megacpp_env.runtime.catalog import PATCHES, TRUTHY
 
-TRUTHY = ("1", "true", "yes", "on")
+__all__ = ["HOME_ENV", "PATCHES", "TRUTHY", "enabled", "gate_on", "hook_path", "status"]
 HOME_ENV = "MEGACPP_ENV_HOME"
 
 
@@ -41,8 +41,9 @@ def status(environ: Mapping[str, str] | None = None) -> dict[str, dict[str, Any]
     process), ``armed`` (waiting for the target module's import), ``applied``, ``skipped`` (the
     documented precondition is not met; ``detail`` says which) or ``error``.
     """
-    hook = sys.modules.get("megacpp_env.runtime.hook")
-    recorded: dict[str, dict[str, str]] = getattr(hook, "STATE", {}) if hook else {}
+    hooked = "megacpp_env.runtime.hook" in sys.modules  # the .pth hook ran in this process
+    finders = sys.modules.get("megacpp_env.runtime.finders")
+    recorded: dict[str, dict[str, str]] = getattr(finders, "STATE", {}) if hooked and finders else {}
     out: dict[str, dict[str, Any]] = {}
     for name, (gate, _desc) in sorted(PATCHES.items()):
         on = gate_on(gate, environ)

@@ -5,6 +5,9 @@ The spec loader validates ``targets.*.runtime_patches`` against ``PATCHES``. Std
 
 from __future__ import annotations
 
+# what a gate variable must hold to switch its patch on (any case; anything else, or unset, is off)
+TRUTHY = ("1", "true", "yes", "on")
+
 # name -> (gate environment variable, one-line description)
 PATCHES: dict[str, tuple[str, str]] = {
     "triton_ptxas": (

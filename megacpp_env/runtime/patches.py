@@ -27,7 +27,7 @@ from typing import Any
 
 from megacpp_env.layout import IMAGE_HOME
 from megacpp_env.runtime import HOME_ENV
-from megacpp_env.runtime.hook import POST_IMPORT, SHADOWS, record
+from megacpp_env.runtime.finders import POST_IMPORT, SHADOWS, record
 
 MIN_PTXAS = (13, 0)
 SHADOW_MANIFEST = "shadow.toml"

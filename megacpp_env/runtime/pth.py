@@ -12,8 +12,7 @@ import sysconfig
 from pathlib import Path
 
 from megacpp_env.fsutil import atomic_write_text
-from megacpp_env.runtime import TRUTHY
-from megacpp_env.runtime.catalog import PATCHES
+from megacpp_env.runtime.catalog import PATCHES, TRUTHY
 
 PTH_NAME = "megacpp_env_runtime.pth"
 _ON_PATH = "try:\\n import megacpp_env.runtime.hook as h\\nexcept ImportError:\\n pass\\nelse:\\n h.install()"

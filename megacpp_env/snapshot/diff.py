@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -213,10 +213,14 @@ def _dist(key: str, a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) ->
     rest = {"version", "record_sha256", "direct_url", "integrity", "name"} | (
         {"metadata_dir"} if new_version else set()
     )
-    ra = {x: v for x, v in a.items() if x not in rest}
-    rb = {x: v for x, v in b.items() if x not in rest}
+    ra, rb = _without(a, b, *rest)
     out += generic("python", ra, rb, severity="warning", base=f"distributions.{key}", label=name)
     return out
+
+
+def _without(a: Mapping[str, Any], b: Mapping[str, Any], *keys: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``a`` and ``b`` less ``keys``: what is left to compare generically once those are compared."""
+    return {k: v for k, v in a.items() if k not in keys}, {k: v for k, v in b.items() if k not in keys}
 
 
 def diff_python(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Finding]:
@@ -235,10 +239,8 @@ def diff_python(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Finding]:
                 message=f"python {ia.get('version')} -> {ib.get('version')}",
             )
         )
-    rest_a = {k: v for k, v in a.items() if k != "distributions"}
-    rest_b = {k: v for k, v in b.items() if k != "distributions"}
-    rest_a["interpreter"] = {k: v for k, v in ia.items() if k != "version"}
-    rest_b["interpreter"] = {k: v for k, v in ib.items() if k != "version"}
+    rest_a, rest_b = _without(a, b, "distributions")
+    rest_a["interpreter"], rest_b["interpreter"] = _without(ia, ib, "version")
     return out + generic("python", rest_a, rest_b, severity="warning")
 
 
@@ -277,75 +279,57 @@ def _checkout(name: str, a: Mapping[str, Any] | None, b: Mapping[str, Any] | Non
             )
         )
     skip = {"head", "matches_pin"} | ({"dirty", "diff_hash"} if out and b.get("dirty") else set())
-    ra = {x: v for x, v in a.items() if x not in skip}
-    rb = {x: v for x, v in b.items() if x not in skip}
+    ra, rb = _without(a, b, *skip)
     return out + generic("checkouts", ra, rb, severity="error", base=name, label=name)
 
 
 def diff_checkouts(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Finding]:
     out: list[Finding] = []
-    for name in sorted(a.keys() | b.keys()):
-        if a.get(name) != b.get(name):
-            out += _checkout(name, a.get(name), b.get(name))
+    for name, ca, cb in _changed(a, b):
+        out += _checkout(name, ca, cb)
     return out
 
 
+def _changed(a: Mapping[str, Any], b: Mapping[str, Any], key: str = "") -> Iterator[tuple[str, Any, Any]]:
+    """(name, A's entry, B's entry) for each name (under ``key`` when given) whose entry differs, in
+    name order; a missing entry is None."""
+    da, db = (a.get(key) or {}, b.get(key) or {}) if key else (a, b)
+    for name in sorted(da.keys() | db.keys()):
+        if da.get(name) != db.get(name):
+            yield name, da.get(name), db.get(name)
+
+
+def _warning(area: str, key: str, message: str) -> Finding:
+    return Finding(area=area, severity="warning", key=key, message=message)
+
+
 def diff_env(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Finding]:
-    va, vb = a.get("variables") or {}, b.get("variables") or {}
     out = [
-        Finding(
-            area="env",
-            severity="warning",
-            key=f"env.{name}",
-            message=f"env {name}: {show(va.get(name))} -> {show(vb.get(name))}",
-        )
-        for name in sorted(va.keys() | vb.keys())
-        if va.get(name) != vb.get(name)
+        _warning("env", f"env.{name}", f"env {name}: {show(va)} -> {show(vb)}")
+        for name, va, vb in _changed(a, b, "variables")
     ]
-    rest_a = {k: v for k, v in a.items() if k != "variables"}
-    rest_b = {k: v for k, v in b.items() if k != "variables"}
+    rest_a, rest_b = _without(a, b, "variables")
     return out + generic("env", rest_a, rest_b)
 
 
 def diff_runtime(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Finding]:
     out: list[Finding] = []
-    ga, gb = a.get("patch_gates") or {}, b.get("patch_gates") or {}
-    for name in sorted(ga.keys() | gb.keys()):
-        xa, xb = ga.get(name) or {}, gb.get(name) or {}
+    for name, gate_a, gate_b in _changed(a, b, "patch_gates"):
+        xa, xb = gate_a or {}, gate_b or {}
         if xa.get("value") != xb.get("value"):
             env = xb.get("env") or xa.get("env")
-            out.append(
-                Finding(
-                    area="runtime",
-                    severity="warning",
-                    key=f"runtime.patch_gates.{name}",
-                    message=f"runtime patch {name} ({env}): {show(xa.get('value'))} -> {show(xb.get('value'))}",
-                )
-            )
-    pa, pb = a.get("patches") or {}, b.get("patches") or {}
-    for name in sorted(pa.keys() | pb.keys()):
-        sa, sb = (pa.get(name) or {}).get("state"), (pb.get(name) or {}).get("state")
+            message = f"runtime patch {name} ({env}): {show(xa.get('value'))} -> {show(xb.get('value'))}"
+            out.append(_warning("runtime", f"runtime.patch_gates.{name}", message))
+    for name, xa, xb in _changed(a, b, "patches"):
+        sa, sb = (xa or {}).get("state"), (xb or {}).get("state")
         if sa != sb:
             out.append(
-                Finding(
-                    area="runtime",
-                    severity="warning",
-                    key=f"runtime.patches.{name}",
-                    message=f"runtime patch {name}: {show(sa)} -> {show(sb)}",
-                )
+                _warning("runtime", f"runtime.patches.{name}", f"runtime patch {name}: {show(sa)} -> {show(sb)}")
             )
     ha, hb = a.get("hook_files") or {}, b.get("hook_files") or {}
-    for path in sorted(ha.keys() | hb.keys()):
-        if ha.get(path) != hb.get(path):
-            state = "installed" if path not in ha else "removed" if path not in hb else "changed"
-            out.append(
-                Finding(
-                    area="runtime",
-                    severity="warning",
-                    key="runtime.hook_files",
-                    message=f"runtime hook {path}: {state}",
-                )
-            )
+    for path, _ea, _eb in _changed(ha, hb):
+        state = "installed" if path not in ha else "removed" if path not in hb else "changed"
+        out.append(_warning("runtime", "runtime.hook_files", f"runtime hook {path}: {state}"))
     return out
 
 
@@ -363,8 +347,7 @@ def diff_torch(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Finding]:
             message=f"torch: only {side} imported torch (taken with --torch); its import facts are not compared",
         )
     ]
-    rest_a = {k: v for k, v in a.items() if k != "imported"}
-    rest_b = {k: v for k, v in b.items() if k != "imported"}
+    rest_a, rest_b = _without(a, b, "imported")
     return out + generic("torch", rest_a, rest_b)
 
 
@@ -386,8 +369,7 @@ def diff_gpu(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Finding]:
             out.append(Finding(area="gpu", severity="warning", key=f"gpu.devices.{index}", message=msg))
         elif xa != xb:
             out += generic("gpu", xa, xb, base=f"devices.{index}", label=f"gpu {index} ({xb.get('name', '?')})")
-    rest_a = {k: v for k, v in a.items() if k != "devices"}
-    rest_b = {k: v for k, v in b.items() if k != "devices"}
+    rest_a, rest_b = _without(a, b, "devices")
     return out + generic("gpu", rest_a, rest_b)
 
 
@@ -400,8 +382,7 @@ def diff_system(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Finding]:
         out.append(
             Finding(area="system", severity="info", key="system.cpu_flags", message=f"cpu flags: {' '.join(change)}")
         )
-    rest_a = {k: v for k, v in a.items() if k != "cpu_flags"}
-    rest_b = {k: v for k, v in b.items() if k != "cpu_flags"}
+    rest_a, rest_b = _without(a, b, "cpu_flags")
     return out + generic("system", rest_a, rest_b)
 
 

@@ -280,14 +280,27 @@ def _copy_tree(src: Path, dest: Path) -> None:
 
 
 def _wheel(plan: SourcePlan, inputs: BuildInputs, area: Path, env: dict[str, str], say: Progress) -> Path:
-    src, out = area / "src" / plan.subdir, area / "dist"
-    argv = [str(inputs.python), "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
-            "--wheel-dir", str(out), str(src)]  # fmt: skip
-    stream(argv, cwd=src, env=env, source=plan.name, step="wheel", on_line=say)
+    src = area / "src" / plan.subdir
+
+    def run(args: list[str]) -> None:
+        stream([str(inputs.python), "-m", "pip", *args], cwd=src, env=env, source=plan.name, step="wheel", on_line=say)
+
+    return _keep_wheel(pip_wheel(src, area / "dist", run, what=plan.name), inputs.wheel_dir)
+
+
+PIP_WHEEL = ("wheel", "--no-deps", "--no-build-isolation", "--no-index")
+
+
+def pip_wheel(src: Path, out: Path, run: Callable[[list[str]], object], *, what: str) -> Path:
+    """The one wheel ``pip wheel`` builds of ``src`` into the empty directory ``out``: no dependencies,
+    no build isolation, no index (the interpreter's own build environment). ``run`` runs pip with the
+    arguments it is given. The source build and ``reproduce``'s rebuild (``repro.rebuild``) both
+    build this way."""
+    run([*PIP_WHEEL, "--wheel-dir", str(out), str(src)])
     built = sorted(out.glob("*.whl"))
     if len(built) != 1:
-        raise VerificationError(f"{plan.name}: pip wheel made {len(built)} wheels, expected exactly one")
-    return _keep_wheel(built[0], inputs.wheel_dir)
+        raise VerificationError(f"{what}: pip wheel made {len(built)} wheels, expected exactly one")
+    return built[0]
 
 
 RECORD = ".megacpp-wheels.json"  # in --wheel-dir: {file name: sha256} of the wheels this tool wrote there

@@ -39,7 +39,7 @@ from typing import Any
 from megacpp_env import git
 from megacpp_env.errors import FormatError, RefusedError, ToolError
 from megacpp_env.fsutil import atomic_write_text, staging_dir, sweep_staging
-from megacpp_env.records import read_json
+from megacpp_env.records import Table, read_json
 from megacpp_env.redact import strip_url_credentials
 
 SCHEMA = 1
@@ -103,17 +103,21 @@ def read_source_index(root: Path, source: str) -> dict[str, dict[str, Any]]:
         raise RefusedError(
             f"no mirror of source {source} in {root} (make it: `megacpp-env mirror-sources TARGET --to {root}`)"
         ) from None
-    if t.number("schema_version") != SCHEMA:
-        t.fail(f"not a schema {SCHEMA} source mirror index", "schema_version")
-    repos = t.table("repos")
     out = {}
-    for url in repos.data:
-        entry = repos.table(str(url))
+    for url, entry in _index_entries(t, "repos"):
         rel = entry.text("path", nonempty=True)
         if not _REPO_PATH.match(rel):
             entry.fail(f"expected git/<key>.git inside the source's directory, got {rel!r}", "path")
-        out[str(url)] = {"path": rel, "commits": list(entry.texts("commits"))}
+        out[url] = {"path": rel, "commits": list(entry.texts("commits"))}
     return out
+
+
+def _index_entries(t: Table, key: str, remedy: str = "") -> list[tuple[str, Table]]:
+    """The entries of a mirror index's ``key`` table (name, table), once its schema is this tool's."""
+    if t.number("schema_version") != SCHEMA:
+        t.fail(f"not a schema {SCHEMA} source mirror index" + (f" ({remedy})" if remedy else ""), "schema_version")
+    table = t.table(key)
+    return [(str(name), table.table(str(name))) for name in table.data]
 
 
 def insteadof_config(root: Path, source: str) -> dict[str, str]:
@@ -392,15 +396,8 @@ def _read_top_index(root: Path) -> dict[str, dict[str, str]]:
         t = read_json(path, MirrorFormatError)
     except FileNotFoundError:
         return {}
-    remedy = f"move {path} away and run mirror-sources again"
-    if t.number("schema_version") != SCHEMA:
-        t.fail(f"not a schema {SCHEMA} source mirror index ({remedy})", "schema_version")
-    sources = t.table("sources")
-    out = {}
-    for name in sources.data:
-        entry = sources.table(str(name))
-        out[str(name)] = {k: entry.text(k, nonempty=True) for k in ("path", "repo", "commit")}
-    return out
+    entries = _index_entries(t, "sources", f"move {path} away and run mirror-sources again")
+    return {name: {k: entry.text(k, nonempty=True) for k in ("path", "repo", "commit")} for name, entry in entries}
 
 
 def _write_top_index(root: Path, requests: Sequence[MirrorRequest]) -> None:

@@ -274,14 +274,11 @@ def _read(t: Table) -> SourcePlan:
         t.fail(f"unsupported schema_version {t.data['schema_version']!r} (this tool reads {SCHEMA})", "schema_version",
                remedy=REMEDY)  # fmt: skip
     install = _match(t, "install", re.compile("^(wheel|path)$"), "'wheel' or 'path'")
+    target = t.text("target", nonempty=True)
     return SourcePlan(
-        target=t.text("target", nonempty=True),
-        name=_match(t, "name", NAME_RE, "a source name"),
+        target=target,
+        **_pin(t),
         dist=_match(t, "dist", _DIST_RE, "a checkout directory name"),
-        repo=_line(t, "repo", nonempty=True),
-        commit=_match(t, "commit", SHA_RE, "a 40-hex commit SHA"),
-        ref=_line(t, "ref"),
-        submodules=t.flag("submodules"),
         install=install,
         overlay=_match(t, "overlay", _OVERLAY_RE, "an overlay name or empty"),
         subdir=_match(t, "subdir", _SUBDIR_RE, "a relative directory or empty"),
@@ -369,14 +366,23 @@ def _bounded(t: Table, key: str, low: int, high: int) -> int:
     return value
 
 
+def _pin(t: Table) -> dict[str, Any]:
+    """What a source's plan and a fetch's share: the pinned repository (name, repo, commit, ref,
+    submodules), each checked."""
+    return {
+        "name": _match(t, "name", NAME_RE, "a source name"),
+        "repo": _line(t, "repo", nonempty=True),
+        "commit": _match(t, "commit", SHA_RE, "a 40-hex commit SHA"),
+        "ref": _line(t, "ref"),
+        "submodules": t.flag("submodules"),
+    }
+
+
 def _read_fetch(t: Table) -> FetchPlan:
     t.only(_FETCH_KEYS)
+    env = _match(t, "env", ENV_RE, "an environment variable name")
     return FetchPlan(
-        env=_match(t, "env", ENV_RE, "an environment variable name"),
-        name=_match(t, "name", NAME_RE, "a source name"),
-        repo=_line(t, "repo", nonempty=True),
-        commit=_match(t, "commit", SHA_RE, "a 40-hex commit SHA"),
-        ref=_line(t, "ref"),
-        submodules=t.flag("submodules"),
+        env=env,
+        **_pin(t),
         subdir=_match(t, "subdir", _SUBDIR_RE, "a relative directory or empty") if t.has("subdir") else "",
     )
