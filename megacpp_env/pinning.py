@@ -206,6 +206,18 @@ class PinOutcome:
         """``check``: the bases that are unpinned or whose tag moved."""
         return tuple(r for r in self.results if r.status != OK) if self.check else ()
 
+    def check_lines(self) -> list[str]:
+        """``--check``'s report: one line per base image (drift, unpinned or ok)."""
+        out = []
+        for r in self.results:
+            if r.status == MOVED:
+                out.append(f"drift: {moved_message(self.spec, r)}")
+            elif r.status == UNPINNED:
+                out.append(f"unpinned: {unpinned_message(self.spec, r)}")
+            else:
+                out.append(f"{r.entry.where(self.spec)}: ok: {r.entry.image} (the tag still names the pinned digest)")
+        return out
+
 
 def pin_and_render(
     spec: Spec, name: str, platforms: tuple[str, ...] = (), *, check_only: bool = False,

@@ -55,18 +55,12 @@ def _report_pin(outcome: PinOutcome, as_json: bool) -> None:
 
 
 def _report_check(outcome: PinOutcome, as_json: bool) -> int:
-    from megacpp_env import pinning
     from megacpp_env.ui import print_json
 
     spec, bad = outcome.spec, outcome.bad
     if as_json:
         print_json({"spec": str(spec.path), "ok": not bad, "pins": [r.to_dict() for r in outcome.results]})
         return 1 if bad else 0
-    for r in outcome.results:
-        if r.status == pinning.MOVED:
-            print(f"drift: {pinning.moved_message(spec, r)}")
-        elif r.status == pinning.UNPINNED:
-            print(f"unpinned: {pinning.unpinned_message(spec, r)}")
-        else:
-            print(f"{r.entry.where(spec)}: ok: {r.entry.image} (the tag still names the pinned digest)")
+    for line in outcome.check_lines():
+        print(line)
     return 1 if bad else 0
