@@ -198,9 +198,17 @@ def registry_modules(text: str) -> list[str]:
     return out
 
 
+def package_names_in(text: str) -> list[str]:
+    """Every string constant in ``text`` that names a module of the package (a lazy-name table)."""
+    return sorted({n.value for n in ast.walk(ast.parse(text))
+                   if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.startswith(PACKAGE + ".")})  # fmt: skip
+
+
 # module -> what its unreadable importlib loads may load, from the sources
 DYNAMIC_LOADS: dict[str, Callable[[dict[str, str]], list[str]]] = {
     f"{PACKAGE}.snapshot.registry": lambda sources: registry_modules(sources[f"{PACKAGE}.snapshot.registry"]),
+    # PEP 562 lazy names: the modules named in ``_HOME`` and its default, all string constants there
+    f"{PACKAGE}.spec": lambda sources: package_names_in(sources[f"{PACKAGE}.spec"]),
     # imports the modules a target's sanity checks name (torch, ...) in the environment under test
     f"{PACKAGE}.sanity": lambda sources: [],
 }
@@ -295,9 +303,8 @@ def circles(sources: dict[str, str]) -> list[tuple[str, ...]]:
 
 # Circles that other work in flight removes. Each entry is a whole circle as ``circles`` reports it.
 PENDING_CIRCLES: tuple[tuple[str, ...], ...] = (
-    # removed by the lead when h20 lands (snapshot context <-> envvars <-> python_env)
-    ("megacpp_env.snapshot.context", "megacpp_env.snapshot.envvars", "megacpp_env.snapshot.python_env"),
-    # removed by the lead when h20 lands (snapshot/registry.py loads its collectors, which import Parts from it)
+    # removed by the lead when h20 lands (snapshot/registry.py loads its collectors by importlib, and
+    # gpu, scheduler and system import Parts from it: Parts moves into a module of its own)
     ("megacpp_env.snapshot.gpu", "megacpp_env.snapshot.registry", "megacpp_env.snapshot.scheduler",
      "megacpp_env.snapshot.system"),
 )  # fmt: skip

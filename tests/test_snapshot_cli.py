@@ -98,3 +98,18 @@ def test_ignore_and_paths_are_repeatable(tmp_path):
     argv = ["doctor", "--paths", "a", "--paths", "b", "smoke"]
     args = build_parser(argv).parse_args(argv)
     assert (args.target, [str(p) for p in args.paths]) == ("smoke", ["a", "b"])
+
+
+def test_timings_say_where_the_time_went(cli, tmp_path, capsys, snap_venv):
+    """``--timings``: process start to snapshot, each collector (the slowest named as the critical
+    path), the integrity counts and the whole process, on stderr; the document is unchanged."""
+    from megacpp_env.snapshot import registry
+
+    out = tmp_path / "snap.json"
+    assert cli("--timings", "-o", str(out)) == 0
+    err = capsys.readouterr().err
+    doc = json.loads(out.read_text())
+    areas = {k: v for k, v in doc["timing"].items() if isinstance(v, (int, float)) and k not in ("total", "probe")}
+    assert f"(critical path: {max(areas, key=lambda k: areas[k])})" in err
+    assert all(f"    {area} " in err for area in registry.areas())
+    assert "process start to snapshot" in err and "process, all told" in err and "integrity: " in err

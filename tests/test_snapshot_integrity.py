@@ -177,3 +177,28 @@ def test_cache_is_one_marshal_file_per_unit(snap_options, tmp_path):
     (cache,) = (tmp_path / "cache").glob("record-hashes-*")
     names = sorted(p.suffix for p in cache.iterdir())
     assert set(names) == {".bin", ".json"} and names.count(".json") == 1  # plan.json and the units
+
+
+def test_the_planner_deals_work_by_bytes_not_rows():
+    """Two distributions of 10 rows each: one holds a 2 GiB library, the other ten small files;
+    500 rows of small files in a third. Dealt to two workers, the big library goes alone."""
+    from megacpp_env.snapshot import integrity
+
+    def record(key: str, rows: list[tuple[str, int]]) -> integrity.DistRecord:
+        text = "".join(f"{path},sha256=x,{size}\n" for path, size in rows)
+        return integrity.DistRecord.from_text(key, f"/site/{key}.dist-info", text.encode())
+
+    big = record("big", [("big/lib/libhuge.so", 2 << 30), *((f"big/lib/f{i}.py", 100) for i in range(9))])
+    small = record("small", [(f"small/f{i}.py", 100) for i in range(10)])
+    many = record("many", [(f"many/f{i}.py", 100) for i in range(500)])
+    assert big.lines == 10 and big.heavy[""] == big.heavy["big/lib"] == (2 << 30) // integrity.BYTES_PER_ROW
+    groups = integrity.group_records([big, small, many])
+    shards = integrity.deal(groups, 2)
+    alone = next(s for s in shards if any(u.only == ("big/lib",) for u in s))
+    assert [u.only for u in alone] == [("big/lib",)]  # by rows it would have shared with "many"
+    # with every unit cached (a repeat: a stat per row), rows decide: "many" goes alone
+    warm = integrity.deal(groups, 2, warm=lambda _unit: True)
+    assert [u.group.dists[0].key for u in next(s for s in warm if any(u.group.dists[0].key == "many" for u in s))] == [
+        "many"
+    ]
+    assert {u.id for s in warm for u in s} == {u.id for s in shards for u in s}  # the same units: the same cache files

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -71,15 +72,16 @@ def start(ctx):
 
 @pytest.fixture
 def extra_collectors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """One new module (outside the package) and one registration each: nothing else changes."""
-    pkg = tmp_path / "probe_pkg"
-    pkg.mkdir()
-    (pkg / "__init__.py").write_text("")
-    (pkg / "collector.py").write_text(COLLECTOR_MODULE)
-    monkeypatch.syspath_prepend(str(tmp_path))
+    """One new module of the snapshot package (its search path extended to a temporary directory,
+    the source tree untouched) and one registration each: nothing else changes."""
+    import megacpp_env.snapshot
+
+    (tmp_path / "probe_collector.py").write_text(COLLECTOR_MODULE)
+    monkeypatch.setattr(megacpp_env.snapshot, "__path__", [*megacpp_env.snapshot.__path__, str(tmp_path)])
+    monkeypatch.delitem(sys.modules, "megacpp_env.snapshot.probe_collector", raising=False)
     extra = (
-        Collector(area="probe", module="probe_pkg.collector", timeout=60.0, severity="error"),
-        Collector(area="unhashed", module="probe_pkg.collector", timeout=60.0, severity="info", hashed=False),
+        Collector(area="probe", module="probe_collector", timeout=60.0, severity="error"),
+        Collector(area="unhashed", module="probe_collector", timeout=60.0, severity="info", hashed=False),
     )
     monkeypatch.setattr(registry, "COLLECTORS", (*registry.COLLECTORS, *extra))
 
@@ -131,3 +133,9 @@ def test_diff_severity_and_order_come_from_the_registry() -> None:
         ("system", "info"),
     ]
     assert registry.severity_of("system") == "info" and registry.severity_of("host") == "note"
+
+
+@pytest.mark.parametrize("module", ["os.path", "probe_pkg.collector", "megacpp_env.lock.pylock", "../evil", "", "Gpu"])
+def test_a_collector_loads_only_a_module_of_the_snapshot_package(module) -> None:
+    with pytest.raises(ValueError, match=r"not a module name of megacpp_env\.snapshot"):
+        Collector(area="x", module=module, timeout=1.0, severity="info")

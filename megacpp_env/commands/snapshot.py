@@ -12,16 +12,17 @@ check against) is checked before the snapshot is taken.
 from __future__ import annotations
 
 import argparse
-import functools
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING
 
 from megacpp_env.commands._common import add_ignore, add_json, add_python, checked_python, load_optional, take
 
 if TYPE_CHECKING:
-    from megacpp_env.repro.export import ExportedLock
     from megacpp_env.snapshot.document import Snapshot
+    from megacpp_env.spec.model import Spec
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -55,56 +56,49 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "default: the git work tree of the working directory",
     )  # fmt: skip
     parser.add_argument("--schema", action="store_true", help="print the JSON Schema of the snapshot document and exit")
+    parser.add_argument("--timings", action="store_true", help="print where the time went (per collector) to stderr")
 
 
 def run(args: argparse.Namespace) -> int:
-    from megacpp_env.repro.export import check_lock_path, export_lock
-    from megacpp_env.snapshot import golden
-    from megacpp_env.snapshot.document import check_output, json_schema, write_snapshot
-    from megacpp_env.snapshot.repo import check_repo
-    from megacpp_env.snapshot.report import render, render_summary
+    from megacpp_env.repro.session import SnapshotRequest, session
+    from megacpp_env.snapshot.proc import process_age
     from megacpp_env.ui import QUIET, settings
 
+    started, clock = process_age(), time.perf_counter()
     if args.schema:
+        from megacpp_env.snapshot.document import json_schema
+
         sys.stdout.write(json_schema())
         return 0
     python = checked_python(args.python)
-    args.repo = check_repo(args.repo) if args.repo is not None else None
-    output = check_output(args.output) if args.output else None
-    lock_file = check_lock_path(args.export_lock) if args.export_lock else None
-    loader = functools.cache(lambda: load_optional(args))
-    gold = golden.prepare(store=args.golden, check=args.check_golden, directory=args.golden_dir, spec=loader)
-    snap = take(args, python, load_spec=loader)
-    spec = loader()  # cached; raises here if the spec is broken
-    if output is not None:
-        write_snapshot(snap, output)
+
+    def taker(repo: Path | None, load_spec: Callable[[], Spec | None]) -> Snapshot:
+        return take(argparse.Namespace(**{**vars(args), "repo": repo}), python, load_spec=load_spec)
+
+    done = session(
+        SnapshotRequest(
+            take=taker, load_spec=lambda: load_optional(args), repo=args.repo, output=args.output,
+            export_lock=args.export_lock, golden=args.golden, check_golden=args.check_golden,
+            golden_dir=args.golden_dir, ignore=tuple(args.ignore),
+        )
+    )  # fmt: skip
+    out = sys.stderr if args.json else sys.stdout
     if args.json:
-        sys.stdout.write(snap.to_json())
-    exported = export_lock(snap, lock_file) if lock_file is not None else None
-    if exported is not None:
-        print(f"lock of this environment written: {lock_file}", file=sys.stderr if args.json else sys.stdout)
-    if args.golden and gold is not None:
-        _store_golden(snap, gold.directory, args.golden, exported, sys.stderr if args.json else sys.stdout)
+        sys.stdout.write(done.snapshot.to_json())
+    for note in done.notes:
+        print(note, file=out)
     if not args.json and settings().verbosity > QUIET:
-        sys.stdout.write(render_summary(snap))
-    if gold is None or gold.reference is None:
+        from megacpp_env.snapshot.report import render_summary
+
+        sys.stdout.write(render_summary(done.snapshot))
+    if args.timings:
+        from megacpp_env.snapshot.report import render_timings
+
+        total = None if started is None else started + time.perf_counter() - clock
+        sys.stderr.write(render_timings(done.snapshot, started=started, total=total))
+    if done.report is None:
         return 0
-    ignore = golden.ignore_patterns(args.ignore, spec)
-    report = golden.check_golden(snap, gold.reference, args.check_golden, ignore=ignore)
-    (sys.stderr if args.json else sys.stdout).write(render(report, "text"))
-    return 1 if report.drift else 0
+    from megacpp_env.snapshot.report import render
 
-
-def _store_golden(snap: Snapshot, directory: Path, name: str, exported: ExportedLock | None, out: TextIO) -> None:
-    """The golden document, then its capture (diffs, untracked files, distributions) beside it."""
-    from megacpp_env.repro.capture import store_capture
-    from megacpp_env.snapshot import golden
-
-    path, _changed = golden.store_golden(snap, directory, name)
-    artifacts = exported.artifacts if exported else None
-    capture_file, capture = store_capture(
-        snap, path, name, artifacts=artifacts, artifacts_from=exported.path if exported else ""
-    )
-    print(f"golden {name} stored: {path} (capture: {capture_file})", file=out)
-    for problem in capture.problems:
-        print(f"  not captured: {problem}", file=out)
+    out.write(render(done.report, "text"))
+    return 1 if done.report.drift else 0

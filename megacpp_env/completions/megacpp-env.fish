@@ -296,6 +296,7 @@ complete -c megacpp-env -n '_shtab_megacpp_env_using snapshot' -l no-cache -d 'r
 complete -c megacpp-env -n '_shtab_megacpp_env_using snapshot' -l export-lock -x -d 'also write a PEP 751 lock (pylock.toml or pylock.NAME.toml) of the distributions this box runs'
 complete -c megacpp-env -n '_shtab_megacpp_env_using snapshot' -l repo -x -d 'the training repository to record (commit, dirty state, diff digest; not in the digest); default: the git work tree of the working directory'
 complete -c megacpp-env -n '_shtab_megacpp_env_using snapshot' -l schema -d 'print the JSON Schema of the snapshot document and exit'
+complete -c megacpp-env -n '_shtab_megacpp_env_using snapshot' -l timings -d 'print where the time went (per collector) to stderr'
 complete -c megacpp-env -n '_shtab_megacpp_env_using; and test $_shtab_megacpp_env_npos -eq 0' -a diff -d 'explain drift between two snapshots'
 complete -c megacpp-env -n '_shtab_megacpp_env_using diff' -s h -l help -d 'show this help message and exit'
 complete -c megacpp-env -n '_shtab_megacpp_env_using diff' -l spec -x -d 'the stack spec (default: $MEGACPP_ENV_SPEC, else the nearest stack.yaml here or in a parent directory)'

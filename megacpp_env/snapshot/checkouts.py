@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from megacpp_env.errors import MegacppEnvError
 from megacpp_env.snapshot import checkout_cache
-from megacpp_env.snapshot.envvars import Scrubber
+from megacpp_env.snapshot.scrub import Scrubber
 
 if TYPE_CHECKING:
     from megacpp_env.snapshot.context import Context

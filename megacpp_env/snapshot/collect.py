@@ -18,9 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 from megacpp_env import __version__
 from megacpp_env.errors import MegacppEnvError
-from megacpp_env.snapshot import envvars, probe_cache, python_env, registry, system, torch_facts
+from megacpp_env.snapshot import probe_cache, python_env, registry, system, torch_facts
 from megacpp_env.snapshot.context import Context, SnapshotOptions, default_cache_dir, in_thread, usable_cpus
 from megacpp_env.snapshot.document import Snapshot
+from megacpp_env.snapshot.scrub import Scrubber
 
 if TYPE_CHECKING:
     from megacpp_env.spec.model import Spec
@@ -138,7 +139,7 @@ def _context(opts: SnapshotOptions) -> Context:
         environ=environ,
         python=python,
         python_reason=chosen.reason,
-        scrubber=envvars.Scrubber(environ),
+        scrubber=Scrubber(environ),
         probe=in_thread(probe_cache.run_probe, python, environ, _cache_dir(opts, environ)),
         spec=_once(opts),
     )

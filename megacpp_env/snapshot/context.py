@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
-    from megacpp_env.snapshot.envvars import Scrubber
-    from megacpp_env.snapshot.python_env import Probe
+    from megacpp_env.snapshot.probe import Probe
+    from megacpp_env.snapshot.scrub import Scrubber
     from megacpp_env.spec.model import Spec
 
 T = TypeVar("T")

@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING
 
 from megacpp_env.errors import SpecError, VerificationError
 from megacpp_env.fsutil import write_output
-from megacpp_env.snapshot.diff import DiffReport, diff_snapshots
 from megacpp_env.snapshot.document import Snapshot, load_snapshot
 
 if TYPE_CHECKING:
+    from megacpp_env.snapshot.diff import DiffReport
     from megacpp_env.spec.model import Spec
 
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
@@ -62,6 +62,8 @@ def load_golden(directory: Path, name: str) -> Snapshot:
 
 
 def check_golden(snapshot: Snapshot, golden: Snapshot, name: str, *, ignore: Sequence[str] = ()) -> DiffReport:
+    from megacpp_env.snapshot.diff import diff_snapshots  # only a check needs it (import time on the plain path)
+
     return diff_snapshots(golden, snapshot, ignore=ignore, a_label=f"golden {name}", b_label="live")
 
 

@@ -46,12 +46,15 @@ def numa_node(bus_id: str | None, devices: Path = PCI_DEVICES) -> int | None:
     return node if node >= 0 else None
 
 
-def read_nvml() -> dict[str, Any]:
+NVML_CACHE = "nvml-fixed.json"  # in the hash cache directory: the GPUs' facts no setting changes (nvml.FIXED)
+
+
+def read_nvml(cache_dir: Path | None = None) -> dict[str, Any]:
     import pynvml  # loads libnvidia-ml.so.1 on nvmlInit
 
     from megacpp_env.snapshot import nvml
 
-    return nvml.read(pynvml)
+    return nvml.read(pynvml, cache_dir / NVML_CACHE if cache_dir is not None else None)
 
 
 def read_smi() -> dict[str, Any]:
@@ -85,10 +88,10 @@ def finish(raw: dict[str, Any], *, nvml_error: str = "") -> Parts:
     return Parts(facts=facts, live=live)
 
 
-def collect() -> Parts:
+def collect(cache_dir: Path | None = None) -> Parts:
     """NVML, else nvidia-smi (see the module docstring for what no GPU and a failure record)."""
     try:
-        return finish(read_nvml())
+        return finish(read_nvml(cache_dir))
     except ImportError:
         reason, no_driver = "nvml: nvidia-ml-py not installed", True
     except Exception as exc:  # NVMLError subclasses vary by version; any failure falls back
@@ -106,4 +109,4 @@ def collect() -> Parts:
 
 
 def start(ctx: Context) -> Callable[[], Parts]:
-    return collect
+    return lambda: collect(ctx.cache_dir)

@@ -12,6 +12,7 @@ Files directly in a site directory that no RECORD names are reported as unowned 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -19,7 +20,7 @@ import re
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,13 +47,14 @@ class DistRecord:
     tops: frozenset[str]  # top-level names under the site directory
     lines: int
     subdirs: dict[str, int]  # "top/sub" -> lines under it
+    heavy: dict[str, int]  # "top/sub" ("" for all) -> bytes recorded under it / BYTES_PER_ROW
 
     @property
     def text(self) -> str:
         return Path(self.dist_info, "RECORD").read_bytes().decode("utf-8", errors="replace")
 
     def to_plan(self, stat: list[int]) -> list[Any]:
-        return [stat, self.sha256, sorted(self.tops), self.lines, self.subdirs]
+        return [stat, self.sha256, sorted(self.tops), self.lines, self.subdirs, self.heavy]
 
     @classmethod
     def from_text(cls, key: str, dist_info: str, data: bytes) -> DistRecord:
@@ -60,6 +62,14 @@ class DistRecord:
         subdirs: dict[str, int] = {}
         for prefix in SECOND_RE.findall(text):
             subdirs[prefix] = subdirs.get(prefix, 0) + 1
+        heavy = {"": 0}  # hashing time goes with bytes, not rows: the big files' weight, by subdirectory
+        for big in BIG_RE.finditer(text):  # a search for ",<5+ digits>" at a line's end: no per-line parse
+            n = int(big.group(1)) // BYTES_PER_ROW
+            if n:
+                heavy[""] += n
+                sub = SECOND_RE.match(text, text.rfind("\n", 0, big.start()) + 1, big.start())
+                if sub is not None:
+                    heavy[sub.group(1)] = heavy.get(sub.group(1), 0) + n
         return cls(
             key=key,
             dist_info=dist_info,
@@ -68,6 +78,7 @@ class DistRecord:
             tops=_tops(text),
             lines=text.count("\n"),
             subdirs=subdirs,
+            heavy=heavy,
         )
 
 
@@ -82,23 +93,40 @@ class Group:
     def weight(self) -> int:
         return sum(d.lines for d in self.dists)
 
+    @property
+    def cost(self) -> int:
+        """Rows plus bytes (in rows): what hashing the group from an empty cache costs."""
+        return self.weight + sum(d.heavy.get("", 0) for d in self.dists)
+
     def units(self, target: int) -> list[Unit]:
-        """The group as one unit of work, or, when heavier than ``target`` (torch: ~15,000 files),
-        one unit per big second-level directory plus the rest, so no worker is the long pole."""
-        weight = self.weight
-        if weight <= target:
-            return [Unit(id=self.id, group=self, weight=weight)]
-        counts: dict[str, int] = {}
+        """The group as one unit of work, or, when costlier than ``target`` (torch: ~15,000 files,
+        the CUDA libraries: gigabytes), one unit per big second-level directory plus the rest, so
+        no worker is the long pole."""
+        if self.cost <= target:
+            return [Unit(id=self.id, group=self, weight=self.weight, heavy=self.cost - self.weight)]
+        counts: dict[str, list[int]] = {}
         for d in self.dists:
             for prefix, n in d.subdirs.items():
-                counts[prefix] = counts.get(prefix, 0) + n
-        chosen = sorted(p for p, n in counts.items() if n >= SPLIT_MIN)
+                counts.setdefault(prefix, [0, 0])[0] += n
+            for prefix, n in d.heavy.items():
+                if prefix:
+                    counts.setdefault(prefix, [0, 0])[1] += n
+        chosen = sorted(p for p, (rows, heavy) in counts.items() if rows + heavy >= SPLIT_MIN)
         units = [
-            Unit(id=f"{self.id}-{hashlib.sha256(p.encode()).hexdigest()[:8]}", group=self, only=(p,), weight=counts[p])
+            Unit(
+                id=f"{self.id}-{hashlib.sha256(p.encode()).hexdigest()[:8]}",
+                group=self,
+                only=(p,),
+                weight=counts[p][0],
+                heavy=counts[p][1],
+            )
             for p in chosen
         ]
-        rest = weight - sum(u.weight for u in units)
-        return [*units, Unit(id=f"{self.id}-rest", group=self, exclude=tuple(chosen), weight=rest)]
+        rest, rest_heavy = (
+            self.weight - sum(u.weight for u in units),
+            self.cost - self.weight - sum(u.heavy for u in units),
+        )
+        return [*units, Unit(id=f"{self.id}-rest", group=self, exclude=tuple(chosen), weight=rest, heavy=rest_heavy)]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -107,7 +135,8 @@ class Unit:
 
     id: str
     group: Group
-    weight: int
+    weight: int  # rows: the cost with a warm cache (a stat each)
+    heavy: int = 0  # bytes recorded / BYTES_PER_ROW: the extra cost of hashing them
     only: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
 
@@ -134,8 +163,12 @@ def report_dict(raw: dict[str, Any]) -> dict[str, Any]:
 
 
 SECOND_RE = re.compile(r'^"?([^/,\n"]+/[^/,\n"]+)/', re.MULTILINE)  # a top-level dir's subdirectory
+BIG_RE = re.compile(r",(\d{5,})\r?$", re.MULTILINE)  # a row's size, when it has 5 digits or more
+# A row's cost is about that of hashing 32 KiB (open, fstat, stat against the cache): the planner
+# deals work by cost, so a worker holding the big CUDA libraries gets fewer of them.
+BYTES_PER_ROW = 32 << 10
 SPLIT_MIN = 400
-PLAN_FILE = "plan.json"
+PLAN_FILE = "plan-2.json"  # plan.json held row counts only
 TOP_RE = re.compile(r'^"?([^/,\n"]+)', re.MULTILINE)
 
 
@@ -177,6 +210,7 @@ def read_records(dists: Sequence[tuple[str, str]], plan_file: Path | None = None
                 tops=frozenset(hit[2]),
                 lines=hit[3],
                 subdirs=hit[4],
+                heavy=hit[5],
             )
         else:
             try:
@@ -230,16 +264,20 @@ def group_records(records: Sequence[DistRecord]) -> list[Group]:
     return sorted(groups, key=lambda g: g.id)
 
 
-def deal(groups: Sequence[Group], workers: int) -> list[list[Unit]]:
-    """Split heavy groups, then longest-processing-time first: heaviest unit to the lightest shard."""
-    target = max(SPLIT_MIN, sum(g.weight for g in groups) // max(1, workers))
+def deal(groups: Sequence[Group], workers: int, warm: Callable[[str], bool] | None = None) -> list[list[Unit]]:
+    """Split costly groups (by their cost from an empty cache, so a unit's id, its cache file's name,
+    does not depend on the cache), then longest-processing-time first: costliest unit to the
+    lightest shard. A unit ``warm`` says is cached costs its rows (a stat each), any other its
+    rows and its bytes."""
+    target = max(SPLIT_MIN, sum(g.cost for g in groups) // max(1, workers))
     units = [u for g in groups for u in g.units(target)]
+    cost = {u.id: u.weight + (0 if warm is not None and warm(u.id) else u.heavy) for u in units}
     shards: list[list[Unit]] = [[] for _ in range(max(1, min(workers, len(units))))]
     loads = [0] * len(shards)
-    for unit in sorted(units, key=lambda u: (-u.weight, u.id)):
+    for unit in sorted(units, key=lambda u: (-cost[u.id], u.id)):
         i = loads.index(min(loads))
         shards[i].append(unit)
-        loads[i] += unit.weight
+        loads[i] += cost[unit.id]
     return [s for s in shards if s]
 
 
@@ -306,12 +344,23 @@ def unowned(records: Sequence[DistRecord]) -> dict[str, list[str]]:
 
 
 def _jobs(shards: list[list[Unit]], cache_dir: Path | None, cpus: int) -> list[tuple[list[str], str]]:
-    threads = max(2, (2 * cpus) // max(1, len(shards)))
+    # more threads than a worker's share of the cores: a worker left with the last big libraries
+    # hashes them on the cores the finished workers left idle
+    threads = max(4, (2 * cpus) // max(1, len(shards)))
     argv = [sys.executable, "-I", "-S", str(WORKER)]
     cache = str(cache_dir) if cache_dir else None
     return [
         (argv, json.dumps({"groups": [g.to_job() for g in s], "cache_dir": cache, "threads": threads})) for s in shards
     ]
+
+
+def _cached_units(cache_dir: Path | None) -> Callable[[str], bool]:
+    """Whether a unit has a hash cache file (then its files are mostly stat-ed, not hashed)."""
+    names: frozenset[str] = frozenset()
+    if cache_dir is not None:
+        with contextlib.suppress(OSError):
+            names = frozenset(p.stem for p in cache_dir.iterdir() if p.suffix == ".bin")
+    return names.__contains__
 
 
 def verify(
@@ -327,7 +376,7 @@ def verify(
     start = time.perf_counter()
     records = read_records(dists, cache_dir / PLAN_FILE if cache_dir else None)
     seconds: dict[str, float] = {"read_records": round(time.perf_counter() - start, 3), "worker_max": 0.0}
-    shards = deal(group_records(records), workers)
+    shards = deal(group_records(records), workers, _cached_units(cache_dir))
     raw: dict[str, dict[str, Any]] = {}
     stats: dict[str, Any] = {"files": 0, "hashed": 0, "cache_hits": 0, "bytes_hashed": 0, "walked": 0}
     stats["workers"] = len(shards)

@@ -2,13 +2,28 @@
 units, one record per GPU (see ``gpu_facts``, which turns it into snapshot facts). The only module
 that calls NVML. A query the GPU or driver does not support leaves its key out; only NVML itself
 failing (no library, no driver) raises.
+
+The facts no setting can change (``FIXED``: model, PCI address, compute capability, cores, SMs,
+maximum clocks and PCIe link, the topology) may be kept in a cache file, keyed by the driver
+version, the kernel's boot id and every GPU's UUID: a new driver, a reboot or another set of GPUs
+reads them again. Everything ``nvidia-smi`` can set (power limit, application clocks, persistence,
+compute, ECC and MIG modes, NVLink state) and the live readings are read on every call.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+from megacpp_env.fsutil import atomic_write_text
+
+BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
+CACHE_FORMAT = 1
+FIXED = ("name", "pci_bus_id", "cuda_capability", "num_gpu_cores", "multiprocessor_count", "max_clock_mhz",
+         "pcie_max_link_gen", "pcie_max_link_width")  # fmt: skip
 CLOCKS = {"graphics": "NVML_CLOCK_GRAPHICS", "sm": "NVML_CLOCK_SM", "memory": "NVML_CLOCK_MEM"}
 
 
@@ -66,37 +81,36 @@ class Reader:
         return links
 
 
-def _identity(r: Reader, handle: Any, index: int) -> dict[str, Any]:
-    nvml = r.nvml
+def read_fixed(r: Reader, handle: Any) -> dict[str, Any]:
+    """The ``FIXED`` facts of one GPU: what it is, which no setting changes."""
     pci = r.get("nvmlDeviceGetPciInfo", handle)
-    mem = r.get("nvmlDeviceGetMemoryInfo", handle)
     attrs = r.get("nvmlDeviceGetAttributes_v2", handle)  # NVML documents it for MIG handles only
     cap = r.get("nvmlDeviceGetCudaComputeCapability", handle)
     return {
-        "index": index,
-        "name": text(nvml.nvmlDeviceGetName(handle)),
-        "uuid": text(nvml.nvmlDeviceGetUUID(handle)),
+        "name": text(r.nvml.nvmlDeviceGetName(handle)),
         "pci_bus_id": text(pci.busId) if pci is not None else None,
         "cuda_capability": [int(cap[0]), int(cap[1])] if cap is not None else None,
-        "memory_total_bytes": int(mem.total) if mem is not None else None,
-        "memory_used_bytes": int(mem.used) if mem is not None else None,
         "num_gpu_cores": r.get("nvmlDeviceGetNumGpuCores", handle),
         "multiprocessor_count": getattr(attrs, "multiprocessorCount", None),
+        "max_clock_mhz": r.clocks("nvmlDeviceGetMaxClockInfo", handle, ("graphics", "sm", "memory")),
+        "pcie_max_link_gen": r.get("nvmlDeviceGetMaxPcieLinkGeneration", handle),
+        "pcie_max_link_width": r.get("nvmlDeviceGetMaxPcieLinkWidth", handle),
     }
 
 
 def _configuration(r: Reader, handle: Any) -> dict[str, Any]:
+    """What can be set without a new driver, a reboot or another GPU: read every time."""
+    mem = r.get("nvmlDeviceGetMemoryInfo", handle)
     return {
+        "memory_total_bytes": int(mem.total) if mem is not None else None,
+        "memory_used_bytes": int(mem.used) if mem is not None else None,
         "power_limit_mw": r.get("nvmlDeviceGetEnforcedPowerLimit", handle),
         "power_default_limit_mw": r.get("nvmlDeviceGetPowerManagementDefaultLimit", handle),
         "applications_clock_mhz": r.clocks("nvmlDeviceGetApplicationsClock", handle, ("graphics", "memory")),
-        "max_clock_mhz": r.clocks("nvmlDeviceGetMaxClockInfo", handle, ("graphics", "sm", "memory")),
         "ecc_mode": r.pair("nvmlDeviceGetEccMode", handle),
         "mig_mode": r.pair("nvmlDeviceGetMigMode", handle),
         "persistence_mode": r.get("nvmlDeviceGetPersistenceMode", handle),
         "compute_mode": r.get("nvmlDeviceGetComputeMode", handle),
-        "pcie_max_link_gen": r.get("nvmlDeviceGetMaxPcieLinkGeneration", handle),
-        "pcie_max_link_width": r.get("nvmlDeviceGetMaxPcieLinkWidth", handle),
         "nvlink": r.nvlink(handle),
     }
 
@@ -116,8 +130,11 @@ def _live(r: Reader, handle: Any) -> dict[str, Any]:
     }
 
 
-def read_device(r: Reader, handle: Any, index: int) -> dict[str, Any]:
-    raw = {**_identity(r, handle, index), **_configuration(r, handle), **_live(r, handle)}
+def read_device(r: Reader, handle: Any, index: int, fixed: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One GPU's raw record; ``fixed`` (its ``FIXED`` facts from the cache) spares those queries."""
+    uuid = text(r.nvml.nvmlDeviceGetUUID(handle))
+    known = read_fixed(r, handle) if fixed is None else fixed
+    raw = {"index": index, "uuid": uuid, **known, **_configuration(r, handle), **_live(r, handle)}
     return {k: v for k, v in raw.items() if v not in (None, {}, [])}
 
 
@@ -132,20 +149,56 @@ def read_topology(r: Reader, handles: list[Any]) -> dict[str, int]:
     return out
 
 
-def read(nvml: Any) -> dict[str, Any]:
+def _boot_id(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="ascii").strip() or None
+    except (OSError, ValueError):
+        return None
+
+
+def _load_fixed(cache_file: Path, key: dict[str, Any]) -> dict[str, Any] | None:
+    """The cached ``FIXED`` facts when the file holds them for exactly ``key``, else None."""
+    try:
+        stored = json.loads(cache_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(stored, dict) or stored.get("key") != key or not isinstance(stored.get("fixed"), dict):
+        return None
+    fixed: dict[str, Any] = stored["fixed"]
+    devices = fixed.get("devices")
+    ok = isinstance(devices, list) and len(devices) == len(key["uuids"]) and all(isinstance(d, dict) for d in devices)
+    return fixed if ok and isinstance(fixed.get("topology"), dict) else None
+
+
+def read(nvml: Any, cache_file: Path | None = None, boot_id_file: Path = BOOT_ID) -> dict[str, Any]:
     """The raw reading of every GPU NVML sees. Raises whatever ``nvmlInit`` raises (no library, no
-    driver); the caller decides what that means."""
+    driver); the caller decides what that means. With ``cache_file``, the ``FIXED`` facts are read
+    from it while the driver, the boot id and the GPUs' UUIDs match, and stored there otherwise."""
     nvml.nvmlInit()
     try:
         r = Reader(nvml)
         handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(int(nvml.nvmlDeviceGetCount()))]
-        cuda = r.get("nvmlSystemGetCudaDriverVersion")
+        driver = text(nvml.nvmlSystemGetDriverVersion())
+        boot = _boot_id(boot_id_file) if cache_file is not None else None
+        key = {"format": CACHE_FORMAT, "driver": driver, "boot_id": boot,
+               "uuids": [text(nvml.nvmlDeviceGetUUID(h)) for h in handles]}  # fmt: skip
+        fixed = _load_fixed(cache_file, key) if cache_file is not None and boot else None
+        if fixed is None:
+            cuda = r.get("nvmlSystemGetCudaDriverVersion")
+            fixed = {
+                "cuda_driver_version": int(cuda) if cuda is not None else None,
+                "devices": [read_fixed(r, h) for h in handles],
+                "topology": read_topology(r, handles),
+            }
+            if cache_file is not None and boot:
+                with contextlib.suppress(OSError):  # an unwritable cache only costs the next snapshot the queries
+                    atomic_write_text(cache_file, json.dumps({"key": key, "fixed": fixed}, sort_keys=True))
         return {
             "source": "nvml",
-            "driver_version": text(nvml.nvmlSystemGetDriverVersion()),
-            "cuda_driver_version": int(cuda) if cuda is not None else None,
-            "devices": [read_device(r, h, i) for i, h in enumerate(handles)],
-            "topology": read_topology(r, handles),
+            "driver_version": driver,
+            "cuda_driver_version": fixed["cuda_driver_version"],
+            "devices": [read_device(r, h, i, fixed["devices"][i]) for i, h in enumerate(handles)],
+            "topology": fixed["topology"],
         }
     finally:
         nvml.nvmlShutdown()

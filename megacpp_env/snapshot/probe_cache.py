@@ -23,6 +23,7 @@ from typing import Any
 
 from megacpp_env.fsutil import atomic_write_text
 from megacpp_env.snapshot import python_env
+from megacpp_env.snapshot.probe import Probe
 
 # Variables that do not change what the probe sees (the shell's bookkeeping).
 VOLATILE = frozenset({"PWD", "OLDPWD", "SHLVL", "_", "TERM", "COLUMNS", "LINES", "SSH_TTY", "SSH_CONNECTION"})
@@ -97,14 +98,14 @@ def _load(path: Path) -> tuple[str, dict[str, Any]] | None:
     return raw["signature"], raw["data"]
 
 
-def run_probe(python: str, environ: Mapping[str, str], cache_dir: Path | None) -> python_env.Probe:
+def run_probe(python: str, environ: Mapping[str, str], cache_dir: Path | None) -> Probe:
     """The probe's answer: reused from the cache while its stat signature matches, else run."""
     if cache_dir is None:
         return python_env.run_probe(python, environ)
     path = _cache_file(cache_dir, python)
     cached = _load(path)
     if cached is not None and cached[0] == signature(python, environ, cached[1])[0]:
-        return python_env.Probe(data=cached[1], seconds=0.0)
+        return Probe(data=cached[1], seconds=0.0)
     started = time.time_ns()
     probe = python_env.run_probe(python, environ)
     digest, newest = signature(python, environ, probe.data)

@@ -6,6 +6,7 @@ records ("nvidia-smi not found", "gcc timed out after 10s"); nothing here aborts
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
@@ -110,3 +111,14 @@ def run_programs(
 
     with ThreadPoolExecutor(max_workers=max(1, len(jobs))) as pool:
         return list(pool.map(one, range(len(jobs))))
+
+
+def process_age() -> float | None:
+    """Seconds since this process started (the kernel's clock-tick resolution), None off Linux."""
+    try:
+        stat = Path("/proc/self/stat").read_text(encoding="ascii")
+        uptime = float(Path("/proc/uptime").read_text(encoding="ascii").split()[0])
+        ticks = int(stat.rpartition(")")[2].split()[19])  # field 22, starttime, after the command name
+        return max(0.0, uptime - ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return None

@@ -24,8 +24,9 @@ from typing import TYPE_CHECKING, Any
 from megacpp_env.errors import SpecError, ToolError
 from megacpp_env.snapshot import integrity
 from megacpp_env.snapshot.context import in_thread, usable_cpus
-from megacpp_env.snapshot.envvars import Scrubber
+from megacpp_env.snapshot.probe import Probe  # kept importable from here
 from megacpp_env.snapshot.proc import run_program
+from megacpp_env.snapshot.scrub import Scrubber
 
 if TYPE_CHECKING:
     from megacpp_env.snapshot.context import Context
@@ -84,26 +85,6 @@ if rt is not None and "megacpp_env.runtime.hook" in sys.modules:  # the .pth hoo
 sys.stdout.write(json.dumps(out))
 """
 PROBE_TIMEOUT = 60.0
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Probe:
-    """What the probe printed, parsed."""
-
-    data: Mapping[str, Any]
-    seconds: float = 0.0
-
-    @property
-    def site_dirs(self) -> list[str]:
-        seen: list[str] = []
-        for p in (self.data.get("purelib"), self.data.get("platlib"), *self.data.get("sys_path", [])):
-            if p and p not in seen and Path(p).is_dir():
-                seen.append(str(p))
-        return seen
-
-    @property
-    def scripts(self) -> str:
-        return str(self.data.get("scripts") or "")
 
 
 def check_interpreter(python: str) -> str:

@@ -15,6 +15,7 @@ Import-light on purpose: a collector's module is imported only when a snapshot r
 from __future__ import annotations
 
 import importlib
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -23,6 +24,8 @@ if TYPE_CHECKING:
     from megacpp_env.snapshot.context import Context
 
 SEVERITIES = ("error", "warning", "info", "note")
+PACKAGE = "megacpp_env.snapshot"  # the only package a collector's module is loaded from
+MODULE_RE = re.compile(r"[a-z_][a-z0-9_]*")
 HOST_AREA = "host"  # not collected as a fact: host differences are notes
 
 
@@ -37,15 +40,23 @@ class Parts:
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Collector:
     area: str  # the key of its facts in the snapshot
-    module: str  # megacpp_env.snapshot.<module> (or a dotted path): defines start(ctx)
+    module: str  # megacpp_env.snapshot.<module>, one identifier: defines start(ctx)
     timeout: float  # seconds; past it the area records {"error": "timed out after ..."}
     severity: str  # of a difference in this area, in diff (one of SEVERITIES)
     hashed: bool = True  # counts in the snapshot's digest (False: the whole area goes under ``live``)
     after_launch: bool = False  # waits (briefly) for the integrity workers to launch: it imports heavy modules
 
+    def __post_init__(self) -> None:
+        """Only a module of the snapshot package: a dotted path could load any module, past the
+        layers tests/test_layers.py checks."""
+        if not MODULE_RE.fullmatch(self.module):
+            raise ValueError(
+                f"collector {self.area!r}: module {self.module!r} is not a module name of {PACKAGE} "
+                "(one lower-case identifier, no dots); put the collector in megacpp_env/snapshot/"
+            )
+
     def start(self, ctx: Context) -> Callable[[], Any]:
-        name = self.module if "." in self.module else f"megacpp_env.snapshot.{self.module}"
-        job: Callable[[], Any] = importlib.import_module(name).start(ctx)
+        job: Callable[[], Any] = importlib.import_module(f"{PACKAGE}.{self.module}").start(ctx)
         return job
 
 

@@ -4,10 +4,11 @@ snapshot as the short summary ``snapshot`` prints."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from megacpp_env.snapshot.diff import DiffReport
-from megacpp_env.snapshot.document import Snapshot
+if TYPE_CHECKING:  # a plain snapshot renders no diff: diff is not imported for it
+    from megacpp_env.snapshot.diff import DiffReport
+    from megacpp_env.snapshot.document import Snapshot
 
 
 def _gpus(gpu: dict[str, Any]) -> str:
@@ -51,6 +52,33 @@ def render_summary(snap: Snapshot) -> str:
     if errors:
         lines.append(f"  collectors that failed: {', '.join(errors)}")
     lines.append(f"  took {snap.timing.get('total', 0):.2f}s")
+    return "\n".join(lines) + "\n"
+
+
+def render_timings(snap: Snapshot, *, started: float | None, total: float | None) -> str:
+    """``snapshot --timings``: where the seconds went. ``started``: seconds from the process's start
+    to the snapshot's (interpreter start, imports, argument checks); ``total``: to now. Collectors
+    run at once, so the snapshot's wall time is its slowest collector's (the critical path) plus
+    the probe and the assembly."""
+    timing = snap.timing
+    areas = {k: v for k, v in timing.items() if isinstance(v, (int, float)) and k not in ("total", "probe")}
+    slowest = max(areas, key=lambda k: areas[k], default="")
+    lines = ["timings (s):"]
+    if started is not None:
+        lines.append(f"  process start to snapshot   {started:7.3f}  (interpreter, imports, argument checks)")
+    lines.append(f"  snapshot                    {timing.get('total', 0):7.3f}  (critical path: {slowest or '-'})")
+    lines += [f"    {k:<25} {v:7.3f}" for k, v in sorted(areas.items(), key=lambda kv: -kv[1])]
+    lines.append(f"    {'probe (cached: 0)':<25} {timing.get('probe', 0):7.3f}")
+    integrity = timing.get("integrity")
+    if isinstance(integrity, dict):
+        sec = integrity.get("seconds", {})
+        lines.append(
+            f"    integrity: {integrity.get('files', 0)} files, {integrity.get('hashed', 0)} hashed "
+            f"({integrity.get('bytes_hashed', 0) / 1e9:.2f} GB), {integrity.get('cache_hits', 0)} cached, "
+            f"{integrity.get('workers', 0)} workers, slowest {sec.get('worker_max', 0):.3f}"
+        )
+    if total is not None:
+        lines.append(f"  process, all told           {total:7.3f}")
     return "\n".join(lines) + "\n"
 
 

@@ -16,7 +16,7 @@ from megacpp_env.snapshot.registry import Parts
 
 if TYPE_CHECKING:
     from megacpp_env.snapshot.context import Context
-    from megacpp_env.snapshot.envvars import Scrubber
+    from megacpp_env.snapshot.scrub import Scrubber
 
 PREFIXES = {"slurm": "SLURM_", "pbs": "PBS_"}
 # The variables that describe the shape of the allocation (Slurm's sbatch/srun "OUTPUT ENVIRONMENT
