@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import logging
 import os
+import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from megacpp_env.toolrun import Tool, ToolRun, run_tool
+from megacpp_env.toolrun import Tool, run_tool
 
 log = logging.getLogger("megacpp_env.pip")
 
@@ -23,7 +24,7 @@ COMMANDS: list[tuple[str, ...]] = []
 
 def run_pip(
     python: Path | str, args: Sequence[str], *, cwd: Path | None = None, env: Mapping[str, str] | None = None
-) -> ToolRun:
+) -> subprocess.CompletedProcess[str]:
     """Run ``PYTHON -m pip ARGS``; ToolError with pip's last error lines when it fails."""
     argv = (str(python), "-m", "pip", *args)
     log.debug("pip: %s", " ".join(argv))

@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import subprocess
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,14 +16,6 @@ from megacpp_env.errors import ToolError
 
 MAX_SECONDS = 1e7  # about 115 days: a larger limit is a typo
 _LOCK = threading.Lock()  # guards the wrappers' COMMANDS lists (runs may come from several threads)
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ToolRun:
-    argv: tuple[str, ...]
-    stdout: str
-    stderr: str
-    seconds: float
 
 
 def env_seconds(name: str, default: float, *, error: Callable[[str], Exception] = ToolError) -> float:
@@ -61,13 +52,12 @@ def run_tool(
     env: Mapping[str, str],
     timeout_s: float,
     cwd: Path | None = None,
-) -> ToolRun:
+) -> subprocess.CompletedProcess[str]:
     """Run ``argv`` (appended to ``commands`` first) with ``env`` as its whole environment, its output
-    captured, killed after ``timeout_s``; a ToolError unless it exits 0."""
+    captured, killed after ``timeout_s``; the finished run, or a ToolError unless it exits 0."""
     argv = tuple(argv)
     with _LOCK:
         commands.append(argv)
-    start = time.monotonic()
     try:
         proc = subprocess.run(
             argv, cwd=cwd, env=dict(env), capture_output=True, text=True, check=False, timeout=timeout_s
@@ -78,4 +68,4 @@ def run_tool(
         raise ToolError(f"cannot run {tool.program}: {exc.strerror or exc}") from None
     if proc.returncode != 0:
         raise ToolError(f"{tool.what} failed:\n{tool.errors(proc)}")
-    return ToolRun(argv=argv, stdout=proc.stdout, stderr=proc.stderr, seconds=time.monotonic() - start)
+    return proc

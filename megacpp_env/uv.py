@@ -20,6 +20,7 @@ import logging
 import os
 import re
 import shutil
+import subprocess
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -29,7 +30,7 @@ from packaging.version import InvalidVersion, Version
 
 from megacpp_env.errors import ToolError, ToolNotFoundError
 from megacpp_env.layout import PLATFORM_ARCH
-from megacpp_env.toolrun import Tool, ToolRun, env_seconds, run_tool
+from megacpp_env.toolrun import Tool, env_seconds, run_tool
 
 log = logging.getLogger("megacpp_env.uv")
 
@@ -82,7 +83,9 @@ def timeout() -> float:
     return env_seconds(TIMEOUT_ENV, DEFAULT_TIMEOUT_S)
 
 
-def run_uv(args: Sequence[str], *, cwd: Path | None = None, env: Mapping[str, str] | None = None) -> ToolRun:
+def run_uv(
+    args: Sequence[str], *, cwd: Path | None = None, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """Run ``uv ARGS``; raise ToolError with uv's own error lines when it fails, cannot start or
     runs longer than ``timeout()``."""
     argv = (uv_executable(), *args)
@@ -186,6 +189,6 @@ def compile_args(req: CompileRequest) -> list[str]:
     return args
 
 
-def pip_compile(req: CompileRequest) -> ToolRun:
+def pip_compile(req: CompileRequest) -> subprocess.CompletedProcess[str]:
     require_floor()
     return run_uv(compile_args(req), cwd=req.workdir)

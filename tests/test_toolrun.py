@@ -44,8 +44,8 @@ def test_run_tool_records_and_captures():
     commands: list[tuple[str, ...]] = []
     argv = [sys.executable, "-c", "import os, sys; print(os.environ['PROBE']); print('e', file=sys.stderr)"]
     run = run_tool(argv, TOOL, commands=commands, env={"PROBE": "seen"}, timeout_s=60)
-    assert (run.argv, run.stdout, run.stderr, commands) == (tuple(argv), "seen\n", "e\n", [tuple(argv)])
-    assert run.seconds > 0
+    assert (run.args, run.returncode, run.stdout, run.stderr) == (tuple(argv), 0, "seen\n", "e\n")
+    assert commands == [tuple(argv)]
 
 
 def test_run_tool_failures_are_one_tool_error(tmp_path):
