@@ -24,9 +24,9 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from megacpp_env import netio
-from megacpp_env.errors import RefusedError, ToolError, VerificationError
+from megacpp_env.errors import RefusedError, SpecError, ToolError, VerificationError
 from megacpp_env.fsutil import read_text_input, sha256_file, sweep_staging
-from megacpp_env.spec.model import ArtifactSet
+from megacpp_env.spec.model import ArtifactSet, Spec
 
 CHECKSUMS = "checksums.txt"
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
@@ -174,3 +174,21 @@ def verify_artifacts(artifact: ArtifactSet, dest: Path) -> list[str]:
             elif sha256_file(path) != sha:
                 problems.append(f"{directory}{rel}: sha256 differs from {CHECKSUMS}")
     return problems
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class MirrorCheck:
+    artifact: ArtifactSet
+    mirrored: MirrorResult | None  # None with verify_only
+    problems: list[str]
+
+
+def mirror_and_verify(spec: Spec, name: str, dest: Path, *, url: str = "", verify_only: bool = False) -> MirrorCheck:
+    """``mirror-artifacts NAME --to DEST``: fetch the named set (unless ``verify_only``), then check
+    every pinned file offline."""
+    artifact = spec.artifacts.get(name)
+    if artifact is None:
+        known = ", ".join(spec.artifacts) or "none"
+        raise SpecError(f"no artifact set {name!r} (known: {known})", file=str(spec.path), key="artifacts")
+    mirrored = None if verify_only else mirror_artifacts(artifact, dest, url=url)
+    return MirrorCheck(artifact=artifact, mirrored=mirrored, problems=verify_artifacts(artifact, dest))

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from megacpp_env import git, layout
-from megacpp_env.errors import RefusedError
+from megacpp_env.errors import RefusedError, VerificationError
 from megacpp_env.fsutil import staging_dir
 from megacpp_env.redact import strip_url_credentials
 from megacpp_env.worktree.provenance import Provenance, read_provenance, write_provenance
@@ -394,3 +394,13 @@ def expected_source(
         source = found.sources.get(prov.source) if found and prov else None
     overlay = layout.overlay_dir(found.root, source.overlay) if found and source and source.overlay else None
     return source, overlay
+
+
+def verify_as_pinned(
+    path: Path, *, expect: str | None, spec: Callable[[], Spec], optional_spec: Callable[[], Spec | None]
+) -> tuple[Source | None, Verification]:
+    """``verify-checkout PATH``: the source it must match (``expected_source``) and the verdict."""
+    if not path.exists():
+        raise VerificationError(f"{path} does not exist: there is no checkout to verify")
+    source, overlay_dir = expected_source(path, expect=expect, spec=spec, optional_spec=optional_spec)
+    return source, verify_checkout(path, source, overlay_dir=overlay_dir)

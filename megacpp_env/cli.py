@@ -15,6 +15,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 from types import ModuleType
+from typing import Any
 
 from megacpp_env import __version__
 from megacpp_env.errors import EXIT_ABORT_BISECT, EXIT_BUG, EXIT_INTERRUPTED, EXIT_USAGE, MegacppEnvError
@@ -109,11 +110,42 @@ def _chosen_verb(argv: Sequence[str]) -> str | None:
     return None
 
 
-def _verb_options(verb: str) -> dict[str, argparse.Action]:
-    probe = argparse.ArgumentParser(add_help=False)
+class _Probe(argparse.ArgumentParser):
+    """A parser that keeps every ``Action`` its ``add_argument`` returns, so ``cli`` can ask which
+    options a verb has, which take a value, and its list positional, through public API only
+    (``Action.option_strings``, ``.nargs``, ``.dest``). Argument groups fold into the parser itself:
+    a probe only describes arguments, it never parses a command line."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.actions: list[argparse.Action] = []
+        self.folding = False  # argparse's own groups, made in __init__, stay real groups
+        super().__init__(*args, **kwargs)
+        self.folding = True
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        action = super().add_argument(*args, **kwargs)
+        self.actions.append(action)
+        return action
+
+    def add_argument_group(self, *args: Any, **kwargs: Any) -> Any:
+        return self if self.folding else super().add_argument_group(*args, **kwargs)
+
+    def add_mutually_exclusive_group(self, **kwargs: Any) -> Any:
+        return self if self.folding else super().add_mutually_exclusive_group(**kwargs)
+
+    def options(self) -> dict[str, argparse.Action]:
+        return {flag: a for a in self.actions for flag in a.option_strings}
+
+
+def _probe(module: str, *, common: bool = False) -> _Probe:
+    """The arguments of a verb's (or sub-verb's) module; ``common`` adds what every verb parser has
+    besides (``-h``, ``--spec``, ``-v``, ``-q``), else only ``--spec``."""
+    probe = _Probe(add_help=common)
     _add_spec(probe, argparse.SUPPRESS)
-    _load_command(VERBS[verb][0]).add_arguments(probe)
-    return probe._option_string_actions
+    if common:
+        _add_verbosity(probe, argparse.SUPPRESS)
+    _load_command(module).add_arguments(probe)
+    return probe
 
 
 def _chosen_subverb(argv: Sequence[str], verb: str | None) -> str | None:
@@ -121,7 +153,7 @@ def _chosen_subverb(argv: Sequence[str], verb: str | None) -> str | None:
     markdown diff A B`` (the verb's own options tell which of them take a value)."""
     if verb is None or not any(v == verb for v, _word in SUBVERBS):
         return None
-    options = _verb_options(verb)
+    options = _probe(VERBS[verb][0]).options()
     rest = list(argv)[list(argv).index(verb) + 1 :]
     i = 0
     while i < len(rest) and rest[i].startswith("-"):
@@ -154,10 +186,9 @@ def _add_subverb(
     subs = verb_parser.add_subparsers(dest="subverb", metavar="ACTION", required=True)
     p = subs.add_parser(word, help=help_text, description=help_text, parents=[parent])
     _load_command(module).add_arguments(p)
-    verb_options = argparse.ArgumentParser(add_help=False)
-    _load_command(VERBS[verb][0]).add_arguments(verb_options)
-    for action in verb_options._actions:
-        flags = [f for f in action.option_strings if f not in p._option_string_actions]
+    own = _probe(module, common=True).options()
+    for action in _probe(VERBS[verb][0]).actions:
+        flags = [f for f in action.option_strings if f not in own]
         if flags:
             p.add_argument(*flags, nargs=action.nargs, action=_NotForSubverb, help=argparse.SUPPRESS)
     return p
@@ -199,11 +230,13 @@ def build_parsers(
     return parser, chosen_parser
 
 
-def _intermixed(chosen: argparse.ArgumentParser, args: argparse.Namespace, extra: list[str]) -> list[str]:
+def _intermixed(args: argparse.Namespace, extra: list[str]) -> list[str]:
     """Positionals left over after options (``lock a --check b``) join the verb's list positional,
     as ``parse_intermixed_args`` would (which argparse does not offer with sub-commands)."""
-    lists = [a for a in chosen._actions if not a.option_strings and a.nargs == "*"]
-    if not extra or not lists or any(e.startswith("-") for e in extra):
+    if not extra or any(e.startswith("-") for e in extra):
+        return extra
+    lists = [a for a in _probe(_module_of(args)).actions if not a.option_strings and a.nargs == "*"]
+    if not lists:
         return extra
     setattr(args, lists[0].dest, [*(getattr(args, lists[0].dest) or []), *extra])
     return []
@@ -223,7 +256,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         parser, chosen = build_parsers(args_list)
         args, extra = parser.parse_known_args(args_list)
-        extra = _intermixed(chosen, args, extra)
+        extra = _intermixed(args, extra)
         if extra:
             chosen.error(f"unrecognized arguments: {' '.join(extra)}")
     except SystemExit as exc:  # argparse: --help/--version exit 0, bad usage exits 2

@@ -14,17 +14,19 @@ from __future__ import annotations
 import fnmatch
 import platform as host_platform
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from megacpp_env import layout
 from megacpp_env.lock.pylock import Lock, LockedPackage, LockFormatError, read_pylock
 from megacpp_env.snapshot.diff import Finding, show
-from megacpp_env.snapshot.document import Snapshot
+from megacpp_env.snapshot.document import Snapshot, load_snapshot
 from megacpp_env.snapshot.runtime import HOOK_GLOB
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from megacpp_env.spec.model import Source, Spec, Target
 
 RANK = ("error", "warning", "info", "ok")
@@ -474,3 +476,22 @@ def run_doctor(spec: Spec, target_name: str, snap: Snapshot) -> DoctorReport:
     order = ["platform", "toolchain", "gpu", "lock", "installed", "sources", "runtime"]
     ranked = sorted(findings, key=lambda f: (order.index(f.area), RANK.index(f.severity), f.key))
     return DoctorReport(target=target_name, platform=platform, lock=lock_shown, findings=tuple(ranked))
+
+
+def diagnose(
+    spec: Spec,
+    target_name: str,
+    snapshot_file: Path | None,
+    *,
+    take: Callable[[], Snapshot],
+    loaded: Callable[[Snapshot], None],
+) -> tuple[DoctorReport, Snapshot]:
+    """``doctor TARGET``: an unknown target fails before any snapshot; then the given snapshot file
+    (``loaded`` is told of it) or a live one (``take``), checked against what the target promises."""
+    spec.target(target_name)
+    if snapshot_file is not None:
+        snap = load_snapshot(snapshot_file)
+        loaded(snap)
+    else:
+        snap = take()
+    return run_doctor(spec, target_name, snap), snap

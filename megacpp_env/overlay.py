@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
@@ -397,3 +399,37 @@ def capture_overlay(
     if pinned and head != pinned:
         raise RefusedError(f"{root} is at {head}, but the spec pins {source} at {pinned}")
     return new_overlay(overlay_dir, root, name=name, source=source, force=force)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class OverlayRequest:
+    action: str  # new | apply | verify | status | restore
+    name: str
+    checkout: Path | None  # --from (new) or --to
+    overlays: Path | None  # --overlays, else the spec's overlays/
+    source: str | None = None  # new only
+    force: bool = False
+    spec_file: str = "stack.yaml"  # named in the remedy when no checkout is found
+
+
+def perform(
+    req: OverlayRequest, spec: Callable[[], Spec | None], require_spec: Callable[[], Spec]
+) -> tuple[Path, Manifest | tuple[OverlayStatus, bool]]:
+    """``overlay ACTION NAME``: the overlay directory, and what ``new`` captured or the status after
+    the other actions (and whether it is ok). Without ``--overlays`` the spec must load."""
+    check_name(req.name)
+    loaded = spec()
+    if req.overlays is not None:
+        overlay_dir = req.overlays / req.name
+    else:
+        loaded = loaded or require_spec()  # no spec and no --overlays: the loader's own "no such file" error
+        overlay_dir = layout.overlay_dir(loaded.root, req.name)
+    if req.action == "new":
+        if req.checkout is None:
+            raise RefusedError("overlay new: --from CHECKOUT is required")  # argparse requires it first
+        return overlay_dir, capture_overlay(
+            overlay_dir, req.checkout, name=req.name, source=req.source, spec=loaded, force=req.force
+        )
+    return overlay_dir, run_action(
+        req.action, overlay_dir, req.checkout, spec=loaded, spec_file=req.spec_file, force=req.force
+    )

@@ -323,6 +323,22 @@ def staleness(root: Path, files: Iterable[RenderedFile]) -> list[Staleness]:
     return sorted(out, key=lambda st: st.relpath)
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RenderRun:
+    files: tuple[RenderedFile, ...]
+    stale: list[Staleness]  # with check_only: the committed files that differ
+    written: list[str]  # without: the paths rewritten (the others were unchanged)
+
+
+def render_or_check(spec: Spec, names: Iterable[str], *, check_only: bool) -> RenderRun:
+    """``render [TARGET...]``: write the rendered files, or with ``--check`` only compare them with
+    the committed ones."""
+    files = render_all(spec, names)
+    if check_only:
+        return RenderRun(files=files, stale=staleness(spec.root, files), written=[])
+    return RenderRun(files=files, stale=[], written=write(spec.root, files))
+
+
 def _removal(root: Path, rel: str) -> Staleness:
     old = (root / rel).read_text(encoding="utf-8", errors="replace").splitlines(keepends=True)
     diff = difflib.unified_diff(old, [], fromfile=f"a/{rel}", tofile="/dev/null")

@@ -21,7 +21,7 @@ from packaging.utils import canonicalize_name
 
 from megacpp_env import __version__, docker, layout
 from megacpp_env.errors import FormatError, RefusedError, ToolError
-from megacpp_env.fsutil import canonical_json, read_regular_text, sha256_file
+from megacpp_env.fsutil import canonical_json, check_output_path, read_regular_text, sha256_file, write_output
 from megacpp_env.lock.pylock import LockedPackage, read_pylock
 from megacpp_env.spec import Spec, Target
 from megacpp_env.spec.model import ArtifactSet, Source
@@ -195,6 +195,22 @@ def image_sbom(spec: Spec, target: Target, platform: str) -> dict[str, Any]:
 
 def render_sbom(sbom: dict[str, Any]) -> str:
     return json.dumps(sbom, indent=2, sort_keys=True) + "\n"
+
+
+def target_sbom(spec: Spec, name: str, platform: str | None, output: Path | None) -> str:
+    """``sbom TARGET``: the target's SBOM for ``platform`` (default: its first), rendered; written
+    atomically to ``output`` when given (then the text returned is empty)."""
+    target = spec.targets.get(name)
+    if target is None:
+        raise RefusedError(f"unknown target {name!r} (known: {', '.join(spec.targets)})")
+    chosen = platform or target.platforms[0]
+    if chosen not in target.platforms:
+        raise RefusedError(f"--platform {chosen}: {target.name} builds {', '.join(target.platforms)}")
+    text = render_sbom(image_sbom(spec, target, chosen))
+    if output is None:
+        return text
+    write_output(check_output_path(output, example="sbom.cdx.json"), text.encode())
+    return ""
 
 
 def unlisted(sbom: Mapping[str, Any], installed: Iterable[tuple[str, str]]) -> list[str]:

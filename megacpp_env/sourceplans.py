@@ -7,15 +7,28 @@ never load. Never prints.
 from __future__ import annotations
 
 import re
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from megacpp_env import layout
+from megacpp_env.checkout import CheckoutResult, checkout_source, default_dest, find_source
 from megacpp_env.errors import SpecError
 from megacpp_env.rules.readers import overlay_arch_var, readers, spec_facts
 from megacpp_env.spec.model import Source, Spec, Target
-from megacpp_env.srcbuild.mirror import MirrorRequest, Pin
+from megacpp_env.srcbuild.build import BuildInputs, SourceBuildResult, build_source
+from megacpp_env.srcbuild.jobs import JobsDecision, decide, read_resources
+from megacpp_env.srcbuild.mirror import (
+    MirroredSource,
+    MirrorRequest,
+    Pin,
+    mirror_only_config,
+    mirror_sources,
+    parse_rewrite,
+    require_pins,
+)
 from megacpp_env.srcbuild.plan import JOBS_ENV, THREADS_ENV, JobsPlan, SourcePlan, plan_for, target_jobs
+from megacpp_env.srcbuild.run import resolve_python
 
 ARCH_LIST_RE = re.compile(r"[\s;,]+")
 
@@ -113,3 +126,70 @@ def mirror_requests(spec: Spec, target: Target) -> list[MirrorRequest]:
 
 def plan_path(root: Path, target: str, source: str) -> Path:
     return layout.source_plans_dir(root, target) / f"{source}.json"
+
+
+def mirror_targets(
+    spec: Spec, targets: list[str], dest: Path | None, rewrites: list[str], *, progress: Callable[[str], None] | None
+) -> tuple[Path, list[MirroredSource]]:
+    """``mirror-sources TARGET... --to DEST``: every pinned source of the targets (and what their
+    builds fetch) into one local source mirror; ``rewrites`` are ``FROM=TO`` URL prefixes."""
+    rewrite_map = dict(parse_rewrite(text) for text in rewrites)
+    requests = {r.source: r for name in targets for r in mirror_requests(spec, spec.target(name))}
+    where = dest or layout.source_mirror_dir(spec.root)
+    return where, mirror_sources(where, list(requests.values()), rewrites=rewrite_map, progress=progress)
+
+
+def checkout_pinned(
+    spec: Spec, name: str, dest: Path | None, mirror: Path | None
+) -> tuple[Source, Path, CheckoutResult]:
+    """``checkout NAME``: a real git checkout of the pinned source (the overlay's manifest beside it);
+    with ``mirror``, never the network: a pin the mirror lacks is refused, as build-source does."""
+    source = find_source(spec, name)
+    where = dest or default_dest(spec.root, source)
+    config = None
+    if mirror:
+        remedy = f"megacpp-env mirror-sources TARGET --to {mirror}"
+        require_pins(mirror, source.name, [(source.repo, source.commit)], remedy=remedy)
+        config = mirror_only_config(mirror, source.name)
+    overlay = layout.overlay_dir(spec.root, source.overlay) if source.overlay else None
+    return source, where, checkout_source(source, where, git_config=config, overlay_dir=overlay)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SourceBuildRequest:
+    name: str
+    target: str = ""  # default: the only target that builds the source
+    venv: str | None = None
+    mirror: Path | None = None
+    workdir: Path | None = None
+    wheel_dir: Path | None = None
+    install: bool = False
+    sanity: bool = True
+    jobs: int = 0
+    dry_run: bool = False
+    resources_root: Path | None = None  # read /proc and /sys under it (tests)
+
+
+def build_or_plan(
+    spec: Spec, req: SourceBuildRequest, *, progress: Callable[[str], None] | None = None
+) -> tuple[SourcePlan, JobsDecision | SourceBuildResult]:
+    """``build-source NAME``: the source's plan on its target and, with ``dry_run``, only the jobs
+    decision; else the built wheel (checked out from the pin or ``mirror``, built, maybe installed)."""
+    source = find_source(spec, req.name)
+    plan = plan_of(spec, target_for(spec, source, req.target), source)
+    root = req.resources_root
+    resources = read_resources(proc=root / "proc", sys=root / "sys") if root is not None else None
+    if req.dry_run:
+        return plan, decide(plan.jobs, resources or read_resources(), jobs=req.jobs)
+    inputs = BuildInputs(
+        python=resolve_python(req.venv),
+        workdir=req.workdir or default_dest(spec.root, source),
+        wheel_dir=req.wheel_dir or spec.root / ".megacpp" / "wheels" / source.name,
+        overlays=layout.overlays_dir(spec.root),
+        mirror=req.mirror,
+        jobs=req.jobs,
+        install=req.install,
+        sanity=req.sanity,
+        resources=resources,
+    )
+    return plan, build_source(plan, inputs, progress=progress)

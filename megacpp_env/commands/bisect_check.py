@@ -25,20 +25,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from megacpp_env.repro import goldens
-    from megacpp_env.repro.bisect import bisect_check, default_package
-    from megacpp_env.snapshot.golden import golden_dir
+    from megacpp_env.repro.bisect import check_golden
     from megacpp_env.ui import print_json
 
-    spec = functools.cache(lambda: load_optional(args))
-    ref = goldens.resolve(args.golden, golden_dir(spec() if args.golden_dir is None else None, args.golden_dir))
-    worktree = args.worktree.resolve()
-    package = args.package or default_package(worktree)
-    opts = goldens.options_like(
-        ref.snapshot, python=checked_python(args.python), paths=None,
-        spec=goldens.spec_loader(ref.snapshot, spec), command="megacpp-env bisect-check",
+    ref, package, verdict = check_golden(
+        args.golden, args.golden_dir, functools.cache(lambda: load_optional(args)), worktree=args.worktree.resolve(),
+        package=args.package, python=lambda: checked_python(args.python),
     )  # fmt: skip
-    verdict = bisect_check(ref, opts, worktree=worktree, package=package)
     if args.json:
         print_json(verdict.to_dict())
     else:

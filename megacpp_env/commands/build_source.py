@@ -43,46 +43,32 @@ def positive_int(text: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from megacpp_env import layout
-    from megacpp_env.checkout import default_dest, find_source
-    from megacpp_env.sourceplans import plan_of, target_for
-    from megacpp_env.srcbuild.build import BuildInputs, build_source
-    from megacpp_env.srcbuild.jobs import decide, read_resources
-    from megacpp_env.srcbuild.run import resolve_python
+    from megacpp_env import sourceplans
+    from megacpp_env.srcbuild.jobs import JobsDecision
     from megacpp_env.ui import print_json
 
-    spec = load(args)
-    source = find_source(spec, args.name)
-    plan = plan_of(spec, target_for(spec, source, args.target), source)
-    root = args.resources_root
-    resources = read_resources(proc=root / "proc", sys=root / "sys") if root is not None else None
-    if args.dry_run:
-        decision = decide(plan.jobs, resources or read_resources(), jobs=args.jobs)
+    request = sourceplans.SourceBuildRequest(
+        name=args.name, target=args.target, venv=args.venv, mirror=args.mirror, workdir=args.workdir,
+        wheel_dir=args.wheel_dir, install=args.install, sanity=not args.no_sanity, jobs=args.jobs,
+        dry_run=args.dry_run, resources_root=args.resources_root,
+    )  # fmt: skip
+    # Progress (and the build's own output) on stderr, also with --json: a CUDA build runs for minutes.
+    plan, done = sourceplans.build_or_plan(
+        load(args), request, progress=lambda line: print(line, file=sys.stderr, flush=True)
+    )
+    if isinstance(done, JobsDecision):
         doc = {"ok": True, "dry_run": True, "name": plan.name, "target": plan.target, "commit": plan.commit,
-               "jobs_inputs": plan.jobs.to_dict(), "jobs": decision.to_dict()}  # fmt: skip
+               "jobs_inputs": plan.jobs.to_dict(), "jobs": done.to_dict()}  # fmt: skip
         if args.json:
             print_json(doc)
             return 0
-        exported = " ".join(f"{k}={v}" for k, v in sorted(decision.env.items())) or "nothing"
-        print(f"{plan.name} ({plan.target}): {decision.max_jobs} job(s) x {decision.nvcc_threads} nvcc thread(s); "
-              f"exports {exported}\n  {decision.why}")  # fmt: skip
+        exported = " ".join(f"{k}={v}" for k, v in sorted(done.env.items())) or "nothing"
+        print(f"{plan.name} ({plan.target}): {done.max_jobs} job(s) x {done.nvcc_threads} nvcc thread(s); "
+              f"exports {exported}\n  {done.why}")  # fmt: skip
         return 0
-    inputs = BuildInputs(
-        python=resolve_python(args.venv),
-        workdir=args.workdir or default_dest(spec.root, source),
-        wheel_dir=args.wheel_dir or spec.root / ".megacpp" / "wheels" / source.name,
-        overlays=layout.overlays_dir(spec.root),
-        mirror=args.mirror,
-        jobs=args.jobs,
-        install=args.install,
-        sanity=not args.no_sanity,
-        resources=resources,
-    )
-    # Progress (and the build's own output) on stderr, also with --json: a CUDA build runs for minutes.
-    result = build_source(plan, inputs, progress=lambda line: print(line, file=sys.stderr, flush=True))
     if args.json:
-        print_json({"ok": True, **result.to_dict()})
+        print_json({"ok": True, **done.to_dict()})
         return 0
-    made = result.wheel or f"{result.checkout} (path source)"
-    print(f"built {plan.name} ({plan.target}) at {plan.commit} in {result.seconds:.1f}s: {made}")
+    made = done.wheel or f"{done.checkout} (path source)"
+    print(f"built {plan.name} ({plan.target}) at {plan.commit} in {done.seconds:.1f}s: {made}")
     return 0

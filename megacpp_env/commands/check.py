@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from megacpp_env.commands._common import add_json, load
+
+if TYPE_CHECKING:
+    from megacpp_env.rules import Rule
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -18,12 +22,10 @@ def run(args: argparse.Namespace) -> int:
     from megacpp_env import rules
     from megacpp_env.ui import QUIET, paint, print_json, settings
 
-    if args.list_rules:
-        return _list_rules(args.json)
-    only = rules.check_rule_ids(args.rule)
-    spec = load(args)
-    findings = rules.run_rules(spec, only=only)
-    errors = rules.failing(findings, strict=args.strict)
+    checked = rules.check(lambda: load(args), args.rule, strict=args.strict, list_rules=args.list_rules)
+    if isinstance(checked, tuple):
+        return _list_rules(checked, args.json)
+    spec, findings, errors = checked.spec, checked.findings, checked.errors
     if args.json:
         print_json(
             {
@@ -45,13 +47,12 @@ def run(args: argparse.Namespace) -> int:
     return 1 if errors else 0
 
 
-def _list_rules(as_json: bool) -> int:
-    from megacpp_env.rules import all_rules
+def _list_rules(listed: tuple[Rule, ...], as_json: bool) -> int:
     from megacpp_env.ui import print_json
 
     if as_json:
-        print_json([r.to_dict() for r in all_rules()])
+        print_json([r.to_dict() for r in listed])
     else:
-        for r in all_rules():
+        for r in listed:
             print(f"{r.code}  {r.severity:<7}  {r.summary}")
     return 0

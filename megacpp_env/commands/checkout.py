@@ -26,21 +26,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from megacpp_env import layout
-    from megacpp_env.checkout import checkout_source, default_dest, find_source
-    from megacpp_env.srcbuild.mirror import mirror_only_config, require_pins
+    from megacpp_env.sourceplans import checkout_pinned
     from megacpp_env.ui import print_json
 
-    spec = load(args)
-    source = find_source(spec, args.name)
-    dest = args.dest or default_dest(spec.root, source)
-    config = None
-    if args.mirror:  # never the network: a pin the mirror lacks is refused, as build-source does
-        remedy = f"megacpp-env mirror-sources TARGET --to {args.mirror}"
-        require_pins(args.mirror, source.name, [(source.repo, source.commit)], remedy=remedy)
-        config = mirror_only_config(args.mirror, source.name)
-    overlay = layout.overlay_dir(spec.root, source.overlay) if source.overlay else None
-    result = checkout_source(source, dest, git_config=config, overlay_dir=overlay)
+    source, dest, result = checkout_pinned(load(args), args.name, args.dest, args.mirror)
     if args.json:
         print_json(result.to_dict())
         return 0

@@ -20,14 +20,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from megacpp_env.commands._common import load_optional
-    from megacpp_env.snapshot.diff import diff_snapshots
-    from megacpp_env.snapshot.document import load_snapshot
-    from megacpp_env.snapshot.golden import ignore_patterns
-    from megacpp_env.snapshot.report import render
+    from megacpp_env.snapshot.report import explain_drift
 
-    ignore = ignore_patterns(args.ignore, load_optional(args))
-    report = diff_snapshots(
-        load_snapshot(args.a), load_snapshot(args.b), ignore=ignore, a_label=str(args.a), b_label=str(args.b)
-    )
-    sys.stdout.write(render(report, "json" if args.json else args.format))
+    report, text = explain_drift(args.a, args.b, args.ignore, load_optional(args), "json" if args.json else args.format)
+    sys.stdout.write(text)
     return 1 if report.drift else 0

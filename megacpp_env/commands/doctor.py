@@ -36,19 +36,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from megacpp_env.doctor import run_doctor
-    from megacpp_env.snapshot.document import load_snapshot
+    from megacpp_env.doctor import diagnose
     from megacpp_env.ui import print_json
 
     python = checked_python(args.python)
     spec = load(args)
-    spec.target(args.target)  # fail on an unknown target before the snapshot
-    if args.snapshot:
-        snap = load_snapshot(args.snapshot)
-        say_inspected_python(snap)  # the one that snapshot inspected
-    else:
-        snap = take(args, python, spec=spec)
-    report = run_doctor(spec, args.target, snap)
+    report, snap = diagnose(
+        spec, args.target, args.snapshot, take=lambda: take(args, python, spec=spec), loaded=say_inspected_python
+    )
     if args.json:
         print_json({**report.to_dict(), "snapshot_digest": snap.digest, "inspected_python": inspected_python(snap)})
     else:

@@ -4,7 +4,6 @@ per pinned source (megacpp_env/facts)."""
 from __future__ import annotations
 
 import argparse
-import shlex
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -12,7 +11,7 @@ from typing import TYPE_CHECKING
 from megacpp_env.commands._common import add_json, load
 
 if TYPE_CHECKING:
-    from megacpp_env.spec.model import Source
+    from megacpp_env.facts.workflow import Extracted
 
 ACTIONS = ("extract", "check", "show")
 
@@ -54,6 +53,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from megacpp_env.errors import EXIT_USAGE
+    from megacpp_env.facts import workflow
+    from megacpp_env.ui import print_json
 
     if args.action in ("extract", "show") and not args.name:
         print(f"megacpp-env facts {args.action}: a SOURCE is required", file=sys.stderr)
@@ -61,95 +62,48 @@ def run(args: argparse.Namespace) -> int:
     if args.action == "extract" and not args.origin:
         print("megacpp-env facts extract: --from CHECKOUT (or an sdist) is required", file=sys.stderr)
         return EXIT_USAGE
-    return {"extract": _extract, "check": _check, "show": _show}[args.action](args)
-
-
-def _command(src: Source, args: argparse.Namespace) -> str:
-    """The command line recorded in the file: names, never this machine's paths."""
-    origin = Path(args.origin)
-    shown = origin.name if origin.is_file() else "CHECKOUT"
-    parts = ["megacpp-env", "facts", "extract", src.name, "--from", shown]
-    if args.wheel:
-        parts += ["--wheel", Path(args.wheel).name]
-    for flag, values in (
-        ("--requirements", args.requirements),
-        ("--build-requirements", args.build_requirements),
-        ("--listed-requirements", args.listed_requirements),
-    ):
-        for value in values:
-            parts += [flag, value]
-    if args.unverified:
-        parts += ["--unverified", args.unverified]
-    return shlex.join(parts)
-
-
-def _extract(args: argparse.Namespace) -> int:
-    from megacpp_env.facts.extract import ExtractRequest, extract
-    from megacpp_env.facts.store import facts_path, write_facts
-
-    spec = load(args)
-    src = spec.source(args.name)
-    request = ExtractRequest(
-        source=src.name,
-        commit=src.commit,
-        origin=Path(args.origin),
-        subdir=src.subdir,
+    request = workflow.FactsRequest(
+        action=args.action,
+        name=args.name or "",
+        origin=Path(args.origin) if args.origin else None,
         wheel=Path(args.wheel) if args.wheel else None,
-        requirements_files=tuple(args.requirements),
-        build_requirements_files=tuple(args.build_requirements),
-        listed_requirements_files=tuple(args.listed_requirements),
+        requirements=tuple(args.requirements),
+        build_requirements=tuple(args.build_requirements),
+        listed_requirements=tuple(args.listed_requirements),
         unverified=args.unverified,
-        command=_command(src, args),
-        unobtainable=tuple(src.unobtainable),
     )
-    facts = extract(request)
-    changed = write_facts(spec.root, facts)
-    path = facts_path(spec.root, src.name).relative_to(spec.root).as_posix()
+    result = workflow.run(load(args), request)
+    if isinstance(result, workflow.Extracted):
+        _print_extracted(result, as_json=args.json)
+        return 0
+    if isinstance(result, workflow.Shown):
+        if args.json:
+            print_json(result.facts.to_dict())
+        else:
+            print(result.text, end="")
+        return 0
+    errors = [f for f in result if f.severity == "error"]
     if args.json:
-        from megacpp_env.ui import print_json
-
-        print_json(
-            {"source": src.name, "path": path, "changed": changed, "verified": facts.verified, "facts": facts.to_dict()}
-        )
-    else:
-        state = "wrote" if changed else "unchanged"
-        note = "" if facts.verified else f" (unverified: {facts.reason})"
-        print(f"{state}: {path}: {facts.distribution.name} {facts.distribution.version} at {facts.commit[:12]}{note}")
-    return 0
-
-
-def _check(args: argparse.Namespace) -> int:
-    from megacpp_env.facts.check import check_facts
-
-    spec = load(args)
-    findings = check_facts(spec)
-    errors = [f for f in findings if f.severity == "error"]
-    if args.json:
-        from megacpp_env.ui import print_json
-
-        print_json({"ok": not errors, "facts": [f.to_dict() for f in findings]})
-    else:
-        for f in findings:
-            text = f"{f.state}: {f.source}: {f.message}"
-            print(f"{text} (remedy: {f.remedy})" if f.remedy and f.severity != "ok" else text)
+        print_json({"ok": not errors, "facts": [f.to_dict() for f in result]})
+        return 1 if errors else 0
+    for f in result:
+        text = f"{f.state}: {f.source}: {f.message}"
+        print(f"{text} (remedy: {f.remedy})" if f.remedy and f.severity != "ok" else text)
     return 1 if errors else 0
 
 
-def _show(args: argparse.Namespace) -> int:
-    from megacpp_env.errors import MegacppEnvError
-    from megacpp_env.facts.check import extract_hint
-    from megacpp_env.facts.store import facts_path, read_facts, render_facts
+def _print_extracted(result: Extracted, *, as_json: bool) -> None:
+    from megacpp_env.ui import print_json
 
-    spec = load(args)
-    src = spec.source(args.name)
-    path = facts_path(spec.root, src.name)
-    if not path.is_file():
-        raise MegacppEnvError(f"no {path.relative_to(spec.root)} (remedy: {extract_hint(src)})")
-    facts = read_facts(path)
-    if args.json:
-        from megacpp_env.ui import print_json
-
-        print_json(facts.to_dict())
-    else:
-        print(render_facts(facts), end="")
-    return 0
+    facts = result.facts
+    if as_json:
+        print_json(
+            {"source": facts.source, "path": result.path, "changed": result.changed, "verified": facts.verified,
+             "facts": facts.to_dict()}
+        )  # fmt: skip
+        return
+    state = "wrote" if result.changed else "unchanged"
+    note = "" if facts.verified else f" (unverified: {facts.reason})"
+    print(
+        f"{state}: {result.path}: {facts.distribution.name} {facts.distribution.version} at {facts.commit[:12]}{note}"
+    )

@@ -35,9 +35,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from megacpp_env.lock.gate import run_gate
-    from megacpp_env.lock.report import render_gate
+    from megacpp_env.lock.report import gate_text
 
-    report = run_gate(load(args), args.base, Path(args.ack) if args.ack else None)
-    sys.stdout.write(render_gate(report, "json" if args.json else args.format))
+    report, text = gate_text(
+        load(args), args.base, Path(args.ack) if args.ack else None, "json" if args.json else args.format
+    )
+    sys.stdout.write(text)
     return 0 if report.verdict.passed else 1

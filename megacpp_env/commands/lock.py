@@ -64,30 +64,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from megacpp_env.lock import report, workflow
-    from megacpp_env.lock.state import jobs_for
+    from megacpp_env.lock.report import LockRequest, run_lock
     from megacpp_env.ui import QUIET, Progress, settings
 
-    spec = load(args)
-    jobs = jobs_for(spec, args.names or None, args.platform)
-    if args.check:
-        checked = workflow.check_targets(spec, jobs, allow_unlocked=args.allow_unlocked)
-        quiet = settings().verbosity <= QUIET
-        sys.stdout.write(report.to_json(checked.to_dict()) if args.json else report.render_check(checked, quiet=quiet))
-        return 0 if checked.ok else 1
-    if args.export_requirements:
-        rows = workflow.export_targets(spec, jobs)
-        out, err = report.render_exports(rows)
-        sys.stdout.write(out)
-        sys.stderr.write(err)
-        return 1 if err else 0
-    progress = Progress(total=len([j for j in jobs if args.try_unreachable or not j.unreachable]))
-    try:
-        result = workflow.lock_targets(
-            spec, jobs, align=args.align, try_unreachable=args.try_unreachable, named=bool(args.names),
-            progress=progress,
-        )  # fmt: skip
-    finally:
-        progress.close()
-    sys.stdout.write(report.to_json(result.to_dict()) if args.json else report.render_lock(result))
-    return 0 if result.ok else 1
+    request = LockRequest(
+        names=tuple(args.names), platforms=args.platform, check=args.check,
+        export_requirements=args.export_requirements, align=args.align, allow_unlocked=args.allow_unlocked,
+        try_unreachable=args.try_unreachable, as_json=args.json, quiet=settings().verbosity <= QUIET,
+    )  # fmt: skip
+    printed = run_lock(load(args), request, progress=Progress)
+    sys.stdout.write(printed.out)
+    sys.stderr.write(printed.err)
+    return 0 if printed.ok else 1

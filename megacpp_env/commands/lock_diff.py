@@ -20,9 +20,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from megacpp_env.lock import diff
+    from megacpp_env.lock.diff import explain_files
 
-    old, new = diff.read_any(args.old), diff.read_any(args.new)
-    result = diff.diff_locks(old, new, title=f"{args.old} -> {args.new}")
-    sys.stdout.write(diff.render([result], "json" if args.json else args.format))
+    sys.stdout.write(explain_files(args.old, args.new, "json" if args.json else args.format))
     return 0

@@ -31,20 +31,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from megacpp_env.lock.mirror import check_destination, committed_lock, mirror_target
-    from megacpp_env.lock.state import jobs_for
+    from megacpp_env.lock.mirror import mirror_locks
     from megacpp_env.ui import Progress, print_json
 
-    dest = check_destination(Path(args.to))  # before the spec: an existing file is a one-line error
-    spec = load(args)
-    rows = []
-    for job in jobs_for(spec, [args.target], args.platform):  # a platform the target lacks is an error
-        lock = committed_lock(spec.root, *job.key, path=job.lock_path)
-        progress = Progress(total=sum(len(p.artifacts) for p in lock.packages))
-        try:
-            rows.append(mirror_target(lock, *job.key, dest, on_file=progress.step))
-        finally:
-            progress.close()
+    dest, rows = mirror_locks(Path(args.to), lambda: load(args), args.target, args.platform, progress=Progress)
     if args.json:
         print_json({"mirror": str(dest), "locks": [r.to_dict() for r in rows]})
         return 0

@@ -20,28 +20,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from megacpp_env.artifacts import mirror_artifacts, verify_artifacts
-    from megacpp_env.errors import SpecError
+    from megacpp_env.artifacts import mirror_and_verify
     from megacpp_env.ui import print_json
 
-    spec = load(args)
-    artifact = spec.artifacts.get(args.name)
-    if artifact is None:
-        known = ", ".join(spec.artifacts) or "none"
-        raise SpecError(f"no artifact set {args.name!r} (known: {known})", file=str(spec.path), key="artifacts")
     dest = Path(args.to)
-    if not args.verify:
-        result = mirror_artifacts(artifact, dest, url=args.url)
-        if not args.json:
-            print(
-                f"{artifact.name}: {result.files} files ({result.fetched} fetched, {result.kept} kept, "
-                f"{result.bytes} bytes) in {dest}"
-            )
-    problems = verify_artifacts(artifact, dest)
+    done = mirror_and_verify(load(args), args.name, dest, url=args.url, verify_only=args.verify)
+    name, result, problems = done.artifact.name, done.mirrored, done.problems
+    if result is not None and not args.json:
+        counts = f"{result.fetched} fetched, {result.kept} kept, {result.bytes} bytes"
+        print(f"{name}: {result.files} files ({counts}) in {dest}")
     if args.json:
-        print_json({"name": artifact.name, "dest": str(dest), "ok": not problems, "problems": problems})
+        print_json({"name": name, "dest": str(dest), "ok": not problems, "problems": problems})
     else:
         for p in problems:
-            print(f"{artifact.name}: {p}")
-        print(f"{artifact.name}: {'verified' if not problems else 'FAILED'}: {dest}")
+            print(f"{name}: {p}")
+        print(f"{name}: {'verified' if not problems else 'FAILED'}: {dest}")
     return 1 if problems else 0

@@ -26,17 +26,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from megacpp_env import layout
-    from megacpp_env.sourceplans import mirror_requests
-    from megacpp_env.srcbuild.mirror import mirror_sources, parse_rewrite
+    from megacpp_env.sourceplans import mirror_targets
     from megacpp_env.ui import print_json
 
-    spec = load(args)
-    rewrites = dict(parse_rewrite(text) for text in args.rewrites)
-    requests = {r.source: r for name in args.targets for r in mirror_requests(spec, spec.target(name))}
-    dest = args.to or layout.source_mirror_dir(spec.root)
     say = None if args.json else (lambda line: print(line, file=sys.stderr, flush=True))
-    report = mirror_sources(dest, list(requests.values()), rewrites=rewrites, progress=say)
+    dest, report = mirror_targets(load(args), args.targets, args.to, args.rewrites, progress=say)
     if args.json:
         print_json({"ok": True, "mirror": str(dest), "sources": [m.to_dict() for m in report]})
         return 0

@@ -55,31 +55,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from megacpp_env import layout, overlay
+    from megacpp_env import overlay
     from megacpp_env.ui import print_json
 
-    overlay.check_name(args.name)
-    spec = load_optional(args)
-    if args.overlays is not None:
-        overlay_dir = Path(args.overlays) / args.name
-    else:
-        spec = spec or load(args)  # no spec and no --overlays: the loader's own "no such file" error
-        overlay_dir = layout.overlay_dir(spec.root, args.name)
-    if args.action == "new":
-        m = overlay.capture_overlay(
-            overlay_dir, args.checkout, name=args.name, source=args.source, spec=spec, force=args.force
-        )
-        _report_new(m, overlay_dir, args.json)
+    request = overlay.OverlayRequest(
+        action=args.action, name=args.name, checkout=args.checkout,
+        overlays=Path(args.overlays) if args.overlays is not None else None, source=getattr(args, "source", None),
+        force=getattr(args, "force", False), spec_file=args.spec or "stack.yaml (here or in a parent directory)",
+    )  # fmt: skip
+    overlay_dir, done = overlay.perform(request, lambda: load_optional(args), lambda: load(args))
+    if not isinstance(done, tuple):
+        _report_new(done, overlay_dir, args.json)
         return 0
-    force = getattr(args, "force", False)
-    st, ok = overlay.run_action(
-        args.action,
-        overlay_dir,
-        args.checkout,
-        spec=spec,
-        spec_file=args.spec or "stack.yaml (here or in a parent directory)",
-        force=force,
-    )
+    st, ok = done
     if args.json:
         print_json({"action": args.action, **st.to_dict(), "ok": ok})
     else:

@@ -20,10 +20,9 @@ def run(args: argparse.Namespace) -> int:
     from megacpp_env import render
     from megacpp_env.ui import QUIET, paint, paint_diff, print_json, settings
 
-    spec = load(args)
-    files = render.render_all(spec, args.targets)
+    done = render.render_or_check(load(args), args.targets, check_only=args.check)
+    files, stale, changed = done.files, done.stale, done.written
     if args.check:
-        stale = render.staleness(spec.root, files)
         if args.json:
             print_json({"stale": [{"path": s.relpath, "diff": s.diff} for s in stale], "ok": not stale})
         else:
@@ -33,7 +32,6 @@ def run(args: argparse.Namespace) -> int:
                 stale_word = paint("stale", "error", stream=sys.stderr)
                 print(f"{stale_word}: {s.relpath} (run `megacpp-env render` and commit the result)", file=sys.stderr)
         return 1 if stale else 0
-    changed = render.write(spec.root, files)
     if args.json:
         print_json({"written": changed, "unchanged": [f.relpath for f in files if f.relpath not in changed]})
     else:

@@ -29,22 +29,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from megacpp_env.repro import goldens
-    from megacpp_env.repro.outcome import render
-    from megacpp_env.repro.reproduce import ReproduceOptions, reproduce
-    from megacpp_env.snapshot.golden import golden_dir
+    from megacpp_env.repro.reproduce import ReproduceOptions, reproduce_golden
     from megacpp_env.ui import Progress, print_json
 
-    directory = golden_dir(load_optional(args) if args.golden_dir is None else None, args.golden_dir)
-    ref = goldens.resolve(args.golden, directory)
     opts = ReproduceOptions(venv=args.venv, checkouts=args.checkouts, mirror=args.mirror, python=args.python)
     progress = Progress()
     try:
-        report = reproduce(ref, opts, say=lambda line: progress.show(line, force=True))
+        report, text = reproduce_golden(
+            args.golden,
+            args.golden_dir,
+            lambda: load_optional(args),
+            opts,
+            lambda line: progress.show(line, force=True),
+        )
     finally:
         progress.close()
     if args.json:
         print_json({"ok": report.identical, **report.to_dict()})
     else:
-        sys.stdout.write(render(report))
+        sys.stdout.write(text)
     return 0 if report.identical else 1

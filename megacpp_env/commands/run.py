@@ -35,40 +35,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from megacpp_env.errors import SpecError
-    from megacpp_env.redact import redact_argv
-    from megacpp_env.repro import goldens, guard, runrecord
-    from megacpp_env.snapshot.golden import golden_dir, ignore_patterns
-    from megacpp_env.snapshot.report import render
+    from megacpp_env.repro import guard
 
     cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
     if not cmd:
         raise SpecError("no command to run: put it after --, e.g. run --golden NAME -- python bench.py", key="CMD")
-    spec = functools.cache(lambda: load_optional(args))
-    ref = goldens.resolve(args.golden, golden_dir(spec() if args.golden_dir is None else None, args.golden_dir))
-    record_file = runrecord.check_record_path(args.record or guard.default_record_file(ref))
-    opts = goldens.options_like(
-        ref.snapshot, python=checked_python(args.python), paths=args.paths,
-        spec=goldens.spec_loader(ref.snapshot, spec), command=" ".join(["megacpp-env", *redact_argv(sys.argv[1:])]),
+    request = guard.GuardRequest(
+        golden=args.golden, golden_dir=args.golden_dir, cmd=tuple(cmd), record=args.record, paths=args.paths,
+        ignore=args.ignore, allow_drift=args.allow_drift, argv=sys.argv[1:],
     )  # fmt: skip
-    check = guard.precheck(ref, opts, ignore=ignore_patterns(args.ignore, spec()))
-    if check.drift:
-        sys.stderr.write(render(check.report, "text"))
-    if check.drift and not args.allow_drift:
-        record = guard.record_of(check, cmd, ran=False, exit_code=None, wall=None, allowed=False)
-        runrecord.append(record_file, record.to_dict())
-        print(f"megacpp-env run: refused: the environment drifted from golden {ref.name} (run record: {record_file}; "
-              "--allow-drift runs anyway)", file=sys.stderr)  # fmt: skip
-        _json(args, {"ok": False, "refused": True, **record.to_dict()})
-        return 1
-    _announce(check, ref.name, args.allow_drift)
-    code, wall = guard.run_command(cmd)
-    record = guard.record_of(check, cmd, ran=True, exit_code=code, wall=wall, allowed=args.allow_drift)
-    runrecord.append(record_file, record.to_dict())
-    _json(args, {"ok": code == 0, "refused": False, **record.to_dict()})
-    return code
+    done = guard.run_guarded(
+        request, functools.cache(lambda: load_optional(args)), lambda: checked_python(args.python),
+        checked=lambda check, name, drift: _announce(check, name, drift, args.allow_drift),
+    )  # fmt: skip
+    if done.refused:
+        print(f"megacpp-env run: refused: the environment drifted from golden {done.golden} (run record: "
+              f"{done.record_file}; --allow-drift runs anyway)", file=sys.stderr)  # fmt: skip
+    _json(args, {"ok": done.exit_code == 0 and not done.refused, "refused": done.refused, **done.record.to_dict()})
+    return done.exit_code
 
 
-def _announce(check: PreCheck, name: str, allowed: bool) -> None:
+def _announce(check: PreCheck, name: str, drift: str, allowed: bool) -> None:
+    sys.stderr.write(drift)
+    if check.drift and not allowed:
+        return
     digest = check.snapshot.digest
     if check.drift:
         print(f"megacpp-env run: WARNING: running on an environment that drifted from golden {name} "

@@ -18,20 +18,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from megacpp_env.errors import RefusedError
-    from megacpp_env.fsutil import check_output_path, write_output
-    from megacpp_env.sbom import image_sbom, render_sbom
+    from megacpp_env.sbom import target_sbom
 
-    spec = load(args)
-    target = spec.targets.get(args.target)
-    if target is None:
-        raise RefusedError(f"unknown target {args.target!r} (known: {', '.join(spec.targets)})")
-    platform = args.platform or target.platforms[0]
-    if platform not in target.platforms:
-        raise RefusedError(f"--platform {platform}: {target.name} builds {', '.join(target.platforms)}")
-    text = render_sbom(image_sbom(spec, target, platform))
-    if args.output:
-        write_output(check_output_path(Path(args.output), example="sbom.cdx.json"), text.encode())
-    else:
-        sys.stdout.write(text)
+    sys.stdout.write(target_sbom(load(args), args.target, args.platform, Path(args.output) if args.output else None))
     return 0

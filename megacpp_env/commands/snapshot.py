@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -60,45 +59,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from megacpp_env.repro.session import SnapshotRequest, session
-    from megacpp_env.snapshot.proc import process_age
+    from megacpp_env.repro.session import Printing, SnapshotRequest, session_shown
     from megacpp_env.ui import QUIET, settings
 
-    started, clock = process_age(), time.perf_counter()
-    if args.schema:
-        from megacpp_env.snapshot.document import json_schema
-
-        sys.stdout.write(json_schema())
-        return 0
-    python = checked_python(args.python)
+    python = None if args.schema else checked_python(args.python)
 
     def taker(repo: Path | None, load_spec: Callable[[], Spec | None]) -> Snapshot:
         return take(argparse.Namespace(**{**vars(args), "repo": repo}), python, load_spec=load_spec)
 
-    done = session(
+    shown = session_shown(
         SnapshotRequest(
             take=taker, load_spec=lambda: load_optional(args), repo=args.repo, output=args.output,
             export_lock=args.export_lock, golden=args.golden, check_golden=args.check_golden,
             golden_dir=args.golden_dir, ignore=tuple(args.ignore),
-        )
+        ),
+        Printing(as_json=args.json, summary=settings().verbosity > QUIET, timings=args.timings, schema=args.schema),
     )  # fmt: skip
-    out = sys.stderr if args.json else sys.stdout
-    if args.json:
-        sys.stdout.write(done.snapshot.to_json())
-    for note in done.notes:
-        print(note, file=out)
-    if not args.json and settings().verbosity > QUIET:
-        from megacpp_env.snapshot.report import render_summary
-
-        sys.stdout.write(render_summary(done.snapshot))
-    if args.timings:
-        from megacpp_env.snapshot.report import render_timings
-
-        total = None if started is None else started + time.perf_counter() - clock
-        sys.stderr.write(render_timings(done.snapshot, started=started, total=total))
-    if done.report is None:
-        return 0
-    from megacpp_env.snapshot.report import render
-
-    out.write(render(done.report, "text"))
-    return 1 if done.report.drift else 0
+    sys.stdout.write(shown.stdout)
+    sys.stderr.write(shown.stderr)
+    return shown.exit_code

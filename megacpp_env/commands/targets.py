@@ -12,20 +12,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from megacpp_env.spec.view import target_rows
     from megacpp_env.ui import print_json
 
-    spec = load(args)
-    rows = [
-        {
-            "name": t.name,
-            "platforms": list(t.platforms),
-            "toolchain": t.toolchain.name,
-            "cuda": t.toolchain.cuda,
-            "sources": [s.name for s in t.sources],
-            "description": t.description,
-        }
-        for t in spec.targets.values()
-    ]
+    rows = target_rows(load(args))
     if args.json:
         print_json(rows)
         return 0

@@ -21,16 +21,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from megacpp_env.checkout import expected_source, verify_checkout
-    from megacpp_env.errors import VerificationError
+    from megacpp_env.checkout import verify_as_pinned
     from megacpp_env.ui import print_json
 
-    if not args.path.exists():
-        raise VerificationError(f"{args.path} does not exist: there is no checkout to verify")
-    source, overlay_dir = expected_source(
+    source, result = verify_as_pinned(
         args.path, expect=args.expect, spec=lambda: load(args), optional_spec=lambda: load_optional(args)
     )
-    result = verify_checkout(args.path, source, overlay_dir=overlay_dir)
     if args.json:
         print_json(result.to_dict())
     elif result.ok:

@@ -276,7 +276,7 @@ complete -c megacpp-env -n '_shtab_megacpp_env_using verify-image' -l spec -x -d
 complete -c megacpp-env -n '_shtab_megacpp_env_using verify-image' -s v -l verbose -d 'also show every external command run (git, uv)'
 complete -c megacpp-env -n '_shtab_megacpp_env_using verify-image' -s q -l quiet -d 'only results and errors: no progress, no build log'
 complete -c megacpp-env -n '_shtab_megacpp_env_using verify-image' -l platform -x -d 'platform of the image (for emulated arm64 images)'
-complete -c megacpp-env -n '_shtab_megacpp_env_using verify-image' -l sbom -x -d 'the image'"'"'s CycloneDX SBOM (megacpp-env sbom): also fail on a distribution in the image it does not list'
+complete -c megacpp-env -n '_shtab_megacpp_env_using verify-image' -l sbom -x -d 'check against this CycloneDX SBOM (megacpp-env sbom TARGET --output FILE) instead of the baked one'
 complete -c megacpp-env -n '_shtab_megacpp_env_using verify-image' -l json -d 'print a machine-readable JSON report on stdout'
 complete -c megacpp-env -n '_shtab_megacpp_env_using; and test $_shtab_megacpp_env_npos -eq 0' -a snapshot -d 'fingerprint this machine and environment'
 complete -c megacpp-env -n '_shtab_megacpp_env_using snapshot' -s h -l help -d 'show this help message and exit'

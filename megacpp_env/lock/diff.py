@@ -362,3 +362,10 @@ def _default_verdict(diffs: Sequence[LockDiff], *, markdown: bool) -> str:
     n = sum(len(d.changes) for d in diffs)
     text = f"Verdict: {n} package change(s)" if n else "Verdict: no changes"
     return f"**{text}**" if markdown else text
+
+
+def explain_files(old: str, new: str, fmt: str) -> str:
+    """``lock diff OLD NEW``: read both locks (PEP 751 or requirements with hashes), diff them and
+    render the explanation in ``fmt`` (text, markdown or json)."""
+    old_lock, new_lock = read_any(old), read_any(new)
+    return render([diff_locks(old_lock, new_lock, title=f"{old} -> {new}")], fmt)

@@ -34,14 +34,19 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from megacpp_env import layout, netio
 from megacpp_env.chars import dangerous_char
 from megacpp_env.errors import InputError, RefusedError, StaleError, VerificationError
 from megacpp_env.fsutil import CHUNK, atomic_write_text, read_text_input, sweep_staging
 from megacpp_env.lock.pylock import Artifact, Lock, LockedPackage, read_pylock
+from megacpp_env.lock.state import jobs_for
 from megacpp_env.records import as_dict
+
+if TYPE_CHECKING:
+    from megacpp_env.spec.model import Spec
+    from megacpp_env.ui import Progress
 
 TIMEOUT_S = 60
 DEADLINE_S = 1800.0  # one download, start to end (MEGACPP_NET_DEADLINE overrides)
@@ -406,3 +411,27 @@ def mirror_target(
         fetched=sum(f.fetched for f in files),
         find_links=str(links_dir(dest)),
     )
+
+
+def mirror_locks(
+    dest: Path,
+    spec: Callable[[], Spec],
+    target: str,
+    platforms: list[str] | None,
+    *,
+    progress: Callable[[int], Progress],
+) -> tuple[Path, list[MirroredLock]]:
+    """``mirror TARGET --to DEST``: every committed lock of the target (a platform it lacks is an
+    error), each artifact fetched and sha256-verified. The destination is checked before the spec
+    loads: an existing file there is a one-line error."""
+    dest = check_destination(dest)
+    loaded = spec()
+    rows = []
+    for job in jobs_for(loaded, [target], platforms):
+        lock = committed_lock(loaded.root, *job.key, path=job.lock_path)
+        bar = progress(sum(len(p.artifacts) for p in lock.packages))
+        try:
+            rows.append(mirror_target(lock, *job.key, dest, on_file=bar.step))
+        finally:
+            bar.close()
+    return dest, rows

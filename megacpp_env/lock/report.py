@@ -4,11 +4,16 @@ as text, GitHub-flavoured markdown (the gate's pull-request comment) or JSON. Pu
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 
 from megacpp_env.lock import diff as d
-from megacpp_env.lock.gate import GateReport, Verdict
-from megacpp_env.lock.workflow import CheckRun, ExportRow, LockRun
+from megacpp_env.lock.gate import GateReport, Verdict, run_gate
+from megacpp_env.lock.state import jobs_for
+from megacpp_env.lock.workflow import CheckRun, ExportRow, LockRun, check_targets, export_targets, lock_targets
+from megacpp_env.spec.model import Spec
+from megacpp_env.ui import Progress
 
 GATE_MARKER = "<!-- megacpp-env-lock-gate -->"
 
@@ -101,3 +106,50 @@ def _sections(report: GateReport, md: bool) -> list[str]:
     if not any(x.changes for x in report.diffs):
         out.insert(0, "No lock changes.")
     return out
+
+
+def gate_text(spec: Spec, base: str, ack_file: Path | None, fmt: str) -> tuple[GateReport, str]:
+    """``gate``: the committed locks at ``base`` against the working tree, and its rendering."""
+    report = run_gate(spec, base, ack_file)
+    return report, render_gate(report, fmt)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LockRequest:
+    names: tuple[str, ...] = ()  # none: every target
+    platforms: list[str] | None = None
+    check: bool = False
+    export_requirements: bool = False
+    align: bool = False
+    allow_unlocked: bool = False
+    try_unreachable: bool = False
+    as_json: bool = False
+    quiet: bool = False
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Printed:
+    ok: bool
+    out: str
+    err: str = ""
+
+
+def run_lock(spec: Spec, req: LockRequest, *, progress: Callable[[int], Progress]) -> Printed:
+    """``lock [TARGET...]``: resolve (or, with ``check``, verify offline; with
+    ``export_requirements``, re-write the pip exports) and render what to print."""
+    jobs = jobs_for(spec, list(req.names) or None, req.platforms)
+    if req.check:
+        checked = check_targets(spec, jobs, allow_unlocked=req.allow_unlocked)
+        text = to_json(checked.to_dict()) if req.as_json else render_check(checked, quiet=req.quiet)
+        return Printed(ok=checked.ok, out=text)
+    if req.export_requirements:
+        out, err = render_exports(export_targets(spec, jobs))
+        return Printed(ok=not err, out=out, err=err)
+    bar = progress(len([j for j in jobs if req.try_unreachable or not j.unreachable]))
+    try:
+        result = lock_targets(
+            spec, jobs, align=req.align, try_unreachable=req.try_unreachable, named=bool(req.names), progress=bar
+        )
+    finally:
+        bar.close()
+    return Printed(ok=result.ok, out=to_json(result.to_dict()) if req.as_json else render_lock(result))

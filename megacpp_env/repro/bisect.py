@@ -19,20 +19,23 @@ from __future__ import annotations
 import os
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from megacpp_env import git
 from megacpp_env.errors import MegacppEnvError, SpecError
-from megacpp_env.repro.goldens import GoldenRef
+from megacpp_env.repro.goldens import GoldenRef, find, options_like, spec_loader
 from megacpp_env.snapshot.collect import take_snapshot
 from megacpp_env.snapshot.context import SnapshotOptions
 from megacpp_env.snapshot.diff import DiffReport, diff_snapshots
 from megacpp_env.snapshot.document import Snapshot
 from megacpp_env.snapshot.proc import run_program
 from megacpp_env.snapshot.python_env import interpreter_for
+
+if TYPE_CHECKING:
+    from megacpp_env.spec.model import Spec
 
 EXIT_MATCH = 0
 EXIT_SKIP = 125  # git bisect run: "cannot test this commit"
@@ -160,3 +163,21 @@ def bisect_check(golden: GoldenRef, opts: SnapshotOptions, *, worktree: Path, pa
 def _without_worktree(opts: SnapshotOptions, worktree: Path) -> SnapshotOptions:
     real = os.path.realpath(worktree)
     return replace(opts, paths=tuple(p for p in opts.paths if os.path.realpath(p) != real))
+
+
+def check_golden(
+    golden: str, golden_dir: Path | None, spec: Callable[[], Spec | None], *, worktree: Path, package: str | None,
+    python: Callable[[], str | None],
+) -> tuple[GoldenRef, str, BisectVerdict]:  # fmt: skip
+    """``bisect-check GOLDEN``: is this environment the golden's, with ``package`` (default: the
+    worktree's) imported from the worktree? The golden, the package and the verdict."""
+    ref = find(golden, golden_dir, spec)
+    package = package or default_package(worktree)
+    opts = options_like(
+        ref.snapshot,
+        python=python(),
+        paths=None,
+        spec=spec_loader(ref.snapshot, spec),
+        command="megacpp-env bisect-check",
+    )
+    return ref, package, bisect_check(ref, opts, worktree=worktree, package=package)

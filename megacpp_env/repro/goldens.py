@@ -133,3 +133,9 @@ def spec_loader(snapshot: Snapshot, fallback: Callable[[], Spec | None]) -> Call
         return found if spec_agrees(found, snapshot) else fallback()
 
     return load
+
+
+def find(arg: str, override: Path | None, spec: Callable[[], Spec | None]) -> GoldenRef:
+    """GOLDEN in ``--golden-dir`` when given, else in the spec's golden directory (the spec is
+    loaded only then), else in ``.megacpp/golden`` here."""
+    return resolve(arg, goldens.golden_dir(spec() if override is None else None, override))

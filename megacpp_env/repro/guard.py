@@ -14,19 +14,24 @@ import datetime as dt
 import signal
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from megacpp_env.errors import ToolError
 from megacpp_env.redact import redact_argv
-from megacpp_env.repro.goldens import GoldenRef
-from megacpp_env.repro.runrecord import RunRecord
+from megacpp_env.repro.goldens import GoldenRef, find, options_like, spec_loader
+from megacpp_env.repro.runrecord import RunRecord, append, check_record_path
 from megacpp_env.snapshot.collect import take_snapshot
 from megacpp_env.snapshot.context import SnapshotOptions
 from megacpp_env.snapshot.diff import DiffReport, diff_snapshots
 from megacpp_env.snapshot.document import Snapshot
+from megacpp_env.snapshot.golden import ignore_patterns
+from megacpp_env.snapshot.report import render
+
+if TYPE_CHECKING:
+    from megacpp_env.spec.model import Spec
 
 SHOWN_FINDINGS = 20
 
@@ -90,3 +95,52 @@ def run_command(cmd: Sequence[str]) -> tuple[int, float]:
 def default_record_file(golden: GoldenRef) -> Path:
     """``<golden dir>/<name>.runs.jsonl``."""
     return golden.path.with_name(f"{golden.name}.runs.jsonl")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class GuardRequest:
+    golden: str
+    golden_dir: Path | None
+    cmd: tuple[str, ...]
+    record: Path | None  # the run record file; default: beside the golden
+    paths: Sequence[Path] | None
+    ignore: Sequence[str]
+    allow_drift: bool
+    argv: Sequence[str]  # this command line, recorded redacted
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Guarded:
+    golden: str
+    record_file: Path
+    record: RunRecord
+    refused: bool
+    exit_code: int
+
+
+def run_guarded(
+    req: GuardRequest,
+    spec: Callable[[], Spec | None],
+    python: Callable[[], str | None],
+    *,
+    checked: Callable[[PreCheck, str, str], None],
+) -> Guarded:
+    """``run --golden NAME -- CMD``: snapshot this environment, compare it with the golden, then
+    run CMD (refused on drift unless ``allow_drift``) and append the run record. ``checked(check,
+    golden name, drift text)`` is told the comparison before CMD runs."""
+    ref = find(req.golden, req.golden_dir, spec)
+    record_file = check_record_path(req.record or default_record_file(ref))
+    opts = options_like(
+        ref.snapshot, python=python(), paths=req.paths, spec=spec_loader(ref.snapshot, spec),
+        command=" ".join(["megacpp-env", *redact_argv(req.argv)]),
+    )  # fmt: skip
+    check = precheck(ref, opts, ignore=ignore_patterns(req.ignore, spec()))
+    checked(check, ref.name, render(check.report, "text") if check.drift else "")
+    if check.drift and not req.allow_drift:
+        record = record_of(check, req.cmd, ran=False, exit_code=None, wall=None, allowed=False)
+        append(record_file, record.to_dict())
+        return Guarded(golden=ref.name, record_file=record_file, record=record, refused=True, exit_code=1)
+    code, wall = run_command(req.cmd)
+    record = record_of(check, req.cmd, ran=True, exit_code=code, wall=wall, allowed=req.allow_drift)
+    append(record_file, record.to_dict())
+    return Guarded(golden=ref.name, record_file=record_file, record=record, refused=False, exit_code=code)

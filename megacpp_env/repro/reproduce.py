@@ -16,16 +16,19 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from megacpp_env.errors import RefusedError
 from megacpp_env.fsutil import atomic_write_text
 from megacpp_env.repro import covered, installs, portable, pyenv, trees
 from megacpp_env.repro.document import Capture
-from megacpp_env.repro.goldens import GoldenRef
-from megacpp_env.repro.outcome import ReproduceReport, Unrecreated
+from megacpp_env.repro.goldens import GoldenRef, find
+from megacpp_env.repro.outcome import ReproduceReport, Unrecreated, render
 from megacpp_env.snapshot.collect import SnapshotOptions, take_snapshot
 from megacpp_env.snapshot.document import Snapshot
+
+if TYPE_CHECKING:
+    from megacpp_env.spec.model import Spec
 
 Say = Callable[[str], None]
 
@@ -210,3 +213,12 @@ def machine(comparison: portable.Comparison) -> list[Unrecreated]:
         )
         for area, messages in sorted(by_area.items())
     ]
+
+
+def reproduce_golden(
+    golden: str, golden_dir: Path | None, spec: Callable[[], Spec | None], opts: ReproduceOptions, say: Say
+) -> tuple[ReproduceReport, str]:
+    """``reproduce GOLDEN``: find the golden, make its environment again and prove it identical;
+    the report and its text rendering."""
+    report = reproduce(find(golden, golden_dir, spec), opts, say=say)
+    return report, render(report)

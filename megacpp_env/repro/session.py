@@ -99,3 +99,51 @@ def _store_golden(snap: Snapshot, directory: Path, name: str, exported: object) 
         f"golden {name} stored: {path} (capture: {capture_file})",
         *(f"  not captured: {problem}" for problem in capture.problems),
     ]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Printing:
+    """What the verb shows: the document as JSON (notes to stderr), the summary, the timings."""
+
+    as_json: bool = False
+    summary: bool = True
+    timings: bool = False
+    schema: bool = False  # print the document's JSON Schema and take no snapshot
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Shown:
+    stdout: str
+    stderr: str
+    exit_code: int
+
+
+def session_shown(request: SnapshotRequest, printing: Printing) -> Shown:
+    """``session(request)`` and its rendering: what the ``snapshot`` verb writes to stdout and
+    stderr, and its exit code (1 on drift from ``--check-golden``'s golden)."""
+    import time
+
+    from megacpp_env.snapshot.proc import process_age
+
+    started, clock = process_age(), time.perf_counter()
+    if printing.schema:
+        from megacpp_env.snapshot.document import json_schema
+
+        return Shown(stdout=json_schema(), stderr="", exit_code=0)
+    done = session(request)
+    out: list[str] = []
+    err: list[str] = []
+    if printing.as_json:
+        out.append(done.snapshot.to_json())
+    (err if printing.as_json else out).extend(f"{note}\n" for note in done.notes)
+    from megacpp_env.snapshot import report
+
+    if not printing.as_json and printing.summary:
+        out.append(report.render_summary(done.snapshot))
+    if printing.timings:
+        total = None if started is None else started + time.perf_counter() - clock
+        err.append(report.render_timings(done.snapshot, started=started, total=total))
+    if done.report is None:
+        return Shown(stdout="".join(out), stderr="".join(err), exit_code=0)
+    (err if printing.as_json else out).append(report.render(done.report, "text"))
+    return Shown(stdout="".join(out), stderr="".join(err), exit_code=1 if done.report.drift else 0)

@@ -66,3 +66,23 @@ def run_rules(spec: Spec, *, only: tuple[str, ...] = ()) -> list[Finding]:
         for key, message, remedy in r(spec)
     ]
     return sorted(findings, key=lambda f: (f.severity != "error", f.line, f.rule, f.key))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Checked:
+    spec: Spec
+    findings: list[Finding]
+    errors: list[Finding]  # the failing ones
+
+
+def check(
+    spec: Callable[[], Spec], ids: Iterable[str], *, strict: bool = False, list_rules: bool = False
+) -> Checked | tuple[Rule, ...]:
+    """``check [--rule ID]``: the named rules (known, else a user error before the spec loads) or
+    every rule over the spec, and the findings that fail it; ``--list-rules``: every rule, no spec."""
+    if list_rules:
+        return all_rules()
+    only = check_rule_ids(ids)
+    loaded = spec()
+    findings = run_rules(loaded, only=only)
+    return Checked(spec=loaded, findings=findings, errors=failing(findings, strict=strict))

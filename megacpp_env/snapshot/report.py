@@ -4,11 +4,14 @@ snapshot as the short summary ``snapshot`` prints."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # a plain snapshot renders no diff: diff is not imported for it
     from megacpp_env.snapshot.diff import DiffReport
     from megacpp_env.snapshot.document import Snapshot
+    from megacpp_env.spec.model import Spec
 
 
 def _gpus(gpu: dict[str, Any]) -> str:
@@ -131,3 +134,15 @@ def render_json(report: DiffReport) -> str:
 
 def render(report: DiffReport, fmt: str) -> str:
     return {"text": render_text, "markdown": render_markdown, "json": render_json}[fmt](report)
+
+
+def explain_drift(a: Path, b: Path, ignore: Sequence[str], spec: Spec | None, fmt: str) -> tuple[DiffReport, str]:
+    """``diff A B``: the drift between two snapshot files (``ignore`` and the spec's
+    ``snapshot.ignore`` patterns left out), and its rendering in ``fmt``."""
+    from megacpp_env.snapshot.diff import diff_snapshots
+    from megacpp_env.snapshot.document import load_snapshot
+    from megacpp_env.snapshot.golden import ignore_patterns
+
+    patterns = ignore_patterns(ignore, spec)
+    report = diff_snapshots(load_snapshot(a), load_snapshot(b), ignore=patterns, a_label=str(a), b_label=str(b))
+    return report, render(report, fmt)

@@ -1,0 +1,99 @@
+"""The ``facts`` verb's one entry point: ``run(spec, request)`` extracts and writes one source's
+facts, checks them all offline, or reads one source's committed facts."""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from megacpp_env.errors import MegacppEnvError
+from megacpp_env.facts.check import FactsFinding, check_facts, extract_hint
+from megacpp_env.facts.extract import ExtractRequest, extract
+from megacpp_env.facts.model import SourceFacts
+from megacpp_env.facts.store import facts_path, read_facts, render_facts, write_facts
+from megacpp_env.spec.model import Source, Spec
+
+Action = Literal["extract", "check", "show"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class FactsRequest:
+    action: Action
+    name: str = ""
+    origin: Path | None = None
+    wheel: Path | None = None
+    requirements: tuple[str, ...] = ()
+    build_requirements: tuple[str, ...] = ()
+    listed_requirements: tuple[str, ...] = ()
+    unverified: str = ""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Shown:
+    facts: SourceFacts
+    text: str  # the committed file's rendering
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Extracted:
+    facts: SourceFacts
+    changed: bool
+    path: str  # relative to the spec's root, POSIX
+
+
+def run(spec: Spec, request: FactsRequest) -> Extracted | list[FactsFinding] | Shown:
+    if request.action == "check":
+        return check_facts(spec)
+    src = spec.source(request.name)
+    return extract_and_write(spec, src, request) if request.action == "extract" else read_shown(spec, src)
+
+
+def extract_and_write(spec: Spec, src: Source, request: FactsRequest) -> Extracted:
+    if request.origin is None:
+        raise MegacppEnvError("facts extract: no --from CHECKOUT")  # the verb refuses it first
+    facts = extract(
+        ExtractRequest(
+            source=src.name,
+            commit=src.commit,
+            origin=request.origin,
+            subdir=src.subdir,
+            wheel=request.wheel,
+            requirements_files=request.requirements,
+            build_requirements_files=request.build_requirements,
+            listed_requirements_files=request.listed_requirements,
+            unverified=request.unverified,
+            command=recorded_command(src, request, request.origin),
+            unobtainable=tuple(src.unobtainable),
+        )
+    )
+    changed = write_facts(spec.root, facts)
+    return Extracted(
+        facts=facts, changed=changed, path=facts_path(spec.root, src.name).relative_to(spec.root).as_posix()
+    )
+
+
+def recorded_command(src: Source, request: FactsRequest, origin: Path) -> str:
+    """The command line recorded in the file: names, never this machine's paths."""
+    parts = ["megacpp-env", "facts", "extract", src.name, "--from", origin.name if origin.is_file() else "CHECKOUT"]
+    if request.wheel:
+        parts += ["--wheel", request.wheel.name]
+    for flag, values in (
+        ("--requirements", request.requirements),
+        ("--build-requirements", request.build_requirements),
+        ("--listed-requirements", request.listed_requirements),
+    ):
+        for value in values:
+            parts += [flag, value]
+    if request.unverified:
+        parts += ["--unverified", request.unverified]
+    return shlex.join(parts)
+
+
+def read_shown(spec: Spec, src: Source) -> Shown:
+    path = facts_path(spec.root, src.name)
+    if not path.is_file():
+        raise MegacppEnvError(f"no {path.relative_to(spec.root)} (remedy: {extract_hint(src)})")
+    facts = read_facts(path)
+    return Shown(facts=facts, text=render_facts(facts))
