@@ -17,14 +17,15 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from types import ModuleType
 
 from megacpp_env.errors import MegacppEnvError
 from megacpp_env.rules.base import Finding, Rule
 from megacpp_env.spec.model import Spec
 
-__all__ = ["Finding", "Rule", "all_rules", "check_rule_ids", "failing", "rule_modules", "run_rules"]
+__all__ = ["Checked", "Finding", "Rule", "all_rules", "check", "check_rule_ids", "failing", "rule_modules", "run_rules"]
 
 
 # -- the registry ----------------------------------------------------------------------------------
