@@ -14,8 +14,8 @@ characters) is a ``NetError``, never a traceback.
 from __future__ import annotations
 
 import contextlib
+import functools
 import http.client
-import os
 import socket
 import ssl
 import threading
@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from megacpp_env.errors import ToolError
+from megacpp_env.toolrun import env_seconds
 
 DEADLINE_ENV = "MEGACPP_NET_DEADLINE"
 READ_TIMEOUT_S = 30.0  # one read; the deadline bounds them all
@@ -46,16 +47,7 @@ class NetError(ToolError):
 
 def deadline_s(default: float) -> float:
     """``default``, unless ``MEGACPP_NET_DEADLINE`` names a positive number of seconds."""
-    raw = os.environ.get(DEADLINE_ENV, "").strip()
-    if not raw:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise NetError("", f"{DEADLINE_ENV}={raw[:40]!r}: expected a number of seconds") from None
-    if not 0 < value < 1e7:
-        raise NetError("", f"{DEADLINE_ENV}={raw[:40]!r}: expected a positive number of seconds")
-    return value
+    return env_seconds(DEADLINE_ENV, default, error=functools.partial(NetError, ""))
 
 
 @dataclass(kw_only=True, slots=True)

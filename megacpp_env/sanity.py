@@ -36,6 +36,33 @@ class Result:
         return f"{'ok' if self.ok else 'FAIL'}: {self.check}" + (f" -> {self.detail}" if self.detail else "")
 
 
+# What this module checks for one source: its ``sanity`` in stack.yaml (``spec.model.Source``), carried
+# unchanged in its source build plan (``srcbuild.plan.SourcePlan``). No docstring: the stack.yaml
+# schema would take it as the description.
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SanityCheck:
+    imports: tuple[str, ...] = ()
+    statements: tuple[str, ...] = ()
+    vllm_models: tuple[str, ...] = ()
+
+    def args(self) -> list[str]:
+        """The ``python -m megacpp_env.sanity`` arguments for these checks."""
+        out: list[str] = []
+        for flag, values in (("--import", self.imports), ("--statement", self.statements)):
+            for value in values:
+                out += [flag, value]
+        for model in self.vllm_models:
+            out += ["--vllm-model", model]
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "imports": list(self.imports),
+            "statements": list(self.statements),
+            "vllm_models": list(self.vllm_models),
+        }
+
+
 def check_import(module: str) -> Result:
     try:
         mod = importlib.import_module(module)

@@ -22,7 +22,6 @@ import re
 import shutil
 import subprocess
 import threading
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +30,7 @@ from packaging.version import InvalidVersion, Version
 
 from megacpp_env.errors import ToolError, ToolNotFoundError
 from megacpp_env.layout import PLATFORM_ARCH
+from megacpp_env.toolrun import Tool, env_seconds, run_tool
 
 log = logging.getLogger("megacpp_env.uv")
 
@@ -42,16 +42,7 @@ DEFAULT_TIMEOUT_S = 900.0
 # to the floor in pyproject.toml and .ci/tool-requirements.in (tests/test_uv_floor.py checks all three).
 UV_FLOOR = "0.12.1"
 COMMANDS: list[tuple[str, ...]] = []  # every argv run, in order (read by tests)
-_LOCK = threading.Lock()
 _FIND_LOCK = threading.Lock()
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class UvRun:
-    argv: tuple[str, ...]
-    stdout: str
-    stderr: str
-    seconds: float
 
 
 def uv_executable() -> str:
@@ -89,40 +80,24 @@ def _uv_on_path() -> str:
 
 def timeout() -> float:
     """Seconds one uv run may take: ``$MEGACPP_ENV_UV_TIMEOUT`` or 900."""
-    raw = os.environ.get(TIMEOUT_ENV, "").strip()
-    if not raw:
-        return DEFAULT_TIMEOUT_S
-    try:
-        value = float(raw)
-    except ValueError:
-        value = 0.0
-    if value <= 0:
-        raise ToolError(f"{TIMEOUT_ENV}={raw!r}: expected a positive number of seconds")
-    return value
+    return env_seconds(TIMEOUT_ENV, DEFAULT_TIMEOUT_S)
 
 
-def run_uv(args: Sequence[str], *, cwd: Path | None = None, env: Mapping[str, str] | None = None) -> UvRun:
+def run_uv(
+    args: Sequence[str], *, cwd: Path | None = None, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """Run ``uv ARGS``; raise ToolError with uv's own error lines when it fails, cannot start or
     runs longer than ``timeout()``."""
     argv = (uv_executable(), *args)
-    with _LOCK:
-        COMMANDS.append(tuple(argv))
     log.debug("uv: %s", " ".join(argv[1:]))
     full_env = {**os.environ, "UV_PYTHON_DOWNLOADS": "never", "NO_COLOR": "1", **(env or {})}
-    limit = timeout()
-    start = time.monotonic()
-    try:
-        proc = subprocess.run(argv, cwd=cwd, env=full_env, capture_output=True, text=True, check=False, timeout=limit)
-    except subprocess.TimeoutExpired:
-        raise ToolError(
-            f"uv {' '.join(args[:2])} did not finish in {limit:g}s and was killed (raise {TIMEOUT_ENV})"
-        ) from None
-    except OSError as exc:
-        raise ToolError(f"cannot run {argv[0]}: {exc.strerror or exc}") from None
-    seconds = time.monotonic() - start
-    if proc.returncode != 0:
-        raise ToolError(f"uv {' '.join(args[:2])} failed:\n{_error_lines(proc.stderr)}")
-    return UvRun(argv=tuple(argv), stdout=proc.stdout, stderr=proc.stderr, seconds=seconds)
+    tool = Tool(
+        what=f"uv {' '.join(args[:2])}",
+        program=argv[0],
+        errors=lambda proc: _error_lines(proc.stderr),
+        hint=f" and was killed (raise {TIMEOUT_ENV})",
+    )
+    return run_tool(argv, tool, commands=COMMANDS, env=full_env, timeout_s=timeout(), cwd=cwd)
 
 
 def _error_lines(stderr: str) -> str:
@@ -214,6 +189,6 @@ def compile_args(req: CompileRequest) -> list[str]:
     return args
 
 
-def pip_compile(req: CompileRequest) -> UvRun:
+def pip_compile(req: CompileRequest) -> subprocess.CompletedProcess[str]:
     require_floor()
     return run_uv(compile_args(req), cwd=req.workdir)

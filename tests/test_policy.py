@@ -222,7 +222,7 @@ def test_each_rule_is_a_module_attribute_callable_on_a_spec(stack_data, tmp_path
 
 
 NEW_RULE = """
-from megacpp_env.rules import target_rule
+from megacpp_env.rules.base import target_rule
 
 
 @target_rule("ZZ{n}", "warning", "a rule dropped into the package")

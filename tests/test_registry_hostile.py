@@ -137,7 +137,7 @@ def test_the_deadline_env_overrides_the_default(monkeypatch):
     monkeypatch.setenv(netio.DEADLINE_ENV, "1.5")
     assert Client().deadline == 1.5
     monkeypatch.setenv(netio.DEADLINE_ENV, "soon")
-    with pytest.raises(netio.NetError, match="MEGACPP_NET_DEADLINE='soon': expected a number of seconds"):
+    with pytest.raises(netio.NetError, match="MEGACPP_NET_DEADLINE='soon': expected a positive number of seconds"):
         Client()
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from megacpp_env.errors import FormatError
 from megacpp_env.fsutil import atomic_write_text
-from megacpp_env.records import Table, as_dict, read_json
+from megacpp_env.records import HIDDEN, Table, as_dict, read_json
 from megacpp_env.spec import envpolicy
 
 SCHEMA = "megacpp-env/golden-capture"
@@ -121,7 +121,7 @@ class SubmoduleCommit:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class CheckoutCapture:
-    key: str  # the snapshot's key for it (a source name or a path)
+    key: str = field(metadata=HIDDEN)  # the snapshot's key for it (a source name or a path): the table's name
     path: str  # where it was
     name: str  # the basename of ``path``: where reproduce puts it (``--checkouts DIR/NAME``)
     head: str | None = None
@@ -135,9 +135,7 @@ class CheckoutCapture:
     problems: tuple[str, ...] = ()  # why it cannot be re-created (no .git, changed while captured ...)
 
     def to_dict(self) -> dict[str, Any]:
-        out = as_dict(self)
-        del out["key"]
-        return out
+        return as_dict(self)
 
     @classmethod
     def read(cls, key: str, t: Table) -> CheckoutCapture:
@@ -205,7 +203,7 @@ class BuildInfo:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class DistCapture:
-    key: str  # normalized name
+    key: str = field(metadata=HIDDEN)  # normalized name: the table's name
     name: str
     version: str
     installer: str
@@ -218,9 +216,7 @@ class DistCapture:
     build: BuildInfo | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        out = as_dict(self)
-        del out["key"]
-        return out
+        return as_dict(self)
 
     @classmethod
     def read(cls, key: str, t: Table) -> DistCapture:

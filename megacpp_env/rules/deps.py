@@ -10,7 +10,7 @@ from packaging.utils import canonicalize_name
 
 from megacpp_env.deps.conflicts import find_conflicts
 from megacpp_env.deps.graph import target_deps
-from megacpp_env.rules import Hit, source_rule, spec_rule, target_rule
+from megacpp_env.rules.base import Hit, source_rule, spec_rule, target_rule
 from megacpp_env.rules.readers import spec_facts
 from megacpp_env.spec.model import Source, Spec, Target
 

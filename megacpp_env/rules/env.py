@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from megacpp_env.rules import Hit, build_rule, builds, spec_rule
+from megacpp_env.rules.base import Hit, build_rule, builds, spec_rule
 from megacpp_env.rules.readers import overlay_arch_var, readers, source_env_key, spec_facts
 from megacpp_env.spec import envpolicy
 from megacpp_env.spec.model import Source, Spec, Target

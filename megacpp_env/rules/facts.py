@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 from megacpp_env.errors import RefusedError
 from megacpp_env.facts.check import check_facts, spec_facts
-from megacpp_env.rules import Hit, spec_rule
+from megacpp_env.rules.base import Hit, spec_rule
 from megacpp_env.spec.model import Source, Spec, Target
 
 

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from megacpp_env.rules import Hit, source_rule, target_rule
+from megacpp_env.rules.base import Hit, source_rule, target_rule
 from megacpp_env.rules.common import admits_below, is_gb10_class, requirements
 from megacpp_env.spec.model import Source, Spec, Target
 

@@ -10,7 +10,7 @@ from packaging.version import InvalidVersion, Version
 
 from megacpp_env.facts.model import SourceFacts
 from megacpp_env.layout import overlay_dir
-from megacpp_env.rules import Hit, build_rule, source_rule, spec_rule
+from megacpp_env.rules.base import Hit, build_rule, source_rule, spec_rule
 from megacpp_env.rules.readers import spec_facts
 from megacpp_env.spec.model import Source, Spec, Target
 

@@ -11,7 +11,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from megacpp_env.layout import overlay_dir
-from megacpp_env.rules import Hit, platform_rule, source_rule, spec_rule, target_rule
+from megacpp_env.rules.base import Hit, platform_rule, source_rule, spec_rule, target_rule
 from megacpp_env.rules.common import provided_instead, requirements, sm_major
 from megacpp_env.spec.model import ImageRef, Source, Spec, Target
 

@@ -23,26 +23,47 @@ import importlib.util
 import sys
 from collections.abc import Callable, Sequence
 from types import ModuleType
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 STATE: dict[str, dict[str, str]] = {}
 PostPatch = Callable[[ModuleType], str]
+_Entry = TypeVar("_Entry")
 
 
 def record(name: str, state: str, detail: str = "") -> None:
     STATE[name] = {"state": state, "detail": detail}
 
 
-def _other_finders_spec(
-    me: object, fullname: str, path: Sequence[str] | None, target: ModuleType | None
-) -> importlib.machinery.ModuleSpec | None:
-    for finder in sys.meta_path:
-        if finder is me or not hasattr(finder, "find_spec"):
-            continue
-        spec = finder.find_spec(fullname, path, target)
-        if spec is not None:
-            return spec
-    return None
+class _NamedFinder(importlib.abc.MetaPathFinder, Generic[_Entry]):
+    """A finder for the modules named in ``entries``: it asks the other finders on ``sys.meta_path``
+    for such a module's spec (``None`` when none has it) and returns what ``_spec`` makes of it."""
+
+    def __init__(self) -> None:
+        self.entries: dict[str, _Entry] = {}
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        entry = self.entries.get(fullname)
+        if entry is None:
+            return None
+        return self._spec(fullname, entry, self._others_spec(fullname, path, target))
+
+    def _others_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None
+    ) -> importlib.machinery.ModuleSpec | None:
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None:
+                return spec
+        return None
+
+    def _spec(
+        self, fullname: str, entry: _Entry, original: importlib.machinery.ModuleSpec | None
+    ) -> importlib.machinery.ModuleSpec | None:
+        raise NotImplementedError
 
 
 class _PatchingLoader(importlib.abc.Loader):
@@ -71,44 +92,32 @@ def _run_patch(name: str, patch: PostPatch, module: ModuleType) -> None:
         record(name, "error", f"{type(exc).__name__}: {exc}")
 
 
-class PostImportFinder(importlib.abc.MetaPathFinder):
-    def __init__(self) -> None:
-        self.hooks: dict[str, tuple[str, PostPatch]] = {}
+class PostImportFinder(_NamedFinder[tuple[str, PostPatch]]):
+    """Module name -> (patch name, the patch to run once the module body executed)."""
 
     def add(self, module: str, name: str, patch: PostPatch) -> None:
         if module in sys.modules:
             _run_patch(name, patch, sys.modules[module])
             return
-        self.hooks[module] = (name, patch)
+        self.entries[module] = (name, patch)
         record(name, "armed", f"patches {module} when it is imported")
 
-    def find_spec(
-        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    def _spec(
+        self, fullname: str, entry: tuple[str, PostPatch], original: importlib.machinery.ModuleSpec | None
     ) -> importlib.machinery.ModuleSpec | None:
-        hook = self.hooks.get(fullname)
-        if hook is None:
-            return None
-        spec = _other_finders_spec(self, fullname, path, target)
-        if spec is None or spec.loader is None:
-            return spec
-        spec.loader = _PatchingLoader(spec.loader, *hook)
-        return spec
+        if original is None or original.loader is None:
+            return original
+        original.loader = _PatchingLoader(original.loader, *entry)
+        return original
 
 
-class ShadowFinder(importlib.abc.MetaPathFinder):
+class ShadowFinder(_NamedFinder[tuple[str, str, str, str]]):
     """Module name -> (patch name, shadow file, base sha256 of the installed file, shadow sha256)."""
 
-    def __init__(self) -> None:
-        self.shadows: dict[str, tuple[str, str, str, str]] = {}
-
-    def find_spec(
-        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    def _spec(
+        self, fullname: str, entry: tuple[str, str, str, str], original: importlib.machinery.ModuleSpec | None
     ) -> importlib.machinery.ModuleSpec | None:
-        entry = self.shadows.get(fullname)
-        if entry is None:
-            return None
         name, shadow, base_sha, shadow_sha = entry
-        original = _other_finders_spec(self, fullname, path, target)
         origin = original.origin if original else None
         problem = _shadow_problem(origin, base_sha, shadow, shadow_sha)
         if problem:

@@ -128,7 +128,7 @@ def arm_shadow(name: str) -> None:
     data = tomllib.loads(manifest.read_text(encoding="utf-8"))
     for mod in data.get("modules", []):
         shadow = manifest.parent / mod["path"]
-        SHADOWS.shadows[mod["module"]] = (name, str(shadow), mod["base_sha256"], mod["sha256"])
+        SHADOWS.entries[mod["module"]] = (name, str(shadow), mod["base_sha256"], mod["sha256"])
     record(name, "armed", f"shadows {', '.join(m['module'] for m in data.get('modules', []))} from {manifest.parent}")
 
 

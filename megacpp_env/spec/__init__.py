@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from megacpp_env.layout import PLATFORMS
+    from megacpp_env.sanity import SanityCheck
     from megacpp_env.spec.loader import load_spec, load_spec_text
     from megacpp_env.spec.model import (
         Alignment,
         GpuSpec,
         ImageRef,
         Index,
-        SanityCheck,
         Serving,
         SnapshotConfig,
         Source,
@@ -45,7 +45,7 @@ __all__ = [
 ]
 
 _HOME = {"PLATFORMS": "megacpp_env.layout", "load_spec": "megacpp_env.spec.loader",
-         "load_spec_text": "megacpp_env.spec.loader"}  # fmt: skip
+         "load_spec_text": "megacpp_env.spec.loader", "SanityCheck": "megacpp_env.sanity"}  # fmt: skip
 
 
 def __getattr__(name: str) -> Any:

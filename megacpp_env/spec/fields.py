@@ -181,21 +181,22 @@ class Reader:
         return s
 
     # -- domain values -----------------------------------------------------------------------
-    def version(self, value: Any, key: str) -> str:
+    def parsed(
+        self, value: Any, key: str, parse: Callable[[str], object], invalid: type[ValueError], what: str, remedy: str
+    ) -> str:
+        """A string that ``parse`` (one of packaging's classes) accepts; its ``invalid`` error is a spec error."""
         s = self.string(value, key)
         try:
-            Version(s)
-        except InvalidVersion:
-            raise self.fail(key, f"invalid version {s!r}", 'write a version such as "13.2"') from None
+            parse(s)
+        except invalid:
+            raise self.fail(key, f"invalid {what} {s!r}", remedy) from None
         return s
 
+    def version(self, value: Any, key: str) -> str:
+        return self.parsed(value, key, Version, InvalidVersion, "version", 'write a version such as "13.2"')
+
     def specifier(self, value: Any, key: str) -> str:
-        s = self.string(value, key)
-        try:
-            SpecifierSet(s)
-        except InvalidSpecifier:
-            raise self.fail(key, f"invalid version specifier {s!r}", 'write e.g. ">=4.4.2"') from None
-        return s
+        return self.parsed(value, key, SpecifierSet, InvalidSpecifier, "version specifier", 'write e.g. ">=4.4.2"')
 
     def requirement(self, value: str, key: str) -> str:
         try:

@@ -15,6 +15,7 @@ from megacpp_env.errors import InputError, SpecError
 from megacpp_env.fsutil import read_bounded
 from megacpp_env.layout import PLATFORMS
 from megacpp_env.runtime.catalog import PATCHES
+from megacpp_env.sanity import SanityCheck
 from megacpp_env.spec import fields as F
 from megacpp_env.spec.model import (
     FEATURES,
@@ -29,7 +30,6 @@ from megacpp_env.spec.model import (
     Override,
     Provides,
     Resolutions,
-    SanityCheck,
     Serving,
     SnapshotConfig,
     Source,

@@ -14,6 +14,7 @@ from typing import Any, Literal
 from megacpp_env.fsutil import canonical_hash
 from megacpp_env.layout import checkout_dir_name
 from megacpp_env.records import HIDDEN, as_dict
+from megacpp_env.sanity import SanityCheck
 
 SCHEMA_VERSION = 1
 INSTALL_MODES = ("wheel", "path")
@@ -93,16 +94,6 @@ class Toolchain:
         if not self.cuda_pypi:  # absent when unused: toolchains without it keep their digest
             del out["cuda_pypi"]
         return out
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class SanityCheck:
-    imports: tuple[str, ...] = ()
-    statements: tuple[str, ...] = ()
-    vllm_models: tuple[str, ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        return as_dict(self)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

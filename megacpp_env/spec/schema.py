@@ -24,6 +24,7 @@ from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 from megacpp_env.layout import PLATFORMS
 from megacpp_env.runtime.catalog import PATCHES
+from megacpp_env.sanity import SanityCheck
 from megacpp_env.spec import fields as F
 from megacpp_env.spec import loader as L
 from megacpp_env.spec import model as M
@@ -159,7 +160,7 @@ def _record(cls: type, defs: dict[str, Any]) -> dict[str, Any]:
 def stack_schema() -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) of stack.yaml."""
     defs: dict[str, Any] = {}
-    for cls in (*SECTIONS, M.SanityCheck):  # the records YAML_SHAPES name by $ref, and what they hold
+    for cls in (*SECTIONS, SanityCheck):  # the records YAML_SHAPES name by $ref, and what they hold
         _record(cls, defs)
     root = defs["Spec"]
     del defs["Spec"]

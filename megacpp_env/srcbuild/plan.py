@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from megacpp_env.errors import FormatError
 from megacpp_env.records import Table, read_json
+from megacpp_env.sanity import SanityCheck
 
 if TYPE_CHECKING:
     from megacpp_env.spec.model import Source, Target
@@ -56,30 +57,6 @@ class FetchPlan:
         if self.subdir:
             out["subdir"] = self.subdir
         return out
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class SanityPlan:
-    imports: tuple[str, ...] = ()
-    statements: tuple[str, ...] = ()
-    vllm_models: tuple[str, ...] = ()
-
-    def args(self) -> list[str]:
-        """The ``python -m megacpp_env.sanity`` arguments for these checks."""
-        out: list[str] = []
-        for flag, values in (("--import", self.imports), ("--statement", self.statements)):
-            for value in values:
-                out += [flag, value]
-        for model in self.vllm_models:
-            out += ["--vllm-model", model]
-        return out
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "imports": list(self.imports),
-            "statements": list(self.statements),
-            "vllm_models": list(self.vllm_models),
-        }
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -135,7 +112,7 @@ class SourcePlan:
     subdir: str = ""  # the distribution's directory inside the checkout ("" = its root)
     build_env: Mapping[str, str] = field(default_factory=dict)
     pre_build: tuple[str, ...] = ()
-    sanity: SanityPlan = field(default_factory=SanityPlan)
+    sanity: SanityCheck = field(default_factory=SanityCheck)
     jobs: JobsPlan = field(default_factory=JobsPlan)
     fetches: tuple[FetchPlan, ...] = ()
     unobtainable: Mapping[str, str] = field(default_factory=dict)  # declared exceptions: path -> why
@@ -218,9 +195,7 @@ def plan_for(target: Target, source: Source, fetched: Mapping[str, Source], jobs
         subdir=source.subdir,
         build_env=dict(sorted(env.items())),
         pre_build=tuple(source.pre_build),
-        sanity=SanityPlan(
-            imports=source.sanity.imports, statements=source.sanity.statements, vllm_models=source.sanity.vllm_models
-        ),
+        sanity=source.sanity,
         jobs=jobs or target_jobs(target, nvcc_threads=source.jobs.nvcc_threads),
         fetches=tuple(_fetch(env_name, fetched[name]) for env_name, name in sorted(source.fetches.items())),
         unobtainable=dict(sorted(source.unobtainable.items())),
@@ -337,9 +312,9 @@ def _env(t: Table, key: str) -> dict[str, str]:
     return out
 
 
-def _sanity(t: Table) -> SanityPlan:
+def _sanity(t: Table) -> SanityCheck:
     t.only(("imports", "statements", "vllm_models"))
-    return SanityPlan(
+    return SanityCheck(
         imports=_lines(t, "imports"), statements=_lines(t, "statements"), vllm_models=_lines(t, "vllm_models")
     )
 
