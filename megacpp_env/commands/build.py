@@ -29,9 +29,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--registry", default=os.environ.get("MEGACPP_REGISTRY", ""), metavar="HOST[:PORT]",
         help="tag HOST[:PORT]/megacpp/<target>:<content tag> by default (default: $MEGACPP_REGISTRY)",
     )  # fmt: skip
-    parser.add_argument(
-        "--push", action="store_true", help="push the image (and, classic build, its cache image); report the digest"
-    )
+    parser.add_argument("--push", action="store_true",
+                        help="push the image (and, classic build, its cache image); report the digest")  # fmt: skip
     parser.add_argument(
         "--skip-base-check", action="store_true",
         help="build from a pinned base digest without checking that its tag still names it",
