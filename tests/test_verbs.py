@@ -30,8 +30,6 @@ import megacpp_env.commands
 COMMANDS = Path(megacpp_env.commands.__file__).resolve().parent
 MAX_LINES = 120
 NOT_DOMAIN = {"megacpp_env.commands._common", "megacpp_env.ui", "megacpp_env.errors"}
-# removed by the lead when h20/h21build land (they change these verbs in their own branches)
-PENDING: set[str] = set()
 VERB_MODULES = sorted(p.stem for p in COMMANDS.glob("*.py") if not p.stem.startswith("_"))
 
 
@@ -101,8 +99,6 @@ def domain_calls(path: Path) -> list[str]:
 
 @pytest.mark.parametrize("verb", VERB_MODULES)
 def test_a_verb_module_is_short_and_run_calls_one_domain_function(verb):
-    if verb in PENDING:
-        pytest.skip("being reshaped by another branch")
     path = COMMANDS / f"{verb}.py"
     lines = len(path.read_text().splitlines())
     assert lines <= MAX_LINES, (
@@ -110,10 +106,6 @@ def test_a_verb_module_is_short_and_run_calls_one_domain_function(verb):
     )
     calls = domain_calls(path)
     assert len(calls) == 1, f"{path.name}: run makes {len(calls)} domain calls (one wanted): {calls}"
-
-
-def test_pending_verbs_exist():
-    assert set(VERB_MODULES) >= PENDING
 
 
 def test_the_rule_counts_calls_through_helpers_and_skips_classes_and_printing(tmp_path):
