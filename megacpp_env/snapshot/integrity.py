@@ -4,11 +4,16 @@ The parent plans: it reads every RECORD once (bytes, for the RECORD hash and the
 each distribution owns), joins distributions that share a top-level name into *groups*, and deals
 the groups to one worker process per core (``integrity_worker.py``), which parse, stat, consult
 their hash cache and hash what the cache cannot vouch for, with no GIL shared between them.
+The big files (a RECORD size of ``BIG_FILE`` or more: the CUDA and torch libraries, a few hundred
+holding most of the bytes) are not dealt: the parent finds them in its first pass over the RECORDs
+and hashes them at once in its own threads, largest first from one shared queue (hashlib and
+reads release the GIL), so the largest starts before the workers do and no worker is left with
+several of them (``BigFiles``).
 Files directly in a site directory that no RECORD names are reported as unowned here.
 """
 
 # os.path on purpose: ~50,000 paths per snapshot.
-# ruff: noqa: PTH120
+# ruff: noqa: PTH118, PTH120
 
 from __future__ import annotations
 
@@ -27,6 +32,7 @@ from typing import Any
 
 from megacpp_env.errors import ToolError
 from megacpp_env.fsutil import atomic_write_text
+from megacpp_env.snapshot import integrity_worker as one
 from megacpp_env.snapshot.proc import run_programs
 
 WORKER = Path(__file__).with_name("integrity_worker.py")
@@ -47,27 +53,32 @@ class DistRecord:
     tops: frozenset[str]  # top-level names under the site directory
     lines: int
     subdirs: dict[str, int]  # "top/sub" -> lines under it
-    heavy: dict[str, int]  # "top/sub" ("" for all) -> bytes recorded under it / BYTES_PER_ROW
+    heavy: dict[str, int]  # "top/sub" ("" for all) -> bytes recorded under it / BYTES_PER_ROW (big files not)
+    big: list[list[Any]]  # [rel, "algo=digest", size] of the rows the parent hashes (``big_rows``)
 
     @property
     def text(self) -> str:
         return Path(self.dist_info, "RECORD").read_bytes().decode("utf-8", errors="replace")
 
     def to_plan(self, stat: list[int]) -> list[Any]:
-        return [stat, self.sha256, sorted(self.tops), self.lines, self.subdirs, self.heavy]
+        return [stat, self.sha256, sorted(self.tops), self.lines, self.subdirs, self.heavy, self.big]
+
+    def big_paths(self) -> list[str]:
+        return [os.path.join(self.location, rel) for rel, _d, _s in self.big]
 
     @classmethod
-    def from_text(cls, key: str, dist_info: str, data: bytes) -> DistRecord:
+    def from_text(cls, key: str, dist_info: str, data: bytes, big: list[list[Any]] | None = None) -> DistRecord:
         text = data.decode("utf-8", errors="replace")
+        big = big_rows(text) if big is None else big
         subdirs: dict[str, int] = {}
         for prefix in SECOND_RE.findall(text):
             subdirs[prefix] = subdirs.get(prefix, 0) + 1
         heavy = {"": 0}  # hashing time goes with bytes, not rows: the big files' weight, by subdirectory
-        for big in BIG_RE.finditer(text):  # a search for ",<5+ digits>" at a line's end: no per-line parse
-            n = int(big.group(1)) // BYTES_PER_ROW
-            if n:
+        for found in BIG_RE.finditer(text):  # a search for ",<5+ digits>" at a line's end: no per-line parse
+            n = int(found.group(1)) // BYTES_PER_ROW
+            if n and n < BIG_FILE // BYTES_PER_ROW:  # the parent's, not a worker's
                 heavy[""] += n
-                sub = SECOND_RE.match(text, text.rfind("\n", 0, big.start()) + 1, big.start())
+                sub = SECOND_RE.match(text, text.rfind("\n", 0, found.start()) + 1, found.start())
                 if sub is not None:
                     heavy[sub.group(1)] = heavy.get(sub.group(1), 0) + n
         return cls(
@@ -79,6 +90,7 @@ class DistRecord:
             lines=text.count("\n"),
             subdirs=subdirs,
             heavy=heavy,
+            big=big,
         )
 
 
@@ -146,6 +158,7 @@ class Unit:
             "location": self.group.location,
             "tops": sorted(self.group.tops),
             "dists": [[d.key, d.dist_info, d.sha256] for d in self.group.dists],
+            "big": sorted(p for d in self.group.dists for p in d.big_paths()),
             "only": list(self.only),
             "exclude": list(self.exclude),
         }
@@ -168,7 +181,27 @@ BIG_RE = re.compile(r",(\d{5,})\r?$", re.MULTILINE)  # a row's size, when it has
 # deals work by cost, so a worker holding the big CUDA libraries gets fewer of them.
 BYTES_PER_ROW = 32 << 10
 SPLIT_MIN = 400
-PLAN_FILE = "plan-2.json"  # plan.json held row counts only
+PLAN_FILE = "plan-3.json"  # plan.json held row counts only, plan-2.json no big files
+BIG_FILE = 4 << 20  # rows of this size or more are hashed by the parent (``BigFiles``)
+BIG_CACHE = "big-files"  # their hash cache: <cache dir>/big-files.bin
+SIMPLE_REL = re.compile(r"[^\\\"\n,/.][^\\\"\n,]*")  # a path the worker joins as is (no quotes, no normalizing)
+
+
+def big_rows(text: str) -> list[list[Any]]:
+    """[rel, "algo=digest", size] of every row of ``text`` recording ``BIG_FILE`` bytes or more
+    under a plain relative path (one the worker would not normalize; any other row stays a
+    worker's): a search for ",<7+ digits>" at a line's end, no per-line parse."""
+    out: list[list[Any]] = []
+    for found in BIG_RE.finditer(text):
+        size = int(found.group(1))
+        if size < BIG_FILE:
+            continue
+        rel, _, digest = text[text.rfind("\n", 0, found.start()) + 1 : found.start()].rpartition(",")
+        if "=" in digest and SIMPLE_REL.fullmatch(rel) and "/." not in rel and "//" not in rel:
+            out.append([rel, digest, size])
+    return out
+
+
 TOP_RE = re.compile(r'^"?([^/,\n"]+)', re.MULTILINE)
 
 
@@ -189,13 +222,26 @@ def _stat(path: Path) -> list[int] | None:
     return [st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns]
 
 
-def read_records(dists: Sequence[tuple[str, str]], plan_file: Path | None = None) -> list[DistRecord]:
+class _BigOnly:
+    """What ``on_big`` needs of a RECORD not yet fully read: its key, location and big rows."""
+
+    def __init__(self, key: str, dist_info: str, big: list[list[Any]]) -> None:
+        self.key, self.location, self.big = key, os.path.dirname(dist_info), big
+
+
+def read_records(
+    dists: Sequence[tuple[str, str]],
+    plan_file: Path | None = None,
+    on_big: Callable[[Sequence[DistRecord | _BigOnly]], None] | None = None,
+) -> list[DistRecord]:
     """(key, dist-info dir) -> DistRecord, for those that have a RECORD. With ``plan_file``, a
-    RECORD whose stat is unchanged since the last run is not read again (the plan is cached)."""
+    RECORD whose stat is unchanged since the last run is not read again (the plan is cached).
+    ``on_big`` gets every RECORD's big rows after a first, cheap pass (before the rest is parsed)."""
     plan = load_plan(plan_file)
     fresh: dict[str, list[Any]] = {}
     out = []
-    for key, dist_info in dists:
+    read: list[tuple[str, str, list[int], bytes, list[list[Any]]]] = []
+    for key, dist_info in dists:  # first pass: the big files, handed to ``on_big`` before the rest
         path = Path(dist_info, "RECORD")
         stat = _stat(path)
         hit = plan.get(dist_info)
@@ -211,12 +257,20 @@ def read_records(dists: Sequence[tuple[str, str]], plan_file: Path | None = None
                 lines=hit[3],
                 subdirs=hit[4],
                 heavy=hit[5],
+                big=hit[6],
             )
+            fresh[dist_info] = rec.to_plan(stat)
+            out.append(rec)
         else:
             try:
-                rec = DistRecord.from_text(key, dist_info, path.read_bytes())
+                data = path.read_bytes()
             except OSError:
                 continue
+            read.append((key, dist_info, stat, data, big_rows(data.decode("utf-8", errors="replace"))))
+    if on_big is not None:
+        on_big([*out, *(_BigOnly(key, dist_info, big) for key, dist_info, _s, _d, big in read)])
+    for key, dist_info, stat, data, big in read:
+        rec = DistRecord.from_text(key, dist_info, data, big)
         fresh[dist_info] = rec.to_plan(stat)
         out.append(rec)
     if plan_file is not None and any(plan.get(k) != v for k, v in fresh.items()):
@@ -279,6 +333,72 @@ def deal(groups: Sequence[Group], workers: int, warm: Callable[[str], bool] | No
         shards[i].append(unit)
         loads[i] += cost[unit.id]
     return [s for s in shards if s]
+
+
+class BigFiles:
+    """The big files, checked and hashed here while the workers do the rest: a stat each against
+    ``big-files.bin`` (the workers' cache format and key), then what the cache cannot vouch for
+    hashed by ``threads`` threads, largest first, from one queue: the largest file starts first and
+    a free thread always takes the next largest, whichever distribution it belongs to."""
+
+    def __init__(self, cache_dir: Path | None, threads: int) -> None:
+        self.path = str(cache_dir / f"{BIG_CACHE}.bin") if cache_dir else None
+        self.cache: dict[str, Any] = {}
+        self.hashes: dict[str, list[Any]] = {}
+        self.reports: dict[str, dict[str, Any]] = {}
+        self.pending: list[tuple[str, one.Entry, one.Key]] = []
+        self.seen: set[str] = set()
+        self.threads = threads
+        self.pool: Any = None
+        self.futures: list[Any] = []
+        self.hits = 0
+
+    def add(self, records: Sequence[DistRecord | _BigOnly]) -> None:
+        if not any(r.big for r in records):
+            return
+        self.cache = one.load_cache(self.path)
+        hashes = self.cache.get("hashes")
+        self.hashes = hashes if isinstance(hashes, dict) else {}
+        for rec in records:
+            entries = [(rel, os.path.join(rec.location, rel), digest, size) for rel, digest, size in rec.big]
+            report = self.reports.setdefault(rec.key, {"files": 0, "modified": [], "removed": [], "added": []})
+            self.hits += one.check(entries, self.hashes, report, self.pending, rec.key)
+            self.seen.update(e[1] for e in entries)
+        if not self.pending:
+            return
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.pending.sort(key=lambda job: -job[2][0])
+        self.pool = ThreadPoolExecutor(max_workers=max(1, min(self.threads, len(self.pending))))
+        self.futures = [
+            self.pool.submit(one.hash_file, path, digest.partition("=")[0], k[0])
+            for _key, (_r, path, digest, _s), k in self.pending
+        ]
+
+    def finish(self, stats: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        """Wait for the hashing; the reports by key (files, modified, removed); the cache saved."""
+        fresh: dict[str, list[Any]] = {}
+        for (key, (rel, path, digest, _size), k), future in zip(self.pending, self.futures, strict=True):
+            got = future.result()
+            stats["hashed"] += 1
+            stats["bytes_hashed"] += k[0]
+            if got is None:
+                self.reports[key]["removed"].append(rel)
+                continue
+            fresh[path] = [*k, got]
+            if got != digest:
+                self.reports[key]["modified"].append(rel)
+        if self.pool is not None:
+            self.pool.shutdown()
+        stats["cache_hits"] += self.hits
+        stats["files"] += sum(r["files"] for r in self.reports.values())
+        stats["big_files"] = len(self.seen)
+        if self.path and self.seen:
+            # another call's entries are kept while their files exist (speculative run, then the rest)
+            kept = {p: v for p, v in self.hashes.items() if p in self.seen or (p not in fresh and os.path.lexists(p))}
+            if fresh or kept != self.hashes:
+                one.save_cache(self.path, {"hashes": {**kept, **fresh}})
+        return self.reports
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -374,7 +494,8 @@ def verify(
     """Verify ``(key, dist-info dir)`` pairs in worker processes; the caller prunes the cache.
     ``launched`` is set once the GIL-bound planning is done and the workers are starting."""
     start = time.perf_counter()
-    records = read_records(dists, cache_dir / PLAN_FILE if cache_dir else None)
+    big = BigFiles(cache_dir, cpus)
+    records = read_records(dists, cache_dir / PLAN_FILE if cache_dir else None, big.add)
     seconds: dict[str, float] = {"read_records": round(time.perf_counter() - start, 3), "worker_max": 0.0}
     shards = deal(group_records(records), workers, _cached_units(cache_dir))
     raw: dict[str, dict[str, Any]] = {}
@@ -396,6 +517,12 @@ def verify(
                     into[name] += part[name]
             for name in ("files", "hashed", "cache_hits", "bytes_hashed", "walked"):
                 stats[name] += group["stats"][name]
+    seconds["workers_done"] = round(time.perf_counter() - start, 3)
+    for key, part in big.finish(stats).items():
+        into = raw.setdefault(key, {"files": 0, "modified": [], "removed": [], "added": []})
+        into["files"] += part["files"]
+        for name in ("modified", "removed"):
+            into[name] += part[name]
     stats["seconds"] = {**seconds, "total": round(time.perf_counter() - start, 3)}
     return Verified(
         attempted=frozenset(k for k, _ in dists),
@@ -414,7 +541,8 @@ def prune_cache(cache_dir: Path | None, keep: frozenset[str]) -> None:
         stale = [
             p
             for p in cache_dir.iterdir()
-            if (p.suffix == ".bin" and p.stem not in keep) or (p.suffix == ".json" and p.name != PLAN_FILE)
+            if (p.suffix == ".bin" and p.stem not in keep and p.stem != BIG_CACHE)
+            or (p.suffix == ".json" and p.name != PLAN_FILE)
         ]
     except OSError:
         return
