@@ -253,3 +253,51 @@ def test_big_files_hashed_by_the_parent_find_the_same_drift(snap_options, snap_v
     assert (integ["modified"], integ["removed"]) == (["demo_pkg/ops/x.py"], ["demo_pkg/data/table.bin"])
     assert integ["files"] == whole.facts["python"]["distributions"]["demo-pkg"]["integrity"]["files"]
     assert list((tmp_path / "cache-big").glob("record-hashes-*/big-files.bin"))
+
+
+def test_deep_split_units_find_the_same_drift(snap_options, snap_venv, monkeypatch, tmp_path):
+    """Directories split down to the fourth level (a unit's ``only`` with its big subdirectories
+    excluded): the same files checked, the same edits and strays found."""
+    from megacpp_env.snapshot import integrity
+    from tests.fixtures.snapshot import make_wheel
+
+    files = {
+        "deep_pkg/__init__.py": "",
+        "deep_pkg/a/__init__.py": "",
+        "deep_pkg/a/b/x.py": "X = 1\n",
+        "deep_pkg/a/b/c/y.py": "Y = 1\n",
+        "deep_pkg/a/b/c/d/z.py": "Z = 1\n",
+        "deep_pkg/a/other.py": "",
+    }
+    snap_venv.install(make_wheel(tmp_path / "wheels", "deep_pkg", "1.0", files))
+    whole = take_snapshot(snap_options(workers=1))
+    monkeypatch.setattr(integrity, "SPLIT_MIN", 1)
+    opts = snap_options(workers=8, cache_dir=tmp_path / "cache-split")
+    split = take_snapshot(opts)
+    assert split.digest == whole.digest
+    units = [p.stem for p in next((tmp_path / "cache-split").glob("record-hashes-*")).glob("*.bin")]
+    assert len(units) >= 6  # demo_pkg's and deep_pkg's levels, other_thing
+    deep = snap_venv.site / "deep_pkg" / "a" / "b"
+    (deep / "c" / "y.py").write_text("Y = 2\n")
+    (deep / "c" / "new.py").write_text("")
+    (deep / "stray.py").write_text("")
+    (deep / "c" / "d" / "z.py").unlink()
+    integ = take_snapshot(opts).facts["python"]["distributions"]["deep-pkg"]["integrity"]
+    assert integ["modified"] == ["deep_pkg/a/b/c/y.py"]
+    assert integ["removed"] == ["deep_pkg/a/b/c/d/z.py"]
+    assert integ["added"] == ["deep_pkg/a/b/c/new.py", "deep_pkg/a/b/stray.py"]
+    assert integ["files"] == whole.facts["python"]["distributions"]["deep-pkg"]["integrity"]["files"]
+
+
+def test_units_split_a_costly_directory_one_level_down():
+    from megacpp_env.snapshot import integrity
+
+    rows = [f"t/inc/big/f{i}.h" for i in range(900)] + [f"t/inc/small/f{i}.h" for i in range(50)]
+    rows += [f"t/inc/f{i}.h" for i in range(450)] + [f"t/mod/f{i}.py" for i in range(10)]
+    text = "".join(f"{r},sha256=x,100\n" for r in rows)
+    rec = integrity.DistRecord.from_text("t", "/site/t.dist-info", text.encode())
+    assert rec.subdirs["t/inc"] == 1400 and rec.subdirs["t/inc/big"] == 900
+    units = integrity.group_records([rec])[0].units(600)
+    got = {(u.only, u.exclude): u.weight for u in units}
+    assert got == {(("t/inc/big",), ()): 900, (("t/inc",), ("t/inc/big",)): 500, ((), ("t/inc",)): 10}
+    assert sum(got.values()) == rec.lines

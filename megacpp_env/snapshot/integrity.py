@@ -52,7 +52,7 @@ class DistRecord:
     sha256: str
     tops: frozenset[str]  # top-level names under the site directory
     lines: int
-    subdirs: dict[str, int]  # "top/sub" -> lines under it
+    subdirs: dict[str, int]  # "top/a", "top/a/b", "top/a/b/c" -> lines under it
     heavy: dict[str, int]  # "top/sub" ("" for all) -> bytes recorded under it / BYTES_PER_ROW (big files not)
     big: list[list[Any]]  # [rel, "algo=digest", size] of the rows the parent hashes (``big_rows``)
 
@@ -70,9 +70,11 @@ class DistRecord:
     def from_text(cls, key: str, dist_info: str, data: bytes, big: list[list[Any]] | None = None) -> DistRecord:
         text = data.decode("utf-8", errors="replace")
         big = big_rows(text) if big is None else big
-        subdirs: dict[str, int] = {}
-        for prefix in SECOND_RE.findall(text):
+        subdirs: dict[str, int] = {}  # "top/a", "top/a/b", "top/a/b/c" -> rows
+        for prefix, deeper in SECOND_RE.findall(text):
             subdirs[prefix] = subdirs.get(prefix, 0) + 1
+            for level in _deeper(prefix, deeper):
+                subdirs[level] = subdirs.get(level, 0) + 1
         heavy = {"": 0}  # hashing time goes with bytes, not rows: the big files' weight, by subdirectory
         for found in BIG_RE.finditer(text):  # a search for ",<5+ digits>" at a line's end: no per-line parse
             n = int(found.group(1)) // BYTES_PER_ROW
@@ -80,7 +82,8 @@ class DistRecord:
                 heavy[""] += n
                 sub = SECOND_RE.match(text, text.rfind("\n", 0, found.start()) + 1, found.start())
                 if sub is not None:
-                    heavy[sub.group(1)] = heavy.get(sub.group(1), 0) + n
+                    for prefix in (sub.group(1), *_deeper(sub.group(1), sub.group(2) or "")):
+                        heavy[prefix] = heavy.get(prefix, 0) + n
         return cls(
             key=key,
             dist_info=dist_info,
@@ -111,9 +114,10 @@ class Group:
         return self.weight + sum(d.heavy.get("", 0) for d in self.dists)
 
     def units(self, target: int) -> list[Unit]:
-        """The group as one unit of work, or, when costlier than ``target`` (torch: ~15,000 files,
-        the CUDA libraries: gigabytes), one unit per big second-level directory plus the rest, so
-        no worker is the long pole."""
+        """The group as one unit of work, or, when costlier than ``target`` (torch: ~15,000 files),
+        one unit per big second-level directory plus the rest; a directory costlier than ``target``
+        itself (torch/include: ~9,000 headers, 7,800 of them in ATen) is split the same way one
+        level down, to the fourth. So no worker is the long pole, with a cold cache or a warm one (a stat per row)."""
         if self.cost <= target:
             return [Unit(id=self.id, group=self, weight=self.weight, heavy=self.cost - self.weight)]
         counts: dict[str, list[int]] = {}
@@ -123,22 +127,51 @@ class Group:
             for prefix, n in d.heavy.items():
                 if prefix:
                     counts.setdefault(prefix, [0, 0])[1] += n
-        chosen = sorted(p for p, (rows, heavy) in counts.items() if rows + heavy >= SPLIT_MIN)
-        units = [
-            Unit(
-                id=f"{self.id}-{hashlib.sha256(p.encode()).hexdigest()[:8]}",
-                group=self,
-                only=(p,),
-                weight=counts[p][0],
-                heavy=counts[p][1],
-            )
-            for p in chosen
-        ]
+        chosen = sorted(p for p, (rows, heavy) in counts.items() if p.count("/") == 1 and rows + heavy >= SPLIT_MIN)
+        units = [u for p in chosen for u in self._split(p, counts, target)]
         rest, rest_heavy = (
             self.weight - sum(u.weight for u in units),
             self.cost - self.weight - sum(u.heavy for u in units),
         )
         return [*units, Unit(id=f"{self.id}-rest", group=self, exclude=tuple(chosen), weight=rest, heavy=rest_heavy)]
+
+    def _split(self, prefix: str, counts: dict[str, list[int]], target: int) -> list[Unit]:
+        """``prefix`` as one unit, or its big subdirectories (split again, the same way) and the
+        rest of it when costlier than ``target``."""
+        rows, heavy = counts[prefix]
+        depth = prefix.count("/") + 1
+        kids = (
+            sorted(
+                c
+                for c, (r, h) in counts.items()
+                if c.count("/") == depth and c.startswith(prefix + "/") and r + h >= SPLIT_MIN
+            )
+            if rows + heavy > target and depth <= MAX_DEPTH
+            else []
+        )
+        units = [u for c in kids for u in self._split(c, counts, target)]
+        units_rows = sum(counts[c][0] for c in kids)
+        units_heavy = sum(counts[c][1] for c in kids)
+        tag = _tag(prefix + "/*") if kids else _tag(prefix)
+        rest = Unit(
+            id=f"{self.id}-{tag}",
+            group=self,
+            only=(prefix,),
+            exclude=tuple(kids),
+            weight=rows - units_rows,
+            heavy=heavy - units_heavy,
+        )
+        return [*units, rest]
+
+
+def _tag(prefix: str) -> str:
+    return hashlib.sha256(prefix.encode()).hexdigest()[:8]
+
+
+def _deeper(prefix: str, deeper: str) -> list[str]:
+    """The third- and fourth-level prefixes under ``prefix`` that SECOND_RE found (``deeper``: "b/" or "b/c/")."""
+    parts = deeper.split("/")[:-1]
+    return [f"{prefix}/{'/'.join(parts[: i + 1])}" for i in range(len(parts))]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -175,13 +208,15 @@ def report_dict(raw: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-SECOND_RE = re.compile(r'^"?([^/,\n"]+/[^/,\n"]+)/', re.MULTILINE)  # a top-level dir's subdirectory
+# a top-level directory's subdirectory, and up to two levels under it ("b/" or "b/c/") when there are
+SECOND_RE = re.compile(r'^"?([^/,\n"]+/[^/,\n"]+)/((?:[^/,\n"]+/){0,2})', re.MULTILINE)
+MAX_DEPTH = 3  # slashes in the deepest prefix split: "top/a/b/c"
 BIG_RE = re.compile(r",(\d{5,})\r?$", re.MULTILINE)  # a row's size, when it has 5 digits or more
 # A row's cost is about that of hashing 32 KiB (open, fstat, stat against the cache): the planner
 # deals work by cost, so a worker holding the big CUDA libraries gets fewer of them.
 BYTES_PER_ROW = 32 << 10
 SPLIT_MIN = 400
-PLAN_FILE = "plan-3.json"  # plan.json held row counts only, plan-2.json no big files
+PLAN_FILE = "plan-3.json"  # plan.json held row counts only, plan-2.json no big files nor third levels
 BIG_FILE = 4 << 20  # rows of this size or more are hashed by the parent (``BigFiles``)
 BIG_CACHE = "big-files"  # their hash cache: <cache dir>/big-files.bin
 SIMPLE_REL = re.compile(r"[^\\\"\n,/.][^\\\"\n,]*")  # a path the worker joins as is (no quotes, no normalizing)

@@ -169,10 +169,10 @@ def unchanged(dirs: list[DirKey]) -> bool:
 def in_unit(entries: list[Entry], only: list[str], exclude: list[str]) -> list[Entry]:
     if only:
         inside = tuple(p + "/" for p in only)
-        return [e for e in entries if e[0].startswith(inside)]
-    if exclude:
+        entries = [e for e in entries if e[0].startswith(inside)]
+    if exclude:  # with ``only``: its big subdirectories, other units' work
         outside = tuple(p + "/" for p in exclude)
-        return [e for e in entries if not e[0].startswith(outside)]
+        entries = [e for e in entries if not e[0].startswith(outside)]
     return entries
 
 
