@@ -387,6 +387,7 @@ class BigFiles:
         self.pool: Any = None
         self.futures: list[Any] = []
         self.hits = 0
+        self.started = time.perf_counter()
 
     def add(self, records: Sequence[DistRecord | _BigOnly]) -> None:
         if not any(r.big for r in records):
@@ -425,6 +426,7 @@ class BigFiles:
                 self.reports[key]["modified"].append(rel)
         if self.pool is not None:
             self.pool.shutdown()
+        stats["seconds"]["big_done"] = round(time.perf_counter() - self.started, 3)
         stats["cache_hits"] += self.hits
         stats["files"] += sum(r["files"] for r in self.reports.values())
         stats["big_files"] = len(self.seen)
@@ -537,11 +539,19 @@ def verify(
     stats: dict[str, Any] = {"files": 0, "hashed": 0, "cache_hits": 0, "bytes_hashed": 0, "walked": 0}
     stats["workers"] = len(shards)
     jobs = _jobs(shards, cache_dir, cpus)
-    for result in run_programs(jobs, timeout=WORKER_TIMEOUT, started=launched.set if launched else None):
+
+    def started() -> None:
+        seconds["launched"] = round(time.perf_counter() - start, 3)
+        if launched is not None:
+            launched.set()
+
+    each: list[float] = []
+    for result in run_programs(jobs, timeout=WORKER_TIMEOUT, started=started):
         try:
             data = json.loads(result.stdout)
             groups = data["groups"]
-            seconds["worker_max"] = max(seconds["worker_max"], float(data["seconds"]))
+            each.append(float(data["seconds"]))
+            seconds["worker_max"] = max(seconds["worker_max"], each[-1])
         except (ValueError, KeyError):
             raise ToolError(f"integrity worker printed no result: {result.stderr.strip()[-300:]}") from None
         for group in groups.values():
@@ -553,6 +563,8 @@ def verify(
             for name in ("files", "hashed", "cache_hits", "bytes_hashed", "walked"):
                 stats[name] += group["stats"][name]
     seconds["workers_done"] = round(time.perf_counter() - start, 3)
+    seconds["worker_median"] = sorted(each)[len(each) // 2] if each else 0.0
+    stats["seconds"] = seconds
     for key, part in big.finish(stats).items():
         into = raw.setdefault(key, {"files": 0, "modified": [], "removed": [], "added": []})
         into["files"] += part["files"]
