@@ -4,11 +4,11 @@ The parent plans: it reads every RECORD once (bytes, for the RECORD hash and the
 each distribution owns), joins distributions that share a top-level name into *groups*, and deals
 the groups to one worker process per core (``integrity_worker.py``), which parse, stat, consult
 their hash cache and hash what the cache cannot vouch for, with no GIL shared between them.
-The big files (a RECORD size of ``BIG_FILE`` or more: the CUDA and torch libraries, a few hundred
-holding most of the bytes) are not dealt: the parent finds them in its first pass over the RECORDs
-and hashes them at once in its own threads, largest first from one shared queue (hashlib and
-reads release the GIL), so the largest starts before the workers do and no worker is left with
-several of them (``BigFiles``).
+The big files (a RECORD size of ``BIG_FILE`` or more: the CUDA and torch libraries, about a hundred
+holding most of the bytes) are not dealt: the parent finds them in a first, cheap pass over the
+RECORDs and hands them at once to one more worker process that hashes them with a thread per core,
+largest first from one shared queue, so the largest starts before the unit workers do and no unit
+worker is left with several of them (``BigFiles``).
 Files directly in a site directory that no RECORD names are reported as unowned here.
 """
 
