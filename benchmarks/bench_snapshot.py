@@ -17,7 +17,8 @@ The tool trees are byte-compiled first (as ``pip install`` leaves an installed t
 a full snapshot and again before collect_env, and records their time and the bytes each read from
 disk (``ru_inblock`` x 512 of the process and the children it waited for: the kernel's
 ``read_bytes`` I/O accounting). Where the drop is refused that is said, and the numbers are those
-of the first run. ``--importtime`` adds the top imports of one repeat (``python -X importtime``).
+of the first run. After the cold runs every recorded file is read once, untimed, so the rounds
+measure a warm page cache (the first round would otherwise re-read what the drops evicted). ``--importtime`` adds the top imports of one repeat (``python -X importtime``).
 
     python benchmarks/bench_snapshot.py [--python PATH] [--rounds 5] [--cold] [--importtime]
         [--baseline DIR] [--json-out FILE]
@@ -236,21 +237,29 @@ class Bench:
 
 
 def nvml_check(tmp: Path) -> dict[str, Any]:
-    """NVML read without the fixed-facts cache, then twice with it (miss, hit): the facts must agree."""
+    """NVML read in a child interpreter (the collector's way), then in this process without the
+    fixed-facts cache and twice with it (miss, hit): the facts must agree all four ways."""
     sys.path[:0] = [str(REPO), str(REPO / "vendor")]
     from megacpp_env.snapshot import gpu
 
     out: dict[str, Any] = {}
     facts = []
-    for name, cache in (("uncached", None), ("miss", tmp / "nvml"), ("hit", tmp / "nvml")):
+    reads: list[tuple[str, Any]] = [("apart", lambda: gpu.read_apart(None))]
+    reads += [
+        (name, lambda c=cache: gpu.read_nvml(c))
+        for name, cache in (("uncached", None), ("miss", tmp / "nvml"), ("hit", tmp / "nvml"))
+    ]
+    for name, read in reads:
         start = time.perf_counter()
         try:
-            parts = gpu.finish(gpu.read_nvml(cache))
+            if name == "uncached":
+                import pynvml  # noqa: F401  # in-process from here on (read_nvml reads here once imported)
+            parts = gpu.finish(read())
         except Exception as exc:
-            return {"error": f"{type(exc).__name__}: {exc}"}
+            return {**out, "error": f"{name}: {type(exc).__name__}: {exc}"}
         out[f"{name}_s"] = round(time.perf_counter() - start, 3)
         facts.append(parts.facts)
-    out["facts_equal"] = facts[0] == facts[1] == facts[2]
+    out["facts_equal"] = all(f == facts[0] for f in facts)
     out["gpus"] = len(facts[0].get("devices", []))
     return out
 
@@ -275,6 +284,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="bench-snapshot-") as tmp:
         bench = Bench(args, Path(tmp))
         cold = bench.cold() if args.cold else None
+        if cold is not None:  # the rounds are warm: read every file once (untimed) after the drops
+            hash_floor(bench.files, bench.cpus)
         rounds, docs, doc = [], [], {}
         for i in range(args.rounds):
             res, d, doc = bench.round(i)

@@ -180,18 +180,23 @@ def test_cache_is_one_marshal_file_per_unit(snap_options, tmp_path):
 
 
 def test_the_planner_deals_work_by_bytes_not_rows():
-    """Two distributions of 10 rows each: one holds a 2 GiB library, the other ten small files;
-    500 rows of small files in a third. Dealt to two workers, the big library goes alone."""
+    """Two distributions of 10 rows each: one holds six 3 MiB files, the other ten small files;
+    500 rows of small files in a third. Dealt to two workers, the 18 MiB go alone."""
     from megacpp_env.snapshot import integrity
 
     def record(key: str, rows: list[tuple[str, int]]) -> integrity.DistRecord:
         text = "".join(f"{path},sha256=x,{size}\n" for path, size in rows)
         return integrity.DistRecord.from_text(key, f"/site/{key}.dist-info", text.encode())
 
-    big = record("big", [("big/lib/libhuge.so", 2 << 30), *((f"big/lib/f{i}.py", 100) for i in range(9))])
+    mid = 3 << 20
+    assert mid < integrity.BIG_FILE
+    big = record(
+        "big", [*((f"big/lib/l{i}.so", mid) for i in range(6)), *((f"big/lib/f{i}.py", 100) for i in range(4))]
+    )
     small = record("small", [(f"small/f{i}.py", 100) for i in range(10)])
     many = record("many", [(f"many/f{i}.py", 100) for i in range(500)])
-    assert big.lines == 10 and big.heavy[""] == big.heavy["big/lib"] == (2 << 30) // integrity.BYTES_PER_ROW
+    assert big.lines == 10 and big.heavy[""] == big.heavy["big/lib"] == 6 * mid // integrity.BYTES_PER_ROW
+    assert big.big == []  # under BIG_FILE: a worker's
     groups = integrity.group_records([big, small, many])
     shards = integrity.deal(groups, 2)
     alone = next(s for s in shards if any(u.only == ("big/lib",) for u in s))
@@ -202,3 +207,97 @@ def test_the_planner_deals_work_by_bytes_not_rows():
         "many"
     ]
     assert {u.id for s in warm for u in s} == {u.id for s in shards for u in s}  # the same units: the same cache files
+
+
+def test_big_rows_are_the_parents_and_weigh_nothing_in_the_deal():
+    from megacpp_env.snapshot import integrity
+
+    huge = 2 << 30
+    rows = [
+        f"t/lib/libhuge.so,sha256=abc,{huge}",
+        f'"t/lib/q,uoted.so",sha256=abc,{huge}',  # quoted: the worker parses it
+        f"./t/lib/odd.so,sha256=abc,{huge}",  # normalized by the worker: its
+        f"t/lib/nohash.so,,{huge}",
+        "t/lib/small.py,sha256=abc,100",
+    ]
+    rec = integrity.DistRecord.from_text("t", "/site/t.dist-info", ("\n".join(rows) + "\n").encode())
+    assert rec.big == [["t/lib/libhuge.so", "sha256=abc", huge]]
+    assert rec.big_paths() == ["/site/t/lib/libhuge.so"]
+    assert rec.heavy.get("t/lib", 0) == 0  # no worker hashes a big file: no unit weighs it
+    (unit,) = integrity.group_records([rec])[0].units(10**9)
+    assert unit.to_job()["big"] == ["/site/t/lib/libhuge.so"]
+
+
+def test_big_files_hashed_by_the_parent_find_the_same_drift(snap_options, snap_venv, monkeypatch, tmp_path):
+    """Every file made "big": the parent's threads and its cache see what the workers see."""
+    import re
+
+    from megacpp_env.snapshot import integrity
+
+    whole = take_snapshot(snap_options())
+    monkeypatch.setattr(integrity, "BIG_FILE", 1)
+    monkeypatch.setattr(integrity, "BIG_RE", re.compile(r",(\d+)\r?$", re.MULTILINE))
+    opts = snap_options(cache_dir=tmp_path / "cache-big")
+    first = take_snapshot(opts)
+    stats = first.timing["integrity"]
+    assert first.digest == whole.digest
+    assert stats["big_files"] > 0 and stats["hashed"] == stats["files"]
+    again = take_snapshot(opts).timing["integrity"]
+    assert (again["hashed"], again["cache_hits"]) == (0, again["files"])
+    target = snap_venv.site / "demo_pkg" / "ops" / "x.py"
+    st = target.stat()
+    target.write_text("def f(a):\n    return a + 3\n")  # same size, mtime put back: ctime moved
+    os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))
+    (snap_venv.site / "demo_pkg" / "data" / "table.bin").unlink()
+    integ = take_snapshot(opts).facts["python"]["distributions"]["demo-pkg"]["integrity"]
+    assert (integ["modified"], integ["removed"]) == (["demo_pkg/ops/x.py"], ["demo_pkg/data/table.bin"])
+    assert integ["files"] == whole.facts["python"]["distributions"]["demo-pkg"]["integrity"]["files"]
+    assert list((tmp_path / "cache-big").glob("record-hashes-*/big-files.bin"))
+
+
+def test_deep_split_units_find_the_same_drift(snap_options, snap_venv, monkeypatch, tmp_path):
+    """Directories split down to the fourth level (a unit's ``only`` with its big subdirectories
+    excluded): the same files checked, the same edits and strays found."""
+    from megacpp_env.snapshot import integrity
+    from tests.fixtures.snapshot import make_wheel
+
+    files = {
+        "deep_pkg/__init__.py": "",
+        "deep_pkg/a/__init__.py": "",
+        "deep_pkg/a/b/x.py": "X = 1\n",
+        "deep_pkg/a/b/c/y.py": "Y = 1\n",
+        "deep_pkg/a/b/c/d/z.py": "Z = 1\n",
+        "deep_pkg/a/other.py": "",
+    }
+    snap_venv.install(make_wheel(tmp_path / "wheels", "deep_pkg", "1.0", files))
+    whole = take_snapshot(snap_options(workers=1))
+    monkeypatch.setattr(integrity, "SPLIT_MIN", 1)
+    opts = snap_options(workers=8, cache_dir=tmp_path / "cache-split")
+    split = take_snapshot(opts)
+    assert split.digest == whole.digest
+    units = [p.stem for p in next((tmp_path / "cache-split").glob("record-hashes-*")).glob("*.bin")]
+    assert len(units) >= 6  # demo_pkg's and deep_pkg's levels, other_thing
+    deep = snap_venv.site / "deep_pkg" / "a" / "b"
+    (deep / "c" / "y.py").write_text("Y = 2\n")
+    (deep / "c" / "new.py").write_text("")
+    (deep / "stray.py").write_text("")
+    (deep / "c" / "d" / "z.py").unlink()
+    integ = take_snapshot(opts).facts["python"]["distributions"]["deep-pkg"]["integrity"]
+    assert integ["modified"] == ["deep_pkg/a/b/c/y.py"]
+    assert integ["removed"] == ["deep_pkg/a/b/c/d/z.py"]
+    assert integ["added"] == ["deep_pkg/a/b/c/new.py", "deep_pkg/a/b/stray.py"]
+    assert integ["files"] == whole.facts["python"]["distributions"]["deep-pkg"]["integrity"]["files"]
+
+
+def test_units_split_a_costly_directory_one_level_down():
+    from megacpp_env.snapshot import integrity
+
+    rows = [f"t/inc/big/f{i}.h" for i in range(900)] + [f"t/inc/small/f{i}.h" for i in range(50)]
+    rows += [f"t/inc/f{i}.h" for i in range(450)] + [f"t/mod/f{i}.py" for i in range(10)]
+    text = "".join(f"{r},sha256=x,100\n" for r in rows)
+    rec = integrity.DistRecord.from_text("t", "/site/t.dist-info", text.encode())
+    assert rec.subdirs["t/inc"] == 1400 and rec.subdirs["t/inc/big"] == 900
+    units = integrity.group_records([rec])[0].units(600)
+    got = {(u.only, u.exclude): u.weight for u in units}
+    assert got == {(("t/inc/big",), ()): 900, (("t/inc",), ("t/inc/big",)): 500, ((), ("t/inc",)): 10}
+    assert sum(got.values()) == rec.lines

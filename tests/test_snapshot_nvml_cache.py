@@ -195,3 +195,38 @@ def test_the_collector_keeps_the_cache_in_the_hash_cache_directory(tmp_path, mon
     assert (tmp_path / gpu.NVML_CACHE).is_file() or not nvml.BOOT_ID.exists()
     assert gpu.collect(tmp_path) == first
     assert gpu.collect(None) == first
+
+
+FAKE_MODULE = """
+import json
+from tests.test_snapshot_nvml_cache import FakeNvml
+_fake = FakeNvml(json.loads({raw!r}))
+def __getattr__(name):
+    return getattr(_fake, name)
+"""
+
+
+def test_the_reading_in_a_process_of_its_own_is_the_same(tmp_path, monkeypatch):
+    """The collector reads NVML in a child interpreter (pynvml's import off this process's GIL):
+    the same reading, the same cache file, and NVML's errors under their own class names."""
+    import sys
+
+    raw = recorded("nvml-hgx-h100x8.json")
+    fake_dir = tmp_path / "fake"
+    fake_dir.mkdir()
+    (fake_dir / "pynvml.py").write_text(FAKE_MODULE.format(raw=json.dumps(raw)))
+    monkeypatch.syspath_prepend(str(Path(__file__).parent.parent))  # tests.* for the child
+    monkeypatch.syspath_prepend(str(fake_dir))
+    monkeypatch.delitem(sys.modules, "pynvml", raising=False)
+    apart = gpu.read_apart(tmp_path / gpu.NVML_CACHE)
+    assert apart == nvml.read(FakeNvml(raw)) == raw
+    assert (tmp_path / gpu.NVML_CACHE).is_file() or not nvml.BOOT_ID.exists()
+    assert gpu.collect(tmp_path) == gpu.finish(copy.deepcopy(raw))
+    assert "pynvml" not in sys.modules  # read apart, not imported here
+    (fake_dir / "pynvml.py").write_text(
+        "class NVMLError_DriverNotLoaded(Exception):\n    pass\n"
+        "def nvmlInit():\n    raise NVMLError_DriverNotLoaded('Driver Not Loaded')\n"
+    )
+    with pytest.raises(Exception, match="Driver Not Loaded") as caught:
+        gpu.read_apart(None)
+    assert type(caught.value).__name__ in gpu.NO_DRIVER_ERRORS

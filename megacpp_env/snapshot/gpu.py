@@ -9,6 +9,8 @@ not answer, a broken nvidia-smi) is an ``error``. GPU UUIDs are hashed, never re
 
 from __future__ import annotations
 
+import json
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -49,12 +51,61 @@ def numa_node(bus_id: str | None, devices: Path = PCI_DEVICES) -> int | None:
 NVML_CACHE = "nvml-fixed.json"  # in the hash cache directory: the GPUs' facts no setting changes (nvml.FIXED)
 
 
+# The NVML read in a process of its own: importing pynvml (~50 ms of Python on the H200, ~80 ms
+# among the other collectors) would hold this process's GIL, which the snapshot's critical path
+# needs; there it runs on another core. Prints {"raw": reading} or what nvmlInit raised.
+APART = r"""
+import json, sys
+from pathlib import Path
+sys.path[:0] = json.loads(sys.argv[1])
+try:
+    import pynvml
+    from megacpp_env.snapshot import nvml
+    out = {"raw": nvml.read(pynvml, Path(sys.argv[2]) if sys.argv[2] else None)}
+except Exception as exc:
+    out = {"error_type": type(exc).__name__, "error": str(exc), "import_error": isinstance(exc, ImportError)}
+sys.stdout.write(json.dumps(out))
+"""
+APART_TIMEOUT = 20.0
+
+
+class ApartFailedError(Exception):
+    """The separate process gave no answer (not an NVML error): read in this process instead."""
+
+
+def read_apart(cache_file: Path | None) -> dict[str, Any]:
+    """``nvml.read`` in a child interpreter (this one, ``-S``, with this ``sys.path``); NVML's own
+    errors are raised here again under their class names (``NO_DRIVER_ERRORS`` is by name)."""
+    argv = [sys.executable, "-I", "-S", "-c", APART, json.dumps(sys.path), str(cache_file or "")]
+    try:
+        result = run_program(argv, timeout=APART_TIMEOUT, check=False)
+        data = json.loads(result.stdout)
+    except (ToolError, ValueError) as exc:
+        raise ApartFailedError(str(exc)) from None
+    if not isinstance(data, dict):
+        raise ApartFailedError("no reading")
+    if "raw" in data and isinstance(data["raw"], dict):
+        raw: dict[str, Any] = data["raw"]
+        return raw
+    if data.get("import_error"):
+        raise ImportError(str(data.get("error", "")))
+    raise type(str(data.get("error_type") or "NVMLError"), (Exception,), {})(str(data.get("error", "")))
+
+
 def read_nvml(cache_dir: Path | None = None) -> dict[str, Any]:
+    """NVML's reading: in a process of its own (``read_apart``) unless pynvml is already imported
+    here (a caller's, or a test's stand-in) or that process gives no answer."""
+    cache_file = cache_dir / NVML_CACHE if cache_dir is not None else None
+    if "pynvml" not in sys.modules:
+        try:
+            return read_apart(cache_file)
+        except ApartFailedError:
+            pass
     import pynvml  # loads libnvidia-ml.so.1 on nvmlInit
 
     from megacpp_env.snapshot import nvml
 
-    return nvml.read(pynvml, cache_dir / NVML_CACHE if cache_dir is not None else None)
+    return nvml.read(pynvml, cache_file)
 
 
 def read_smi() -> dict[str, Any]:

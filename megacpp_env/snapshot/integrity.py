@@ -4,11 +4,16 @@ The parent plans: it reads every RECORD once (bytes, for the RECORD hash and the
 each distribution owns), joins distributions that share a top-level name into *groups*, and deals
 the groups to one worker process per core (``integrity_worker.py``), which parse, stat, consult
 their hash cache and hash what the cache cannot vouch for, with no GIL shared between them.
+The big files (a RECORD size of ``BIG_FILE`` or more: the CUDA and torch libraries, about a hundred
+holding most of the bytes) are not dealt: the parent finds them in a first, cheap pass over the
+RECORDs and hands them at once to one more worker process that hashes them with a thread per core,
+largest first from one shared queue, so the largest starts before the unit workers do and no unit
+worker is left with several of them (``BigFiles``).
 Files directly in a site directory that no RECORD names are reported as unowned here.
 """
 
 # os.path on purpose: ~50,000 paths per snapshot.
-# ruff: noqa: PTH120
+# ruff: noqa: PTH118, PTH120
 
 from __future__ import annotations
 
@@ -27,6 +32,7 @@ from typing import Any
 
 from megacpp_env.errors import ToolError
 from megacpp_env.fsutil import atomic_write_text
+from megacpp_env.snapshot import integrity_worker as one
 from megacpp_env.snapshot.proc import run_programs
 
 WORKER = Path(__file__).with_name("integrity_worker.py")
@@ -46,30 +52,41 @@ class DistRecord:
     sha256: str
     tops: frozenset[str]  # top-level names under the site directory
     lines: int
-    subdirs: dict[str, int]  # "top/sub" -> lines under it
-    heavy: dict[str, int]  # "top/sub" ("" for all) -> bytes recorded under it / BYTES_PER_ROW
+    subdirs: dict[str, int]  # "top/a", "top/a/b", "top/a/b/c" -> lines under it
+    heavy: dict[str, int]  # "top/sub" ("" for all) -> bytes recorded under it / BYTES_PER_ROW (big files not)
+    big: list[list[Any]]  # [rel, "algo=digest", size] of the rows the parent hashes (``big_rows``)
 
     @property
     def text(self) -> str:
         return Path(self.dist_info, "RECORD").read_bytes().decode("utf-8", errors="replace")
 
     def to_plan(self, stat: list[int]) -> list[Any]:
-        return [stat, self.sha256, sorted(self.tops), self.lines, self.subdirs, self.heavy]
+        return [stat, self.sha256, sorted(self.tops), self.lines, self.subdirs, self.heavy, self.big]
+
+    def big_paths(self) -> list[str]:
+        return [os.path.join(self.location, rel) for rel, _d, _s in self.big]
 
     @classmethod
-    def from_text(cls, key: str, dist_info: str, data: bytes) -> DistRecord:
+    def from_text(cls, key: str, dist_info: str, data: bytes, big: list[list[Any]] | None = None) -> DistRecord:
         text = data.decode("utf-8", errors="replace")
-        subdirs: dict[str, int] = {}
-        for prefix in SECOND_RE.findall(text):
+        big = big_rows(text) if big is None else big
+        subdirs: dict[str, int] = {}  # "top/a", "top/a/b", "top/a/b/c" -> rows
+        for prefix, deeper in SECOND_RE.findall(text):
             subdirs[prefix] = subdirs.get(prefix, 0) + 1
+            for level in _deeper(prefix, deeper):
+                subdirs[level] = subdirs.get(level, 0) + 1
         heavy = {"": 0}  # hashing time goes with bytes, not rows: the big files' weight, by subdirectory
-        for big in BIG_RE.finditer(text):  # a search for ",<5+ digits>" at a line's end: no per-line parse
-            n = int(big.group(1)) // BYTES_PER_ROW
-            if n:
+        for found in BIG_RE.finditer(text):  # a search for ",<5+ digits>" at a line's end: no per-line parse
+            n = int(found.group(1)) // BYTES_PER_ROW
+            if n and n < BIG_FILE // BYTES_PER_ROW:  # the parent's, not a worker's
                 heavy[""] += n
-                sub = SECOND_RE.match(text, text.rfind("\n", 0, big.start()) + 1, big.start())
+                sub = SECOND_RE.match(text, text.rfind("\n", 0, found.start()) + 1, found.start())
                 if sub is not None:
-                    heavy[sub.group(1)] = heavy.get(sub.group(1), 0) + n
+                    for prefix in (sub.group(1), *_deeper(sub.group(1), sub.group(2) or "")):
+                        heavy[prefix] = heavy.get(prefix, 0) + n
+        # only what a split can choose (the plan is kept: torch has thousands of small directories)
+        subdirs = {p: n for p, n in subdirs.items() if n + heavy.get(p, 0) >= SPLIT_MIN}
+        heavy = {p: n for p, n in heavy.items() if not p or p in subdirs}
         return cls(
             key=key,
             dist_info=dist_info,
@@ -79,6 +96,7 @@ class DistRecord:
             lines=text.count("\n"),
             subdirs=subdirs,
             heavy=heavy,
+            big=big,
         )
 
 
@@ -99,9 +117,10 @@ class Group:
         return self.weight + sum(d.heavy.get("", 0) for d in self.dists)
 
     def units(self, target: int) -> list[Unit]:
-        """The group as one unit of work, or, when costlier than ``target`` (torch: ~15,000 files,
-        the CUDA libraries: gigabytes), one unit per big second-level directory plus the rest, so
-        no worker is the long pole."""
+        """The group as one unit of work, or, when costlier than ``target`` (torch: ~15,000 files),
+        one unit per big second-level directory plus the rest; a directory costlier than ``target``
+        itself (torch/include: ~9,000 headers, 7,800 of them in ATen) is split the same way one
+        level down, to the fourth. So no worker is the long pole, with a cold cache or a warm one (a stat per row)."""
         if self.cost <= target:
             return [Unit(id=self.id, group=self, weight=self.weight, heavy=self.cost - self.weight)]
         counts: dict[str, list[int]] = {}
@@ -111,22 +130,51 @@ class Group:
             for prefix, n in d.heavy.items():
                 if prefix:
                     counts.setdefault(prefix, [0, 0])[1] += n
-        chosen = sorted(p for p, (rows, heavy) in counts.items() if rows + heavy >= SPLIT_MIN)
-        units = [
-            Unit(
-                id=f"{self.id}-{hashlib.sha256(p.encode()).hexdigest()[:8]}",
-                group=self,
-                only=(p,),
-                weight=counts[p][0],
-                heavy=counts[p][1],
-            )
-            for p in chosen
-        ]
+        chosen = sorted(p for p, (rows, heavy) in counts.items() if p.count("/") == 1 and rows + heavy >= SPLIT_MIN)
+        units = [u for p in chosen for u in self._split(p, counts, target)]
         rest, rest_heavy = (
             self.weight - sum(u.weight for u in units),
             self.cost - self.weight - sum(u.heavy for u in units),
         )
         return [*units, Unit(id=f"{self.id}-rest", group=self, exclude=tuple(chosen), weight=rest, heavy=rest_heavy)]
+
+    def _split(self, prefix: str, counts: dict[str, list[int]], target: int) -> list[Unit]:
+        """``prefix`` as one unit, or its big subdirectories (split again, the same way) and the
+        rest of it when costlier than ``target``."""
+        rows, heavy = counts[prefix]
+        depth = prefix.count("/") + 1
+        kids = (
+            sorted(
+                c
+                for c, (r, h) in counts.items()
+                if c.count("/") == depth and c.startswith(prefix + "/") and r + h >= SPLIT_MIN
+            )
+            if rows + heavy > target and depth <= MAX_DEPTH
+            else []
+        )
+        units = [u for c in kids for u in self._split(c, counts, target)]
+        units_rows = sum(counts[c][0] for c in kids)
+        units_heavy = sum(counts[c][1] for c in kids)
+        tag = _tag(prefix + "/*") if kids else _tag(prefix)
+        rest = Unit(
+            id=f"{self.id}-{tag}",
+            group=self,
+            only=(prefix,),
+            exclude=tuple(kids),
+            weight=rows - units_rows,
+            heavy=heavy - units_heavy,
+        )
+        return [*units, rest]
+
+
+def _tag(prefix: str) -> str:
+    return hashlib.sha256(prefix.encode()).hexdigest()[:8]
+
+
+def _deeper(prefix: str, deeper: str) -> list[str]:
+    """The third- and fourth-level prefixes under ``prefix`` that SECOND_RE found (``deeper``: "b/" or "b/c/")."""
+    parts = deeper.split("/")[:-1]
+    return [f"{prefix}/{'/'.join(parts[: i + 1])}" for i in range(len(parts))]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -146,6 +194,7 @@ class Unit:
             "location": self.group.location,
             "tops": sorted(self.group.tops),
             "dists": [[d.key, d.dist_info, d.sha256] for d in self.group.dists],
+            "big": sorted(p for d in self.group.dists for p in d.big_paths()),
             "only": list(self.only),
             "exclude": list(self.exclude),
         }
@@ -162,13 +211,35 @@ def report_dict(raw: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-SECOND_RE = re.compile(r'^"?([^/,\n"]+/[^/,\n"]+)/', re.MULTILINE)  # a top-level dir's subdirectory
+# a top-level directory's subdirectory, and up to two levels under it ("b/" or "b/c/") when there are
+SECOND_RE = re.compile(r'^"?([^/,\n"]+/[^/,\n"]+)/((?:[^/,\n"]+/){0,2})', re.MULTILINE)
+MAX_DEPTH = 3  # slashes in the deepest prefix split: "top/a/b/c"
 BIG_RE = re.compile(r",(\d{5,})\r?$", re.MULTILINE)  # a row's size, when it has 5 digits or more
 # A row's cost is about that of hashing 32 KiB (open, fstat, stat against the cache): the planner
 # deals work by cost, so a worker holding the big CUDA libraries gets fewer of them.
 BYTES_PER_ROW = 32 << 10
 SPLIT_MIN = 400
-PLAN_FILE = "plan-2.json"  # plan.json held row counts only
+PLAN_FILE = "plan-3.json"  # plan.json held row counts only, plan-2.json no big files nor third levels
+BIG_FILE = 4 << 20  # rows of this size or more are hashed by the parent (``BigFiles``)
+BIG_CACHE = "big-files"  # their hash cache: <cache dir>/big-files.bin
+SIMPLE_REL = re.compile(r"[^\\\"\n,/.][^\\\"\n,]*")  # a path the worker joins as is (no quotes, no normalizing)
+
+
+def big_rows(text: str) -> list[list[Any]]:
+    """[rel, "algo=digest", size] of every row of ``text`` recording ``BIG_FILE`` bytes or more
+    under a plain relative path (one the worker would not normalize; any other row stays a
+    worker's): a search for ",<7+ digits>" at a line's end, no per-line parse."""
+    out: list[list[Any]] = []
+    for found in BIG_RE.finditer(text):
+        size = int(found.group(1))
+        if size < BIG_FILE:
+            continue
+        rel, _, digest = text[text.rfind("\n", 0, found.start()) + 1 : found.start()].rpartition(",")
+        if "=" in digest and SIMPLE_REL.fullmatch(rel) and "/." not in rel and "//" not in rel:
+            out.append([rel, digest, size])
+    return out
+
+
 TOP_RE = re.compile(r'^"?([^/,\n"]+)', re.MULTILINE)
 
 
@@ -189,13 +260,26 @@ def _stat(path: Path) -> list[int] | None:
     return [st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns]
 
 
-def read_records(dists: Sequence[tuple[str, str]], plan_file: Path | None = None) -> list[DistRecord]:
+class _BigOnly:
+    """What ``on_big`` needs of a RECORD not yet fully read: its key, location and big rows."""
+
+    def __init__(self, key: str, dist_info: str, big: list[list[Any]]) -> None:
+        self.key, self.location, self.big = key, os.path.dirname(dist_info), big
+
+
+def read_records(
+    dists: Sequence[tuple[str, str]],
+    plan_file: Path | None = None,
+    on_big: Callable[[Sequence[DistRecord | _BigOnly]], None] | None = None,
+) -> list[DistRecord]:
     """(key, dist-info dir) -> DistRecord, for those that have a RECORD. With ``plan_file``, a
-    RECORD whose stat is unchanged since the last run is not read again (the plan is cached)."""
+    RECORD whose stat is unchanged since the last run is not read again (the plan is cached).
+    ``on_big`` gets every RECORD's big rows after a first, cheap pass (before the rest is parsed)."""
     plan = load_plan(plan_file)
     fresh: dict[str, list[Any]] = {}
     out = []
-    for key, dist_info in dists:
+    read: list[tuple[str, str, list[int], bytes, list[list[Any]]]] = []
+    for key, dist_info in dists:  # first pass: the big files, handed to ``on_big`` before the rest
         path = Path(dist_info, "RECORD")
         stat = _stat(path)
         hit = plan.get(dist_info)
@@ -211,12 +295,20 @@ def read_records(dists: Sequence[tuple[str, str]], plan_file: Path | None = None
                 lines=hit[3],
                 subdirs=hit[4],
                 heavy=hit[5],
+                big=hit[6],
             )
+            fresh[dist_info] = rec.to_plan(stat)
+            out.append(rec)
         else:
             try:
-                rec = DistRecord.from_text(key, dist_info, path.read_bytes())
+                data = path.read_bytes()
             except OSError:
                 continue
+            read.append((key, dist_info, stat, data, big_rows(data.decode("utf-8", errors="replace"))))
+    if on_big is not None:
+        on_big([*out, *(_BigOnly(key, dist_info, big) for key, dist_info, _s, _d, big in read)])
+    for key, dist_info, stat, data, big in read:
+        rec = DistRecord.from_text(key, dist_info, data, big)
         fresh[dist_info] = rec.to_plan(stat)
         out.append(rec)
     if plan_file is not None and any(plan.get(k) != v for k, v in fresh.items()):
@@ -281,6 +373,83 @@ def deal(groups: Sequence[Group], workers: int, warm: Callable[[str], bool] | No
     return [s for s in shards if s]
 
 
+class BigFiles:
+    """The big files, checked here while the workers do the rest: a stat each against
+    ``big-files.bin`` (the workers' cache format and key); what the cache cannot vouch for is
+    hashed by one more worker process (``integrity_worker.py``, a ``hash`` job) with ``threads``
+    threads, largest first, from one queue: the largest file starts first and a free thread
+    always takes the next largest, whichever distribution it belongs to. A process, not threads
+    here: hashing threads in this process take the GIL back after every read and every 8 MiB
+    hashed, and the planning and the other collectors, all Python, queue behind them (measured on
+    the H200: the planning went from 0.27 s to 0.85 s)."""
+
+    def __init__(self, cache_dir: Path | None, threads: int) -> None:
+        self.path = str(cache_dir / f"{BIG_CACHE}.bin") if cache_dir else None
+        self.cache: dict[str, Any] = {}
+        self.hashes: dict[str, list[Any]] = {}
+        self.reports: dict[str, dict[str, Any]] = {}
+        self.pending: list[tuple[str, one.Entry, one.Key]] = []
+        self.seen: set[str] = set()
+        self.threads = threads
+        self.run: Any = None  # the hashing process's Future[list[ProcResult]]
+        self.hits = 0
+        self.started = time.perf_counter()
+
+    def add(self, records: Sequence[DistRecord | _BigOnly]) -> None:
+        if not any(r.big for r in records):
+            return
+        self.cache = one.load_cache(self.path)
+        hashes = self.cache.get("hashes")
+        self.hashes = hashes if isinstance(hashes, dict) else {}
+        for rec in records:
+            entries = [(rel, os.path.join(rec.location, rel), digest, size) for rel, digest, size in rec.big]
+            report = self.reports.setdefault(rec.key, {"files": 0, "modified": [], "removed": [], "added": []})
+            self.hits += one.check(entries, self.hashes, report, self.pending, rec.key)
+            self.seen.update(e[1] for e in entries)
+        if not self.pending:
+            return
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.pending.sort(key=lambda job: -job[2][0])
+        files = [[path, digest.partition("=")[0], k[0]] for _key, (_r, path, digest, _s), k in self.pending]
+        job = json.dumps({"hash": files, "threads": max(1, min(self.threads, len(files)))})
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapshot-big")
+        self.run = pool.submit(run_programs, [([sys.executable, "-I", "-S", str(WORKER)], job)], timeout=WORKER_TIMEOUT)
+        pool.shutdown(wait=False)
+
+    def finish(self, stats: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        """Wait for the hashing; the reports by key (files, modified, removed); the cache saved."""
+        fresh: dict[str, list[Any]] = {}
+        digests: list[str | None] = []
+        if self.run is not None:
+            (result,) = self.run.result()
+            try:
+                data = json.loads(result.stdout)
+                digests = data["digests"]
+                stats["seconds"]["big_worker"] = float(data["seconds"])
+            except (ValueError, KeyError):
+                raise ToolError(f"integrity worker printed no result: {result.stderr.strip()[-300:]}") from None
+        for (key, (rel, path, digest, _size), k), got in zip(self.pending, digests, strict=True):
+            stats["hashed"] += 1
+            stats["bytes_hashed"] += k[0]
+            if got is None:
+                self.reports[key]["removed"].append(rel)
+                continue
+            fresh[path] = [*k, got]
+            if got != digest:
+                self.reports[key]["modified"].append(rel)
+        stats["seconds"]["big_done"] = round(time.perf_counter() - self.started, 3)
+        stats["cache_hits"] += self.hits
+        stats["files"] += sum(r["files"] for r in self.reports.values())
+        stats["big_files"] = len(self.seen)
+        if self.path and self.seen:
+            # another call's entries are kept while their files exist (speculative run, then the rest)
+            kept = {p: v for p, v in self.hashes.items() if p in self.seen or (p not in fresh and os.path.lexists(p))}
+            if fresh or kept != self.hashes:
+                one.save_cache(self.path, {"hashes": {**kept, **fresh}})
+        return self.reports
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Verified:
     """Reports keyed like the ``dists`` given to ``verify``."""
@@ -343,10 +512,10 @@ def unowned(records: Sequence[DistRecord]) -> dict[str, list[str]]:
     return out
 
 
-def _jobs(shards: list[list[Unit]], cache_dir: Path | None, cpus: int) -> list[tuple[list[str], str]]:
-    # more threads than a worker's share of the cores: a worker left with the last big libraries
-    # hashes them on the cores the finished workers left idle
-    threads = max(4, (2 * cpus) // max(1, len(shards)))
+def _jobs(shards: list[list[Unit]], cache_dir: Path | None) -> list[tuple[list[str], str]]:
+    # two threads: a worker's files are under BIG_FILE (the big ones are the hashing process's),
+    # the second overlaps a read from a cold page cache with hashing
+    threads = 2
     argv = [sys.executable, "-I", "-S", str(WORKER)]
     cache = str(cache_dir) if cache_dir else None
     return [
@@ -374,18 +543,27 @@ def verify(
     """Verify ``(key, dist-info dir)`` pairs in worker processes; the caller prunes the cache.
     ``launched`` is set once the GIL-bound planning is done and the workers are starting."""
     start = time.perf_counter()
-    records = read_records(dists, cache_dir / PLAN_FILE if cache_dir else None)
+    big = BigFiles(cache_dir, cpus)
+    records = read_records(dists, cache_dir / PLAN_FILE if cache_dir else None, big.add)
     seconds: dict[str, float] = {"read_records": round(time.perf_counter() - start, 3), "worker_max": 0.0}
     shards = deal(group_records(records), workers, _cached_units(cache_dir))
     raw: dict[str, dict[str, Any]] = {}
     stats: dict[str, Any] = {"files": 0, "hashed": 0, "cache_hits": 0, "bytes_hashed": 0, "walked": 0}
     stats["workers"] = len(shards)
-    jobs = _jobs(shards, cache_dir, cpus)
-    for result in run_programs(jobs, timeout=WORKER_TIMEOUT, started=launched.set if launched else None):
+    jobs = _jobs(shards, cache_dir)
+
+    def started() -> None:
+        seconds["launched"] = round(time.perf_counter() - start, 3)
+        if launched is not None:
+            launched.set()
+
+    each: list[float] = []
+    for result in run_programs(jobs, timeout=WORKER_TIMEOUT, started=started):
         try:
             data = json.loads(result.stdout)
             groups = data["groups"]
-            seconds["worker_max"] = max(seconds["worker_max"], float(data["seconds"]))
+            each.append(float(data["seconds"]))
+            seconds["worker_max"] = max(seconds["worker_max"], each[-1])
         except (ValueError, KeyError):
             raise ToolError(f"integrity worker printed no result: {result.stderr.strip()[-300:]}") from None
         for group in groups.values():
@@ -396,6 +574,14 @@ def verify(
                     into[name] += part[name]
             for name in ("files", "hashed", "cache_hits", "bytes_hashed", "walked"):
                 stats[name] += group["stats"][name]
+    seconds["workers_done"] = round(time.perf_counter() - start, 3)
+    seconds["worker_median"] = sorted(each)[len(each) // 2] if each else 0.0
+    stats["seconds"] = seconds
+    for key, part in big.finish(stats).items():
+        into = raw.setdefault(key, {"files": 0, "modified": [], "removed": [], "added": []})
+        into["files"] += part["files"]
+        for name in ("modified", "removed"):
+            into[name] += part[name]
     stats["seconds"] = {**seconds, "total": round(time.perf_counter() - start, 3)}
     return Verified(
         attempted=frozenset(k for k, _ in dists),
@@ -414,7 +600,8 @@ def prune_cache(cache_dir: Path | None, keep: frozenset[str]) -> None:
         stale = [
             p
             for p in cache_dir.iterdir()
-            if (p.suffix == ".bin" and p.stem not in keep) or (p.suffix == ".json" and p.name != PLAN_FILE)
+            if (p.suffix == ".bin" and p.stem not in keep and p.stem != BIG_CACHE)
+            or (p.suffix == ".json" and p.name != PLAN_FILE)
         ]
     except OSError:
         return

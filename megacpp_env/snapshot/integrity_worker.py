@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 IGNORED_SUFFIXES = (".pyc", ".pyo")
 SMALL_FILE = 1 << 20
 CHUNK = 8 << 20  # large reads: a thread hashing a 1 GB library rarely waits for the GIL (x 4 threads x cores)
-CACHE_VERSION = 3
+CACHE_VERSION = 4  # 4: the big files are the parent's (``big`` in the job)
 RACY_NS = 2_000_000_000
 
 Entry = tuple[str, str, str, int]  # rel, absolute path, "algo=digest" ("" when unhashed), size (-1: none)
@@ -121,7 +121,7 @@ def top_kinds(location: str, tops: list[str], only: list[str], exclude: list[str
 
 def scan(location: str, kinds: list[list[str]], exclude: list[str], dirs: list[DirKey]) -> set[str]:
     """Every file under the unit's part of the group (``__pycache__``/byte-code skipped); names
-    only, from the directory entries: the files RECORD lists are stat-ed once, by ``_check``.
+    only, from the directory entries: the files RECORD lists are stat-ed once, by ``check``.
     Each directory walked is appended to ``dirs`` with its stat key, taken before it is listed."""
     out: set[str] = set()
     stack: list[str] = []
@@ -169,10 +169,10 @@ def unchanged(dirs: list[DirKey]) -> bool:
 def in_unit(entries: list[Entry], only: list[str], exclude: list[str]) -> list[Entry]:
     if only:
         inside = tuple(p + "/" for p in only)
-        return [e for e in entries if e[0].startswith(inside)]
-    if exclude:
+        entries = [e for e in entries if e[0].startswith(inside)]
+    if exclude:  # with ``only``: its big subdirectories, other units' work
         outside = tuple(p + "/" for p in exclude)
-        return [e for e in entries if not e[0].startswith(outside)]
+        entries = [e for e in entries if not e[0].startswith(outside)]
     return entries
 
 
@@ -244,7 +244,7 @@ def _owner_of(rel: str, owners: dict[str, set[str]]) -> str | None:
     return None
 
 
-def _check(
+def check(
     entries: list[Entry],
     cache: dict[str, list[Any]],
     report: dict[str, Any],
@@ -323,7 +323,14 @@ def _attribute(strays: set[str], location: str, dists: list[tuple[str, list[Entr
 
 
 def signature(group: dict[str, Any]) -> str:
-    parts = [group["location"], sorted(group["tops"]), group["dists"], group.get("only"), group.get("exclude")]
+    parts = [
+        group["location"],
+        sorted(group["tops"]),
+        group["dists"],
+        group.get("only"),
+        group.get("exclude"),
+        group.get("big"),
+    ]
     return json.dumps(parts, separators=(",", ":"))
 
 
@@ -339,7 +346,8 @@ def cold(group: dict[str, Any], only: list[str], exclude: list[str]) -> tuple[di
     recorded = {path for _key, entries in dists for _r, path, _d, _s in entries}
     strays = seen - recorded
     added = _attribute(strays, location, dists) if strays else {}
-    checks = [(key, [e for e in in_unit(entries, only, exclude) if e[2]]) for key, entries in dists]
+    big = set(group.get("big") or ())  # hashed by the parent
+    checks = [(key, [e for e in in_unit(entries, only, exclude) if e[2] and e[1] not in big]) for key, entries in dists]
     trusted = all(mtime < started - RACY_NS for _p, mtime, _c, _i in dirs)
     return {"kinds": kinds, "dirs": dirs, "checks": checks, "added": added}, recorded, trusted
 
@@ -371,7 +379,7 @@ def verify_group(group: dict[str, Any], cache_dir: str | None, threads: int) -> 
     stats = {"files": 0, "hashed": 0, "cache_hits": 0, "bytes_hashed": 0, "walked": int(recorded is not None)}
     pending: list[tuple[str, Entry, Key]] = []
     for key, mine in state["checks"]:
-        stats["cache_hits"] += _check(mine, hashes, reports[key], pending, key)
+        stats["cache_hits"] += check(mine, hashes, reports[key], pending, key)
         stats["files"] += reports[key]["files"]
     fresh = _hash_pending(pending, reports, stats, threads) if pending else {}
     if cache_path and (fresh or recorded is not None):
@@ -381,10 +389,23 @@ def verify_group(group: dict[str, Any], cache_dir: str | None, threads: int) -> 
     return {"reports": reports, "stats": stats}
 
 
+def hash_files(files: list[list[Any]], threads: int) -> list[str | None]:
+    """ "algo=digest" (None: unreadable) of each [path, algo, size], hashed by ``threads`` threads
+    taking the files in the order given (the parent gives them largest first)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
+        return list(pool.map(lambda f: hash_file(f[0], f[1], int(f[2])), files))
+
+
 def main() -> int:
     start = time.perf_counter()
     job = json.load(sys.stdin)
     threads = int(job.get("threads", 2))
+    if "hash" in job:  # the big files (integrity.BigFiles)
+        digests = hash_files(job["hash"], threads)
+        sys.stdout.write(json.dumps({"digests": digests, "seconds": round(time.perf_counter() - start, 3)}))
+        return 0
     out = {group["id"]: verify_group(group, job.get("cache_dir"), threads) for group in job["groups"]}
     sys.stdout.write(json.dumps({"groups": out, "seconds": round(time.perf_counter() - start, 3)}))
     return 0

@@ -65,7 +65,7 @@ COLLECTORS: tuple[Collector, ...] = (
     Collector(area="python", module="python_env", timeout=900.0, severity="error"),
     Collector(area="checkouts", module="checkouts", timeout=120.0, severity="error", after_launch=True),
     Collector(area="torch", module="torch_facts", timeout=240.0, severity="error"),
-    Collector(area="gpu", module="gpu", timeout=30.0, severity="warning", after_launch=True),
+    Collector(area="gpu", module="gpu", timeout=30.0, severity="warning"),  # NVML read in a child: no wait
     Collector(area="compilers", module="compilers", timeout=30.0, severity="warning"),
     Collector(area="runtime", module="runtime", timeout=10.0, severity="warning"),
     Collector(area="env", module="envvars", timeout=10.0, severity="warning"),
