@@ -302,12 +302,7 @@ def circles(sources: dict[str, str]) -> list[tuple[str, ...]]:
 
 
 # Circles that other work in flight removes. Each entry is a whole circle as ``circles`` reports it.
-PENDING_CIRCLES: tuple[tuple[str, ...], ...] = (
-    # removed by the lead when h20 lands (snapshot/registry.py loads its collectors by importlib, and
-    # gpu, scheduler and system import Parts from it: Parts moves into a module of its own)
-    ("megacpp_env.snapshot.gpu", "megacpp_env.snapshot.registry", "megacpp_env.snapshot.scheduler",
-     "megacpp_env.snapshot.system"),
-)  # fmt: skip
+PENDING_CIRCLES: tuple[tuple[str, ...], ...] = ()
 
 
 def circle_problems(found: list[tuple[str, ...]], pending: tuple[tuple[str, ...], ...]) -> list[str]:

@@ -54,7 +54,7 @@ COLLECTOR_MODULE = """
 import time
 
 
-from megacpp_env.snapshot.registry import Parts
+from megacpp_env.snapshot.parts import Parts
 
 
 def start_parts(ctx):

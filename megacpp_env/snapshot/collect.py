@@ -21,6 +21,7 @@ from megacpp_env.errors import MegacppEnvError
 from megacpp_env.snapshot import probe_cache, python_env, registry, system, torch_facts
 from megacpp_env.snapshot.context import Context, SnapshotOptions, default_cache_dir, in_thread, usable_cpus
 from megacpp_env.snapshot.document import Snapshot
+from megacpp_env.snapshot.parts import Parts
 from megacpp_env.snapshot.scrub import Scrubber
 
 if TYPE_CHECKING:
@@ -169,7 +170,7 @@ def _take(opts: SnapshotOptions) -> Snapshot:
 
 def _place(area: str, result: Any, facts: dict[str, Any], live: dict[str, Any]) -> None:
     """A hashed area's result under ``facts``, an unhashed one's under ``live``; ``Parts`` split."""
-    if isinstance(result, registry.Parts):
+    if isinstance(result, Parts):
         facts[area], live[area] = result.facts, result.live
     elif registry.hashed(area):
         facts[area] = result

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from megacpp_env.errors import ToolError, ToolNotFoundError
 from megacpp_env.snapshot import gpu_facts
+from megacpp_env.snapshot.parts import Parts
 from megacpp_env.snapshot.proc import run_program
-from megacpp_env.snapshot.registry import Parts
 
 if TYPE_CHECKING:
     from megacpp_env.snapshot.context import Context

@@ -30,14 +30,6 @@ HOST_AREA = "host"  # not collected as a fact: host differences are notes
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Parts:
-    """A collector's result in two parts: ``facts`` (hashed when the area is) and ``live``."""
-
-    facts: Any
-    live: Any
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
 class Collector:
     area: str  # the key of its facts in the snapshot
     module: str  # megacpp_env.snapshot.<module>, one identifier: defines start(ctx)

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from megacpp_env.redact import REDACTED, is_secret_name
-from megacpp_env.snapshot.registry import Parts
+from megacpp_env.snapshot.parts import Parts
 
 if TYPE_CHECKING:
     from megacpp_env.snapshot.context import Context

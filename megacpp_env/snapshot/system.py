@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from megacpp_env.snapshot.registry import Parts
+from megacpp_env.snapshot.parts import Parts
 
 if TYPE_CHECKING:
     from megacpp_env.snapshot.context import Context
