@@ -159,7 +159,7 @@ def test_build_log_on_a_terminal_is_one_status_line(monkeypatch, ci, verbosity, 
     monkeypatch.setenv("CI", ci) if ci else monkeypatch.delenv("CI", raising=False)
     ui.configure(verbosity=verbosity)
     try:
-        with _log_view(SimpleNamespace(target="smoke", platform="linux/amd64"), as_json=False) as on_line:
+        with _log_view(SimpleNamespace(target=SimpleNamespace(name="smoke"), platform="linux/amd64"), as_json=False) as on_line:
             on_line("#5 [toolchain 2/6] RUN apt-get update")
             on_line("#5 0.512 Get:1 http://deb.example/debian forky InRelease")
         tty.flush()
