@@ -87,8 +87,9 @@ def read_apart(cache_file: Path | None) -> dict[str, Any]:
     if "raw" in data and isinstance(data["raw"], dict):
         raw: dict[str, Any] = data["raw"]
         return raw
-    if data.get("import_error"):
-        raise ImportError(str(data.get("error", "")))
+    if data.get("import_error"):  # under its own class: ModuleNotFoundError stays itself
+        cls = ModuleNotFoundError if data.get("error_type") == "ModuleNotFoundError" else ImportError
+        raise cls(str(data.get("error", "")))
     raise type(str(data.get("error_type") or "NVMLError"), (Exception,), {})(str(data.get("error", "")))
 
 
