@@ -27,6 +27,7 @@ from typing import Any
 from megacpp_env.fsutil import sha256_bytes
 from megacpp_env.snapshot.diff import DiffReport, diff_snapshots, flatten
 from megacpp_env.snapshot.document import Snapshot, digest_of
+from megacpp_env.snapshot.scrub import map_strings
 
 VENV = "{venv}"
 BASE = "{base}"
@@ -72,13 +73,7 @@ class Roots:
 
     def tree(self, obj: Any) -> Any:
         """A copy of a JSON tree with every string (keys too) relocated."""
-        if isinstance(obj, str):
-            return self.text(obj)
-        if isinstance(obj, Mapping):
-            return {self.text(str(k)): self.tree(v) for k, v in obj.items()}
-        if isinstance(obj, list | tuple):
-            return [self.tree(v) for v in obj]
-        return obj
+        return map_strings(obj, self.text)
 
     def resolve(self, value: str) -> str:
         """The inverse: tokens replaced by this place's paths."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 from urllib.parse import quote, unquote
 
@@ -60,10 +60,16 @@ class Scrubber:
         return text
 
     def clean_tree(self, obj: Any) -> Any:
-        if isinstance(obj, str):
-            return self.clean(obj)
-        if isinstance(obj, dict):
-            return {self.clean(str(k)): self.clean_tree(v) for k, v in obj.items()}
-        if isinstance(obj, list | tuple):
-            return [self.clean_tree(v) for v in obj]
-        return obj
+        return map_strings(obj, self.clean)
+
+
+def map_strings(obj: Any, fn: Callable[[str], str]) -> Any:
+    """A copy of a JSON tree with ``fn`` applied to every string, mapping keys included (lists and
+    tuples become lists; other values are kept)."""
+    if isinstance(obj, str):
+        return fn(obj)
+    if isinstance(obj, Mapping):
+        return {fn(str(k)): map_strings(v, fn) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [map_strings(v, fn) for v in obj]
+    return obj
