@@ -10,7 +10,8 @@ Per round (``--rounds``, default 5; the table shows medians), each command a sub
 - ``collect_env`` (when torch is importable in the inspected interpreter), ``pip_inspect``;
 - the floors: ``bare_start`` (``python -c pass`` with the tool's interpreter), ``stat_floor`` (one
   ``os.stat`` of every RECORD file, one thread, warm), ``hash_floor`` (sha256 of the same files on
-  every usable core, 16 MiB reads, largest files first, worker start included).
+  every usable core, 16 MiB reads, largest files first, worker start included) and ``hash_floor_256k``
+  (the same in 256 KiB reads, as the tool reads: each read hashed while in the core's L2 cache).
 
 The tool trees are byte-compiled first (as ``pip install`` leaves an installed tool).
 ``--cold`` first drops the page cache (``sync; echo 3 > /proc/sys/vm/drop_caches``, root only) before
@@ -97,8 +98,8 @@ def record_files(python: str) -> list[tuple[str, int]]:
     return out
 
 
-def _hash_shard(paths: list[str]) -> int:
-    buf = bytearray(CHUNK)
+def _hash_shard(paths: list[str], chunk: int = CHUNK) -> int:
+    buf = bytearray(chunk)
     view = memoryview(buf)
     total = 0
     for p in paths:
@@ -111,8 +112,9 @@ def _hash_shard(paths: list[str]) -> int:
     return total
 
 
-def hash_floor(files: list[tuple[str, int]], cpus: int) -> float:
-    """sha256 of every file on ``cpus`` processes, largest first, dealt to the least loaded shard."""
+def hash_floor(files: list[tuple[str, int]], cpus: int, chunk: int = CHUNK) -> float:
+    """sha256 of every file on ``cpus`` processes, largest first, dealt to the least loaded shard,
+    in reads of ``chunk`` bytes."""
     shards: list[list[str]] = [[] for _ in range(cpus)]
     load = [0] * cpus
     for path, size in sorted(files, key=lambda f: -f[1]):
@@ -121,7 +123,7 @@ def hash_floor(files: list[tuple[str, int]], cpus: int) -> float:
         load[i] += size + 4096
     start = time.perf_counter()
     with ProcessPoolExecutor(max_workers=cpus) as pool:
-        sum(pool.map(_hash_shard, shards))
+        sum(pool.map(_hash_shard, shards, [chunk] * len(shards)))
     return round(time.perf_counter() - start, 3)
 
 
@@ -196,6 +198,8 @@ class Bench:
         res["bare_start"] = run_measured([sys.executable, "-c", "pass"], self.env, self.tmp)
         res["stat_floor"] = {"s": stat_floor(self.files)}
         res["hash_floor"] = {"s": hash_floor(self.files, self.cpus)}
+        # the same in 256 KiB reads, the tool's own (each read hashed while in the core's L2)
+        res["hash_floor_256k"] = {"s": hash_floor(self.files, self.cpus, 256 << 10)}
         for name, r in res.items():
             if r.get("rc", 0) != 0:
                 print(f"warning: round {i}: {name} exited {r['rc']}: {r.get('tail')}", file=sys.stderr)
@@ -322,6 +326,7 @@ def main() -> int:
     floor_repeat = median["stat_floor"] + median["bare_start"]
     ratios = {
         "full/hash_floor": median["snapshot_full"] / median["hash_floor"],
+        "full/hash_floor_256k": median["snapshot_full"] / median["hash_floor_256k"],
         "repeat/(stat_floor+bare_start)": median["snapshot_repeat"] / floor_repeat,
     }
     if "collect_env" in median:

@@ -42,7 +42,7 @@ def test_loaded_libraries_map_to_the_wheel_that_installed_them(snap_venv, tmp_pa
     wheel = make_wheel(tmp_path, "nvidia-cuda-runtime", "13.0.96", {"nvidia/cu13/lib/libcudart.so.13": "ELF"})
     snap_venv.install(wheel)
     dist_info = str(next(snap_venv.site.glob("nvidia_cuda_runtime-*.dist-info")))
-    verified = integrity.verify([("nvidia-cuda-runtime", dist_info)], cache_dir=None, workers=1, cpus=1)
+    verified = integrity.verify([("nvidia-cuda-runtime", dist_info)], cache_dir=None, workers=1)
     lib = str(snap_venv.site / "nvidia" / "cu13" / "lib" / "libcudart.so.13")
     dists = {"nvidia-cuda-runtime": {"name": "nvidia-cuda-runtime", "version": "13.0.96"}}
     libs = torch_facts.loaded_cuda_libraries([lib, "/usr/lib/libc.so.6"], verified.owner_of, dists)

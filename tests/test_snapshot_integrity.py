@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+import re
 import time
+
+import pytest
 
 from megacpp_env.snapshot import gpu
 from megacpp_env.snapshot.collect import take_snapshot
@@ -301,3 +304,108 @@ def test_units_split_a_costly_directory_one_level_down():
     got = {(u.only, u.exclude): u.weight for u in units}
     assert got == {(("t/inc/big",), ()): 900, (("t/inc",), ("t/inc/big",)): 500, ((), ("t/inc",)): 10}
     assert sum(got.values()) == rec.lines
+
+
+def _plan_by_rows(text: str) -> tuple[dict[str, int], dict[str, int]]:
+    """The planner's counts the slow way, one row at a time (the reference ``from_text`` must equal):
+    rows under each second-, third- and fourth-level directory, and their bytes in rows."""
+    from megacpp_env.snapshot import integrity
+
+    subdirs: dict[str, int] = {}
+    heavy = {"": 0}
+    for line in text.splitlines():
+        path, _, size = line.rpartition(",")
+        path = path.rpartition(",")[0]
+        m = re.match(r'"?([^/,"]+(?:/[^/,"]+)*)/', path) if "\n" not in path else None
+        dirs = m.group(1).split("/") if m else []
+        levels = ["/".join(dirs[:i]) for i in range(2, min(len(dirs), 4) + 1)]
+        for level in levels:
+            subdirs[level] = subdirs.get(level, 0) + 1
+        n = int(size) // integrity.BYTES_PER_ROW if size.isdigit() and len(size) >= 5 else 0
+        if n and n < integrity.BIG_FILE // integrity.BYTES_PER_ROW:
+            heavy[""] += n
+            for level in levels:
+                heavy[level] = heavy.get(level, 0) + n
+    kept = {p: n for p, n in subdirs.items() if n + heavy.get(p, 0) >= integrity.SPLIT_MIN}
+    return kept, {p: n for p, n in heavy.items() if not p or p in kept}
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_planners_counts_equal_a_row_by_row_count(seed):
+    """``from_text`` counts levels with one pattern each (in C); a row-by-row count of random
+    RECORDs (deep trees, quoted names with commas, CRLF, sizes around the thresholds) is the same."""
+    import random
+
+    from megacpp_env.snapshot import integrity
+
+    rnd = random.Random(seed)
+    names = ["a", "b", "inc", "ops", "x y", "z.d"]
+    sizes = [0, 10, 9999, 32767, 32768, 100_000, (4 << 20) - 1, 4 << 20, 9 << 20]
+    rows = []
+    for _ in range(rnd.randint(600, 2500)):
+        depth = rnd.choice([0, 1, 2, 3, 4, 5, 6])
+        parts = ["t", *(rnd.choice(names) for _ in range(depth)), f"f{rnd.randint(0, 99)}.py"]
+        rel = "/".join(parts)
+        if rnd.random() < 0.05:
+            rel = f'"{rel.replace("f", "q,", 1)}"'
+        size = rnd.choice(sizes) + rnd.randint(0, 3)
+        rows.append(f"{rel},sha256=x,{size}" + ("\r" if rnd.random() < 0.1 else ""))
+    text = "\n".join(rows) + "\n"
+    rec = integrity.DistRecord.from_text("t", "/site/t.dist-info", text.encode())
+    subdirs, heavy = _plan_by_rows(text)
+    assert rec.subdirs == subdirs
+    assert rec.heavy == heavy
+    assert rec.subdirs  # the draw made directories a split can choose
+
+
+def test_a_units_id_does_not_depend_on_the_big_files_pending():
+    """The units name their cache files: the same split whether a full run deals every big file
+    beside them or a repeat deals none (a split that moved would make a repeat cold)."""
+    from megacpp_env.snapshot import integrity
+
+    rows = [f"t/inc/big/f{i}.h,sha256=x,100" for i in range(900)] + [f"t/mod/f{i}.py,sha256=x,100" for i in range(500)]
+    rec = integrity.DistRecord.from_text("t", "/site/t.dist-info", ("\n".join(rows) + "\n").encode())
+    groups = integrity.group_records([rec])
+    _files, loads = integrity.deal_files([900 << 20, 300 << 20, 200 << 20], 4)
+    full = integrity.deal_units(groups, loads)
+    repeat = integrity.deal_units(groups, [0] * 4, warm=lambda _unit: True)
+    assert {u.id for s in full for u in s} == {u.id for s in repeat for u in s}
+    assert len({u.id for s in full for u in s}) > 1  # it was split
+
+
+def test_the_largest_file_is_dealt_a_worker_of_its_own():
+    """As the hash floor deals them: largest first to the lightest shard, so the largest file
+    starts at once and nothing queues behind it; the units then fill the lighter shards."""
+    from megacpp_env.snapshot import integrity
+
+    sizes = [40 << 20, 500 << 20, 30 << 20, 300 << 20, *([20 << 20] * 10), 260 << 20]
+    shards, loads = integrity.deal_files(sizes, 3)
+    assert [1] in shards  # 500 MiB alone
+    assert sorted(i for s in shards for i in s) == list(range(len(sizes)))
+    assert loads == [sum(1 + sizes[i] // integrity.BYTES_PER_ROW for i in s) for s in shards]
+    rec = integrity.DistRecord.from_text(
+        "t",
+        "/site/t.dist-info",
+        "".join(f"t/m{i}/f{j}.py,sha256=x,100\n" for i in range(6) for j in range(500)).encode(),
+    )
+    units = integrity.deal_units(integrity.group_records([rec]), loads)
+    assert units[shards.index([1])] == []  # the units went to the lighter shards
+
+
+def test_programs_take_their_input_in_two_parts_and_report_a_failure(tmp_path):
+    """``Programs``: each starts on its first part, gets the rest later; one that fails is named
+    with its last stderr line; ``kill`` reaps what was started."""
+    import sys
+
+    from megacpp_env.errors import ToolError
+    from megacpp_env.snapshot.proc import Programs
+
+    echo = [sys.executable, "-c", "import sys\nfor line in sys.stdin: print(line.strip().upper())"]
+    programs = Programs([echo, echo], ["a\n", "b\n"])
+    assert [r.stdout.split() for r in programs.finish(["c\n", "d\n"], timeout=30)] == [["A", "C"], ["B", "D"]]
+    fails = [sys.executable, "-c", "import sys; sys.stdin.readline(); sys.exit('no such job')"]
+    with pytest.raises(ToolError, match="no such job"):
+        Programs([echo, fails], ["x\n", "y\n"]).finish(["z\n", "w\n" * 100_000], timeout=30)
+    waits = Programs([echo], ["q\n"])
+    waits.kill()
+    assert all(p.returncode is not None for p in waits.procs)

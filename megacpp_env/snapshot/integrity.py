@@ -5,10 +5,10 @@ each distribution owns), joins distributions that share a top-level name into *g
 the groups to one worker process per core (``integrity_worker.py``), which parse, stat, consult
 their hash cache and hash what the cache cannot vouch for, with no GIL shared between them.
 The big files (a RECORD size of ``BIG_FILE`` or more: the CUDA and torch libraries, about a hundred
-holding most of the bytes) are not dealt: the parent finds them in a first, cheap pass over the
-RECORDs and hands them at once to one more worker process that hashes them with a thread per core,
-largest first from one shared queue, so the largest starts before the unit workers do and no unit
-worker is left with several of them (``BigFiles``).
+holding most of the bytes) are not part of any unit: the parent finds them in a first, cheap pass
+over the RECORDs, stats them against their own cache, and deals the ones to hash with the units,
+longest first (``deal_work``), so the largest starts at once in a worker of its own, as the hash
+floor deals them (``BigFiles``). One thread per worker: one hashing thread per core.
 Files directly in a site directory that no RECORD names are reported as unowned here.
 """
 
@@ -25,6 +25,7 @@ import re
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,7 +34,7 @@ from typing import Any
 from megacpp_env.errors import ToolError
 from megacpp_env.fsutil import atomic_write_text
 from megacpp_env.snapshot import integrity_worker as one
-from megacpp_env.snapshot.proc import run_programs
+from megacpp_env.snapshot.proc import Programs
 
 WORKER = Path(__file__).with_name("integrity_worker.py")
 WORKER_TIMEOUT = 900.0
@@ -70,23 +71,22 @@ class DistRecord:
     def from_text(cls, key: str, dist_info: str, data: bytes, big: list[list[Any]] | None = None) -> DistRecord:
         text = data.decode("utf-8", errors="replace")
         big = big_rows(text) if big is None else big
-        subdirs: dict[str, int] = {}  # "top/a", "top/a/b", "top/a/b/c" -> rows
-        for prefix, deeper in SECOND_RE.findall(text):
-            subdirs[prefix] = subdirs.get(prefix, 0) + 1
-            for level in _deeper(prefix, deeper):
-                subdirs[level] = subdirs.get(level, 0) + 1
+        lined = "\n" + text  # every row starts after a newline: the patterns start with a literal (fast)
+        subdirs: dict[str, int] = {}  # "top/a", "top/a/b", "top/a/b/c" -> rows under it
+        for chain, rows in Counter(CHAIN_RE.findall(lined)).items():  # one directory chain per row, counted in C
+            for level in _levels(chain):
+                subdirs[level] = subdirs.get(level, 0) + rows
         heavy = {"": 0}  # hashing time goes with bytes, not rows: the big files' weight, by subdirectory
         for found in BIG_RE.finditer(text):  # a search for ",<5+ digits>" at a line's end: no per-line parse
             n = int(found.group(1)) // BYTES_PER_ROW
             if n and n < BIG_FILE // BYTES_PER_ROW:  # the parent's, not a worker's
                 heavy[""] += n
-                sub = SECOND_RE.match(text, text.rfind("\n", 0, found.start()) + 1, found.start())
-                if sub is not None:
-                    for prefix in (sub.group(1), *_deeper(sub.group(1), sub.group(2) or "")):
-                        heavy[prefix] = heavy.get(prefix, 0) + n
+                chain = CHAIN_RE.match(lined, text.rfind("\n", 0, found.start()) + 1, found.start() + 1)
+                for level in _levels(chain.group(1) if chain else ""):
+                    heavy[level] = heavy.get(level, 0) + n
         # only what a split can choose (the plan is kept: torch has thousands of small directories)
-        subdirs = {p: n for p, n in subdirs.items() if n + heavy.get(p, 0) >= SPLIT_MIN}
-        heavy = {p: n for p, n in heavy.items() if not p or p in subdirs}
+        kept = {p: n for p, n in subdirs.items() if n + heavy.get(p, 0) >= SPLIT_MIN}
+        heavy = {p: n for p, n in heavy.items() if not p or p in kept}
         return cls(
             key=key,
             dist_info=dist_info,
@@ -94,7 +94,7 @@ class DistRecord:
             sha256=hashlib.sha256(data).hexdigest(),
             tops=_tops(text),
             lines=text.count("\n"),
-            subdirs=subdirs,
+            subdirs=kept,
             heavy=heavy,
             big=big,
         )
@@ -171,10 +171,10 @@ def _tag(prefix: str) -> str:
     return hashlib.sha256(prefix.encode()).hexdigest()[:8]
 
 
-def _deeper(prefix: str, deeper: str) -> list[str]:
-    """The third- and fourth-level prefixes under ``prefix`` that SECOND_RE found (``deeper``: "b/" or "b/c/")."""
-    parts = deeper.split("/")[:-1]
-    return [f"{prefix}/{'/'.join(parts[: i + 1])}" for i in range(len(parts))]
+def _levels(chain: str) -> list[str]:
+    """The second- to fourth-level directories of a row whose directory chain is ``chain`` ("t/a/b/c/d/")."""
+    parts = chain.split("/")[:-1][: MAX_DEPTH + 1]
+    return ["/".join(parts[:i]) for i in range(2, len(parts) + 1)]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -211,9 +211,10 @@ def report_dict(raw: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-# a top-level directory's subdirectory, and up to two levels under it ("b/" or "b/c/") when there are
-SECOND_RE = re.compile(r'^"?([^/,\n"]+/[^/,\n"]+)/((?:[^/,\n"]+/){0,2})', re.MULTILINE)
 MAX_DEPTH = 3  # slashes in the deepest prefix split: "top/a/b/c"
+# a row's directory chain, the plain names up to its last "/" ("t/a/b/" of "t/a/b/f.py", after a
+# leading newline and quote; a name with a comma or quote ends it): rows are counted per chain
+CHAIN_RE = re.compile(r'\n"?((?:[^/,\n"]+/)+)')
 BIG_RE = re.compile(r",(\d{5,})\r?$", re.MULTILINE)  # a row's size, when it has 5 digits or more
 # A row's cost is about that of hashing 32 KiB (open, fstat, stat against the cache): the planner
 # deals work by cost, so a worker holding the big CUDA libraries gets fewer of them.
@@ -240,11 +241,11 @@ def big_rows(text: str) -> list[list[Any]]:
     return out
 
 
-TOP_RE = re.compile(r'^"?([^/,\n"]+)', re.MULTILINE)
+TOP_RE = re.compile(r'\n"?([^/,\n"]+)')  # after a newline: a literal start is found fast
 
 
 def _tops(text: str) -> frozenset[str]:
-    names = set(TOP_RE.findall(text))
+    names = set(TOP_RE.findall("\n" + text))
     return frozenset(
         n.strip('"')
         for n in names
@@ -357,43 +358,60 @@ def group_records(records: Sequence[DistRecord]) -> list[Group]:
 
 
 def deal(groups: Sequence[Group], workers: int, warm: Callable[[str], bool] | None = None) -> list[list[Unit]]:
+    """The units of ``deal_units`` to shards that start empty, the empty shards left out."""
+    return [s for s in deal_units(groups, [0] * max(1, workers), warm) if s]
+
+
+def deal_files(sizes: Sequence[int], workers: int) -> tuple[list[list[int]], list[int]]:
+    """The big files to hash (their sizes, largest first) to ``workers`` shards, longest-processing-time
+    first, as the hash floor deals them: the largest starts at once in a shard of its own. The
+    indices per shard, and each shard's load (in rows, as ``deal_units`` counts)."""
+    shards: list[list[int]] = [[] for _ in range(max(1 if sizes else 0, workers))]
+    loads = [0] * len(shards)
+    for index in sorted(range(len(sizes)), key=lambda i: -sizes[i]):
+        i = loads.index(min(loads))
+        shards[i].append(index)
+        loads[i] += 1 + sizes[index] // BYTES_PER_ROW
+    return shards, loads
+
+
+def deal_units(
+    groups: Sequence[Group], loads: Sequence[int], warm: Callable[[str], bool] | None = None
+) -> list[list[Unit]]:
     """Split costly groups (by their cost from an empty cache, so a unit's id, its cache file's name,
     does not depend on the cache), then longest-processing-time first: costliest unit to the
-    lightest shard. A unit ``warm`` says is cached costs its rows (a stat each), any other its
-    rows and its bytes."""
-    target = max(SPLIT_MIN, sum(g.cost for g in groups) // max(1, workers))
+    lightest shard, the shards starting from ``loads`` (the big files each already has). A unit
+    ``warm`` says is cached costs its rows (a stat each), any other its rows and its bytes."""
+    if not loads:
+        return []
+    target = max(SPLIT_MIN, sum(g.cost for g in groups) // len(loads))
     units = [u for g in groups for u in g.units(target)]
     cost = {u.id: u.weight + (0 if warm is not None and warm(u.id) else u.heavy) for u in units}
-    shards: list[list[Unit]] = [[] for _ in range(max(1, min(workers, len(units))))]
-    loads = [0] * len(shards)
+    shards: list[list[Unit]] = [[] for _ in loads]
+    now = list(loads)
     for unit in sorted(units, key=lambda u: (-cost[u.id], u.id)):
-        i = loads.index(min(loads))
+        i = now.index(min(now))
         shards[i].append(unit)
-        loads[i] += cost[unit.id]
-    return [s for s in shards if s]
+        now[i] += cost[unit.id]
+    return shards
 
 
 class BigFiles:
-    """The big files, checked here while the workers do the rest: a stat each against
-    ``big-files.bin`` (the workers' cache format and key); what the cache cannot vouch for is
-    hashed by one more worker process (``integrity_worker.py``, a ``hash`` job) with ``threads``
-    threads, largest first, from one queue: the largest file starts first and a free thread
-    always takes the next largest, whichever distribution it belongs to. A process, not threads
-    here: hashing threads in this process take the GIL back after every read and every 8 MiB
-    hashed, and the planning and the other collectors, all Python, queue behind them (measured on
-    the H200: the planning went from 0.27 s to 0.85 s)."""
+    """The big files, checked here before the workers start: a stat each against ``big-files.bin``
+    (the workers' cache format and key); what the cache cannot vouch for (``pending``, largest
+    first) is dealt to the workers with the units (``deal_work``), each hashed whole by one worker,
+    and comes back here by its index (``finish``). Dealt, not hashed by threads of one process: on
+    the H200 16 hashing threads beside 16 workers of 2 threads each shared the cores with them and
+    the largest file (a third of a second alone) took a second."""
 
-    def __init__(self, cache_dir: Path | None, threads: int) -> None:
+    def __init__(self, cache_dir: Path | None) -> None:
         self.path = str(cache_dir / f"{BIG_CACHE}.bin") if cache_dir else None
         self.cache: dict[str, Any] = {}
         self.hashes: dict[str, list[Any]] = {}
         self.reports: dict[str, dict[str, Any]] = {}
         self.pending: list[tuple[str, one.Entry, one.Key]] = []
         self.seen: set[str] = set()
-        self.threads = threads
-        self.run: Any = None  # the hashing process's Future[list[ProcResult]]
         self.hits = 0
-        self.started = time.perf_counter()
 
     def add(self, records: Sequence[DistRecord | _BigOnly]) -> None:
         if not any(r.big for r in records):
@@ -406,30 +424,24 @@ class BigFiles:
             report = self.reports.setdefault(rec.key, {"files": 0, "modified": [], "removed": [], "added": []})
             self.hits += one.check(entries, self.hashes, report, self.pending, rec.key)
             self.seen.update(e[1] for e in entries)
-        if not self.pending:
-            return
-        from concurrent.futures import ThreadPoolExecutor
-
         self.pending.sort(key=lambda job: -job[2][0])
-        files = [[path, digest.partition("=")[0], k[0]] for _key, (_r, path, digest, _s), k in self.pending]
-        job = json.dumps({"hash": files, "threads": max(1, min(self.threads, len(files)))})
-        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapshot-big")
-        self.run = pool.submit(run_programs, [([sys.executable, "-I", "-S", str(WORKER)], job)], timeout=WORKER_TIMEOUT)
-        pool.shutdown(wait=False)
 
-    def finish(self, stats: dict[str, Any]) -> dict[str, dict[str, Any]]:
-        """Wait for the hashing; the reports by key (files, modified, removed); the cache saved."""
+    @property
+    def sizes(self) -> list[int]:
+        return [k[0] for _key, _entry, k in self.pending]
+
+    def job(self, index: int) -> list[Any]:
+        """[index, path, algo, size]: what a worker hashes for ``pending[index]``."""
+        _key, (_rel, path, digest, _size), k = self.pending[index]
+        return [index, path, digest.partition("=")[0], k[0]]
+
+    def finish(self, digests: dict[int, str | None], stats: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        """The reports by key (files, modified, removed) from the workers' ``digests`` by index; the cache saved."""
         fresh: dict[str, list[Any]] = {}
-        digests: list[str | None] = []
-        if self.run is not None:
-            (result,) = self.run.result()
-            try:
-                data = json.loads(result.stdout)
-                digests = data["digests"]
-                stats["seconds"]["big_worker"] = float(data["seconds"])
-            except (ValueError, KeyError):
-                raise ToolError(f"integrity worker printed no result: {result.stderr.strip()[-300:]}") from None
-        for (key, (rel, path, digest, _size), k), got in zip(self.pending, digests, strict=True):
+        for index, (key, (rel, path, digest, _size), k) in enumerate(self.pending):
+            if index not in digests:
+                raise ToolError(f"integrity: no worker hashed {path}")
+            got = digests[index]
             stats["hashed"] += 1
             stats["bytes_hashed"] += k[0]
             if got is None:
@@ -438,7 +450,6 @@ class BigFiles:
             fresh[path] = [*k, got]
             if got != digest:
                 self.reports[key]["modified"].append(rel)
-        stats["seconds"]["big_done"] = round(time.perf_counter() - self.started, 3)
         stats["cache_hits"] += self.hits
         stats["files"] += sum(r["files"] for r in self.reports.values())
         stats["big_files"] = len(self.seen)
@@ -512,15 +523,20 @@ def unowned(records: Sequence[DistRecord]) -> dict[str, list[str]]:
     return out
 
 
-def _jobs(shards: list[list[Unit]], cache_dir: Path | None) -> list[tuple[list[str], str]]:
-    # two threads: a worker's files are under BIG_FILE (the big ones are the hashing process's),
-    # the second overlaps a read from a cold page cache with hashing
-    threads = 2
-    argv = [sys.executable, "-I", "-S", str(WORKER)]
+WORKER_ARGV = (sys.executable, "-I", "-S", str(WORKER))
+
+
+def _first_parts(shards: list[list[int]], big: BigFiles, cache_dir: Path | None) -> list[str]:
+    """What each worker starts on: its big files. One thread per worker: as many hashing threads as
+    cores, so the largest file, alone in its shard, has a core to itself (a second thread per
+    worker halved its share); the kernel's readahead keeps a cold read going while it hashes."""
     cache = str(cache_dir) if cache_dir else None
-    return [
-        (argv, json.dumps({"groups": [g.to_job() for g in s], "cache_dir": cache, "threads": threads})) for s in shards
-    ]
+    parts = ({"hash": [big.job(i) for i in files], "cache_dir": cache, "threads": 1} for files in shards)
+    return [json.dumps(part) + "\n" for part in parts]
+
+
+def _unit_parts(shards: list[list[Unit]]) -> list[str]:
+    return [json.dumps({"groups": [u.to_job() for u in units]}) + "\n" for units in shards]
 
 
 def _cached_units(cache_dir: Path | None) -> Callable[[str], bool]:
@@ -537,34 +553,49 @@ def verify(
     *,
     cache_dir: Path | None,
     workers: int,
-    cpus: int,
     launched: threading.Event | None = None,
 ) -> Verified:
     """Verify ``(key, dist-info dir)`` pairs in worker processes; the caller prunes the cache.
-    ``launched`` is set once the GIL-bound planning is done and the workers are starting."""
+    The workers start after a first, cheap pass over the RECORDs, on the big files; ``launched``
+    is set once the GIL-bound planning is done and they have their units too."""
     start = time.perf_counter()
-    big = BigFiles(cache_dir, cpus)
-    records = read_records(dists, cache_dir / PLAN_FILE if cache_dir else None, big.add)
-    seconds: dict[str, float] = {"read_records": round(time.perf_counter() - start, 3), "worker_max": 0.0}
-    shards = deal(group_records(records), workers, _cached_units(cache_dir))
+    big = BigFiles(cache_dir)
+    seconds: dict[str, float] = {"worker_max": 0.0}
+    early: list[tuple[Programs, list[int]]] = []  # the workers, and their loads of big files
+
+    def start_workers(first: Sequence[DistRecord | _BigOnly]) -> None:
+        """After the first, cheap pass: the workers start on the big files while the rest is planned."""
+        big.add(first)
+        files, loads = deal_files(big.sizes, min(workers, len(first)))  # no more workers than RECORDs
+        early.append((Programs([WORKER_ARGV] * len(files), _first_parts(files, big, cache_dir)), loads))
+        seconds["started"] = round(time.perf_counter() - start, 3)
+
+    try:
+        records = read_records(dists, cache_dir / PLAN_FILE if cache_dir else None, start_workers)
+        seconds["read_records"] = round(time.perf_counter() - start, 3)
+        ((programs, loads),) = early
+        shards = deal_units(group_records(records), loads, _cached_units(cache_dir))
+    except BaseException:
+        for programs, _loads in early:
+            programs.kill()
+        raise
+    seconds["launched"] = round(time.perf_counter() - start, 3)
+    if launched is not None:
+        launched.set()
     raw: dict[str, dict[str, Any]] = {}
     stats: dict[str, Any] = {"files": 0, "hashed": 0, "cache_hits": 0, "bytes_hashed": 0, "walked": 0}
     stats["workers"] = len(shards)
-    jobs = _jobs(shards, cache_dir)
-
-    def started() -> None:
-        seconds["launched"] = round(time.perf_counter() - start, 3)
-        if launched is not None:
-            launched.set()
-
     each: list[float] = []
-    for result in run_programs(jobs, timeout=WORKER_TIMEOUT, started=started):
+    digests: dict[int, str | None] = {}
+    for result in programs.finish(_unit_parts(shards), timeout=WORKER_TIMEOUT):
         try:
             data = json.loads(result.stdout)
             groups = data["groups"]
+            digests.update((int(i), d) for i, d in data["digests"])
             each.append(float(data["seconds"]))
             seconds["worker_max"] = max(seconds["worker_max"], each[-1])
-        except (ValueError, KeyError):
+            seconds["big_max"] = max(seconds.get("big_max", 0.0), float(data["hash_seconds"]))
+        except (ValueError, KeyError, TypeError):
             raise ToolError(f"integrity worker printed no result: {result.stderr.strip()[-300:]}") from None
         for group in groups.values():
             for key, part in group["reports"].items():
@@ -576,8 +607,7 @@ def verify(
                 stats[name] += group["stats"][name]
     seconds["workers_done"] = round(time.perf_counter() - start, 3)
     seconds["worker_median"] = sorted(each)[len(each) // 2] if each else 0.0
-    stats["seconds"] = seconds
-    for key, part in big.finish(stats).items():
+    for key, part in big.finish(digests, stats).items():
         into = raw.setdefault(key, {"files": 0, "modified": [], "removed": [], "added": []})
         into["files"] += part["files"]
         for name in ("modified", "removed"):
@@ -588,7 +618,7 @@ def verify(
         reports={key: report_dict(r) for key, r in raw.items()},
         stats=stats,
         records=tuple(records),
-        group_ids=frozenset(u.id for s in shards for u in s),
+        group_ids=frozenset(u.id for units in shards for u in units),
     )
 
 

@@ -6,10 +6,13 @@ sharing a GIL. A *group* is a set of distributions of one site directory that sh
 name (every ``nvidia-*`` wheel shares ``nvidia/``), so a worker holds every RECORD that could own
 a file it finds there.
 
-stdin:  {"groups": [{"id", "location", "dists": [[key, dist_info_dir, record_sha256], ...], "tops": [...],
-                     "only": [...], "exclude": [...]}],
-         "cache_dir": str or null, "threads": int}
-stdout: {"groups": {id: {"reports": {key: {...}}, "stats": {...}}}}
+stdin:  JSON lines, each a part of the job done as it arrives (``main``), with any of
+         {"hash": [[index, path, algo, size], ...]  (big files the parent dealt here),
+          "groups": [{"id", "location", "dists": [[key, dist_info_dir, record_sha256], ...], "tops": [...],
+                      "only": [...], "exclude": [...]}],
+          "cache_dir": str or null, "threads": int}
+stdout: {"groups": {id: {"reports": {key: {...}}, "stats": {...}}}, "digests": [[index, "algo=digest" or null], ...],
+         "seconds": float, "hash_seconds": float}
 
 The cache is one ``marshal`` file per unit of work (``<id>.bin``), loaded in milliseconds:
 
@@ -44,7 +47,10 @@ if TYPE_CHECKING:
 
 IGNORED_SUFFIXES = (".pyc", ".pyo")
 SMALL_FILE = 1 << 20
-CHUNK = 8 << 20  # large reads: a thread hashing a 1 GB library rarely waits for the GIL (x 4 threads x cores)
+# Reads that fit a core's L2 cache: each is hashed while still there (measured on the H200 for its
+# largest library, 542 MB: 0.50 s in 256 KiB reads, 0.60 s in 16 MiB reads that go out to memory
+# and back; docs/BENCHMARKS.md)
+CHUNK = 256 << 10
 CACHE_VERSION = 4  # 4: the big files are the parent's (``big`` in the job)
 RACY_NS = 2_000_000_000
 
@@ -292,11 +298,9 @@ def check(
 def _hash_pending(
     pending: list[tuple[str, Entry, Key]], reports: dict[str, dict[str, Any]], stats: dict[str, int], threads: int
 ) -> dict[str, list[Any]]:
-    from concurrent.futures import ThreadPoolExecutor
-
     pending.sort(key=lambda job: job[2][0], reverse=True)
-    with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
-        digests = list(pool.map(lambda job: hash_file(job[1][1], job[1][2].partition("=")[0], job[2][0]), pending))
+    files = [[path, digest.partition("=")[0], k[0]] for _key, (_r, path, digest, _s), k in pending]
+    digests = hash_files(files, threads)
     fresh: dict[str, list[Any]] = {}
     for (key, (rel, path, digest, _size), k), got in zip(pending, digests, strict=True):
         stats["hashed"] += 1
@@ -390,24 +394,44 @@ def verify_group(group: dict[str, Any], cache_dir: str | None, threads: int) -> 
 
 
 def hash_files(files: list[list[Any]], threads: int) -> list[str | None]:
-    """ "algo=digest" (None: unreadable) of each [path, algo, size], hashed by ``threads`` threads
-    taking the files in the order given (the parent gives them largest first)."""
+    """ "algo=digest" (None: unreadable) of each [path, algo, size], in the order given (largest
+    first), by ``threads`` threads taking them in turn (one: in this thread)."""
+    if threads <= 1 or len(files) < 2:
+        return [hash_file(f[0], f[1], int(f[2])) for f in files]
     from concurrent.futures import ThreadPoolExecutor
 
-    with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
+    with ThreadPoolExecutor(max_workers=threads) as pool:
         return list(pool.map(lambda f: hash_file(f[0], f[1], int(f[2])), files))
 
 
 def main() -> int:
+    """Each stdin line is a part of the job, done as it arrives: the parent sends the big files to
+    hash as it starts this worker, the units once it has planned them (then closes stdin)."""
     start = time.perf_counter()
-    job = json.load(sys.stdin)
-    threads = int(job.get("threads", 2))
-    if "hash" in job:  # the big files (integrity.BigFiles)
-        digests = hash_files(job["hash"], threads)
-        sys.stdout.write(json.dumps({"digests": digests, "seconds": round(time.perf_counter() - start, 3)}))
-        return 0
-    out = {group["id"]: verify_group(group, job.get("cache_dir"), threads) for group in job["groups"]}
-    sys.stdout.write(json.dumps({"groups": out, "seconds": round(time.perf_counter() - start, 3)}))
+    settings: dict[str, Any] = {"cache_dir": None, "threads": 1}
+    out: dict[str, Any] = {}
+    digests: list[list[Any]] = []
+    hashed = 0.0
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        part = json.loads(line)
+        settings.update((k, part[k]) for k in ("cache_dir", "threads") if k in part)
+        threads = int(settings["threads"])
+        big = part.get("hash") or []  # [index, path, algo, size]: the parent's big files (integrity.BigFiles)
+        if big:
+            began = time.perf_counter()
+            digests += [[f[0], d] for f, d in zip(big, hash_files([f[1:] for f in big], threads), strict=True)]
+            hashed += time.perf_counter() - began
+        for group in part.get("groups") or []:
+            out[group["id"]] = verify_group(group, settings["cache_dir"], threads)
+    done = {
+        "groups": out,
+        "digests": digests,
+        "seconds": round(time.perf_counter() - start, 3),
+        "hash_seconds": round(hashed, 3),
+    }
+    sys.stdout.write(json.dumps(done))
     return 0
 
 

@@ -68,49 +68,76 @@ def run_program(
     return result
 
 
-def run_programs(
-    jobs: Sequence[tuple[Sequence[str], str]], *, timeout: float, started: Callable[[], None] | None = None
-) -> list[ProcResult]:
-    """Start several programs (all of them first, then ``started()``), feed each its stdin text,
-    wait for all; ``ToolError`` if any fails."""
-    from concurrent.futures import ThreadPoolExecutor
+class Programs:
+    """Programs started at once, each fed its stdin in two parts: ``first`` as it starts (so it can
+    begin while the caller works out the rest), then ``finish(rest)``, which closes stdin and waits
+    for all; ``ToolError`` if any cannot start, fails or runs past ``timeout``."""
 
-    procs: list[subprocess.Popen[str]] = []
-    try:
-        for argv, _text in jobs:
-            procs.append(
-                subprocess.Popen(
-                    list(argv),
+    def __init__(self, argvs: Sequence[Sequence[str]], first: Sequence[str]) -> None:
+        self.argvs = [list(a) for a in argvs]
+        self.procs: list[subprocess.Popen[str]] = []
+        try:
+            for argv, text in zip(self.argvs, first, strict=True):
+                proc = subprocess.Popen(
+                    argv,
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
                     stderr=subprocess.PIPE,
                     text=True,
                     errors="replace",
                 )
-            )
-    except OSError as exc:
-        for proc in procs:
-            proc.kill()
-        raise ToolError(f"{Path(jobs[len(procs)][0][0]).name} could not start: {exc.strerror or exc}") from None
-    if started is not None:
-        started()
+                self.procs.append(proc)
+                assert proc.stdin is not None
+                proc.stdin.write(text)  # a line or two: within the pipe's buffer
+                proc.stdin.flush()
+        except OSError as exc:
+            self.kill()
+            name = Path(self.argvs[len(self.procs)][0]).name if len(self.procs) < len(self.argvs) else "program"
+            raise ToolError(f"{name} could not start: {exc.strerror or exc}") from None
 
-    def one(index: int) -> ProcResult:
-        proc, (argv, text) = procs[index], jobs[index]
-        try:
-            out, err = proc.communicate(text, timeout=timeout)
-        except subprocess.TimeoutExpired:
+    def kill(self) -> None:
+        for proc in self.procs:
             proc.kill()
             proc.communicate()
-            raise ToolError(f"{Path(argv[0]).name} timed out after {timeout:g}s") from None
-        result = ProcResult(argv=tuple(argv), returncode=proc.returncode, stdout=out, stderr=err)
-        if proc.returncode != 0:
-            tail = (err.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
-            raise ToolError(f"{Path(argv[0]).name} failed (exit {proc.returncode}): {tail[:300]}")
-        return result
 
-    with ThreadPoolExecutor(max_workers=max(1, len(jobs))) as pool:
-        return list(pool.map(one, range(len(jobs))))
+    def finish(self, rest: Sequence[str], *, timeout: float) -> list[ProcResult]:
+        from concurrent.futures import ThreadPoolExecutor
+
+        def one(index: int) -> ProcResult:
+            proc, argv = self.procs[index], self.argvs[index]
+            try:
+                out, err = proc.communicate(rest[index], timeout=timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate()
+                raise ToolError(f"{Path(argv[0]).name} timed out after {timeout:g}s") from None
+            except BrokenPipeError:  # it exited before reading the rest: its stderr says why
+                out, err = proc.communicate()
+            result = ProcResult(argv=tuple(argv), returncode=proc.returncode, stdout=out, stderr=err)
+            if proc.returncode != 0:
+                tail = (err.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
+                raise ToolError(f"{Path(argv[0]).name} failed (exit {proc.returncode}): {tail[:300]}")
+            return result
+
+        try:
+            with ThreadPoolExecutor(max_workers=max(1, len(self.procs))) as pool:
+                return list(pool.map(one, range(len(self.procs))))
+        finally:
+            for proc in self.procs:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.communicate()
+
+
+def run_programs(
+    jobs: Sequence[tuple[Sequence[str], str]], *, timeout: float, started: Callable[[], None] | None = None
+) -> list[ProcResult]:
+    """Start several programs (all of them first, then ``started()``), feed each its stdin text,
+    wait for all; ``ToolError`` if any fails."""
+    programs = Programs([argv for argv, _text in jobs], [""] * len(jobs))
+    if started is not None:
+        started()
+    return programs.finish([text for _argv, text in jobs], timeout=timeout)
 
 
 def process_age() -> float | None:

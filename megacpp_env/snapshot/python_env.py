@@ -236,7 +236,7 @@ def remembered_dist_infos(where: Path | None) -> list[str]:
 
 
 def speculate(
-    python: str, *, cache_dir: Path | None, workers: int, cpus: int, launched: threading.Event
+    python: str, *, cache_dir: Path | None, workers: int, launched: threading.Event
 ) -> integrity.Verified | None:
     """Verify the guessed dists; ``launched`` is set once the workers start (or nothing was guessed)."""
     try:
@@ -244,21 +244,19 @@ def speculate(
         guessed = sorted({*guess_dist_infos(python), *remembered_dist_infos(where)})
         if not guessed:
             return None
-        return integrity.verify(
-            [(p, p) for p in guessed], cache_dir=where, workers=workers, cpus=cpus, launched=launched
-        )
+        return integrity.verify([(p, p) for p in guessed], cache_dir=where, workers=workers, launched=launched)
     finally:
         launched.set()
 
 
 def _verified(
-    paths: dict[str, str], speculative: integrity.Verified | None, cache_dir: Path | None, workers: int, cpus: int
+    paths: dict[str, str], speculative: integrity.Verified | None, cache_dir: Path | None, workers: int
 ) -> integrity.Verified:
     """Reuse the speculative run for every active dist it covered; verify the rest now."""
     missing = [(p, p) for p in paths if speculative is None or p not in speculative.attempted]
     verified = speculative
     if missing:
-        extra = integrity.verify(missing, cache_dir=cache_dir, workers=workers, cpus=cpus)
+        extra = integrity.verify(missing, cache_dir=cache_dir, workers=workers)
         verified = extra if verified is None else verified.merged(extra)
     assert verified is not None
     integrity.prune_cache(cache_dir, verified.group_ids)
@@ -272,14 +270,13 @@ def collect(
     python: str,
     cache_dir: Path | None,
     workers: int,
-    cpus: int,
     speculative: Callable[[], integrity.Verified | None] = lambda: None,
 ) -> PythonResult:
     """``speculative`` is asked for only after the cheap facts are read (while its workers run)."""
     active, shadowed = _split_shadowed(probe)
     dists = {k: dist_facts(e, scrubber) for k, e in active.items()}
     paths = {str(e["path"]): k for k, e in active.items()}
-    verified = _verified(paths, speculative(), cache_dir_for(cache_dir, python), workers, cpus)
+    verified = _verified(paths, speculative(), cache_dir_for(cache_dir, python), workers)
     sha = verified.record_sha256
     for path, key in paths.items():
         dists[key]["integrity"] = verified.reports.get(path) or {"status": "no RECORD"}
@@ -303,9 +300,8 @@ def collect(
 def start(ctx: Context) -> Callable[[], PythonResult]:
     """Verification starts at once on the venv's own site-packages (``speculate``), while the
     probe runs; the collector then checks what the probe found against what was verified."""
-    cpus = usable_cpus()
-    workers = ctx.opts.workers or min(32, cpus)
-    early = in_thread(speculate, ctx.python, cache_dir=ctx.cache_dir, workers=workers, cpus=cpus, launched=ctx.launched)
+    workers = ctx.opts.workers or min(32, usable_cpus())
+    early = in_thread(speculate, ctx.python, cache_dir=ctx.cache_dir, workers=workers, launched=ctx.launched)
 
     def run() -> PythonResult:
         return collect(
@@ -314,7 +310,6 @@ def start(ctx: Context) -> Callable[[], PythonResult]:
             python=ctx.python,
             cache_dir=ctx.cache_dir,
             workers=workers,
-            cpus=cpus,
             speculative=lambda: early.result() if early.exception() is None else None,
         )
 
