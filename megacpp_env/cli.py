@@ -253,6 +253,18 @@ def _wants_json(args: argparse.Namespace) -> bool:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = canonical_argv(sys.argv[1:] if argv is None else argv)
+    if _chosen_verb(args_list) == "snapshot" and not {"-h", "--help", "--schema"} & set(args_list):
+        from megacpp_env.snapshot import nvml_child
+
+        nvml_child.prestart()  # pynvml's import in a child, beside this one's (the gpu collector takes it)
+        try:
+            return _main(args_list)
+        finally:
+            nvml_child.discard()
+    return _main(args_list)
+
+
+def _main(args_list: list[str]) -> int:
     try:
         parser, chosen = build_parsers(args_list)
         args, extra = parser.parse_known_args(args_list)

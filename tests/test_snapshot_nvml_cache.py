@@ -230,3 +230,40 @@ def test_the_reading_in_a_process_of_its_own_is_the_same(tmp_path, monkeypatch):
     with pytest.raises(Exception, match="Driver Not Loaded") as caught:
         gpu.read_apart(None)
     assert type(caught.value).__name__ in gpu.NO_DRIVER_ERRORS
+
+
+def test_the_child_started_early_is_taken_once_and_one_left_over_is_reaped(tmp_path, monkeypatch):
+    """``cli.main`` starts the NVML child before it parses a snapshot's arguments: the gpu collector
+    takes it (no second child) and gets the same reading; a child started for another ``sys.path``
+    is not used; one nobody took is killed and reaped."""
+    import sys
+
+    from megacpp_env.snapshot import nvml_child
+
+    raw = recorded("nvml-hgx-h100x8.json")
+    fake_dir = tmp_path / "fake"
+    fake_dir.mkdir()
+    (fake_dir / "pynvml.py").write_text(FAKE_MODULE.format(raw=json.dumps(raw)))
+    monkeypatch.syspath_prepend(str(Path(__file__).parent.parent))
+    monkeypatch.syspath_prepend(str(fake_dir))
+    monkeypatch.delitem(sys.modules, "pynvml", raising=False)
+    spawned = []
+    real_spawn = nvml_child.spawn
+    monkeypatch.setattr(nvml_child, "spawn", lambda: spawned.append(1) or real_spawn())
+    nvml_child.prestart()
+    early = nvml_child._early[0][0]
+    assert gpu.read_apart(tmp_path / gpu.NVML_CACHE) == raw
+    assert len(spawned) == 1 and early.returncode == 0 and not nvml_child._early  # the early one, taken
+    assert gpu.read_apart(None) == raw and len(spawned) == 2  # none left: a new one
+    nvml_child.prestart()
+    monkeypatch.syspath_prepend(str(tmp_path))  # sys.path moved since: the early child is not used
+    stale = nvml_child._early[0][0]
+    assert gpu.read_apart(None) == raw and len(spawned) == 4
+    assert stale.returncode is not None and stale.stdout is not None and stale.stdout.closed
+    nvml_child.prestart()
+    left = nvml_child._early[0][0]
+    nvml_child.discard()
+    assert left.returncode is not None and not nvml_child._early
+    sys.modules["pynvml"] = object()  # type: ignore[assignment]  # a caller's pynvml: used in-process
+    nvml_child.prestart()
+    assert not nvml_child._early

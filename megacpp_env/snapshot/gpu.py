@@ -10,13 +10,14 @@ not answer, a broken nvidia-smi) is an ``error``. GPU UUIDs are hashed, never re
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from megacpp_env.errors import ToolError, ToolNotFoundError
-from megacpp_env.snapshot import gpu_facts
+from megacpp_env.snapshot import gpu_facts, nvml_child
 from megacpp_env.snapshot.parts import Parts
 from megacpp_env.snapshot.proc import run_program
 
@@ -51,21 +52,6 @@ def numa_node(bus_id: str | None, devices: Path = PCI_DEVICES) -> int | None:
 NVML_CACHE = "nvml-fixed.json"  # in the hash cache directory: the GPUs' facts no setting changes (nvml.FIXED)
 
 
-# The NVML read in a process of its own: importing pynvml (~50 ms of Python on the H200, ~80 ms
-# among the other collectors) would hold this process's GIL, which the snapshot's critical path
-# needs; there it runs on another core. Prints {"raw": reading} or what nvmlInit raised.
-APART = r"""
-import json, sys
-from pathlib import Path
-sys.path[:0] = json.loads(sys.argv[1])
-try:
-    import pynvml
-    from megacpp_env.snapshot import nvml
-    out = {"raw": nvml.read(pynvml, Path(sys.argv[2]) if sys.argv[2] else None)}
-except Exception as exc:
-    out = {"error_type": type(exc).__name__, "error": str(exc), "import_error": isinstance(exc, ImportError)}
-sys.stdout.write(json.dumps(out))
-"""
 APART_TIMEOUT = 20.0
 
 
@@ -74,13 +60,21 @@ class ApartFailedError(Exception):
 
 
 def read_apart(cache_file: Path | None) -> dict[str, Any]:
-    """``nvml.read`` in a child interpreter (this one, ``-S``, with this ``sys.path``); NVML's own
-    errors are raised here again under their class names (``NO_DRIVER_ERRORS`` is by name)."""
-    argv = [sys.executable, "-I", "-S", "-c", APART, json.dumps(sys.path), str(cache_file or "")]
+    """``nvml.read`` in a child interpreter (``nvml_child``: the one ``cli.main`` started early, or a
+    new one): importing pynvml (~0.1 s of Python on the H200) would hold this process's GIL, which
+    the snapshot's critical path needs. NVML's own errors are raised here again under their class
+    names (``NO_DRIVER_ERRORS`` is by name)."""
     try:
-        result = run_program(argv, timeout=APART_TIMEOUT, check=False)
-        data = json.loads(result.stdout)
-    except (ToolError, ValueError) as exc:
+        proc = nvml_child.take() or nvml_child.spawn()
+    except OSError as exc:
+        raise ApartFailedError(str(exc)) from None
+    try:
+        out, _err = proc.communicate(json.dumps({"cache_file": str(cache_file or "")}) + "\n", timeout=APART_TIMEOUT)
+        data = json.loads(out)
+    except subprocess.TimeoutExpired:
+        nvml_child.reap(proc)
+        raise ApartFailedError(f"no reading in {APART_TIMEOUT:g}s") from None
+    except (OSError, ValueError) as exc:
         raise ApartFailedError(str(exc)) from None
     if not isinstance(data, dict):
         raise ApartFailedError("no reading")
