@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import time
@@ -409,3 +410,20 @@ def test_programs_take_their_input_in_two_parts_and_report_a_failure(tmp_path):
     waits = Programs([echo], ["q\n"])
     waits.kill()
     assert all(p.returncode is not None for p in waits.procs)
+
+
+def test_only_the_largest_files_worker_keeps_its_priority_in_a_full_run():
+    """The workers start with their big files; when some are to be hashed, every worker but the
+    one holding the largest runs ``YIELD_NICE`` lower; a repeat (nothing to hash) changes no priority."""
+    from megacpp_env.snapshot import integrity
+
+    big = integrity.BigFiles(None)
+    sizes = [900 << 20, 500 << 20, 400 << 20, 300 << 20]
+    big.pending = [("t", (f"t/{i}.so", f"/s/t/{i}.so", "sha256=x", s), (s, 1, 2, 3)) for i, s in enumerate(sizes)]
+    shards, _loads = integrity.deal_files(big.sizes, 3)
+    parts = [json.loads(p) for p in integrity._first_parts(shards, big, None)]
+    assert [p["nice"] for p in parts] == [0 if 0 in s else integrity.YIELD_NICE for s in shards]
+    assert sorted(p["nice"] for p in parts) == [0, integrity.YIELD_NICE, integrity.YIELD_NICE]
+    assert parts[shards.index([0])]["hash"] == [[0, "/s/t/0.so", "sha256", 900 << 20]]
+    big.pending = []
+    assert all("nice" not in json.loads(p) for p in integrity._first_parts([[], []], big, None))

@@ -13,7 +13,7 @@ Files directly in a site directory that no RECORD names are reported as unowned 
 """
 
 # os.path on purpose: ~50,000 paths per snapshot.
-# ruff: noqa: PTH118, PTH120
+# ruff: noqa: PTH113, PTH118, PTH120
 
 from __future__ import annotations
 
@@ -100,7 +100,7 @@ class DistRecord:
         )
 
 
-@dataclass(kw_only=True, slots=True)
+@dataclass(kw_only=True, slots=True, eq=False)  # by identity: ``group_records`` removes merged ones from a list
 class Group:
     id: str
     location: str
@@ -524,6 +524,10 @@ def unowned(records: Sequence[DistRecord]) -> dict[str, list[str]]:
 
 
 WORKER_ARGV = (sys.executable, "-I", "-S", str(WORKER))
+# A full run: the worker hashing the largest file (a third of the run alone) runs at this process's
+# priority, the others this much lower, so the parent's planning and that file are never queued
+# behind the rest (the workers only yield when the cores are all busy).
+YIELD_NICE = 5
 
 
 def _first_parts(shards: list[list[int]], big: BigFiles, cache_dir: Path | None) -> list[str]:
@@ -531,7 +535,10 @@ def _first_parts(shards: list[list[int]], big: BigFiles, cache_dir: Path | None)
     cores, so the largest file, alone in its shard, has a core to itself (a second thread per
     worker halved its share); the kernel's readahead keeps a cold read going while it hashes."""
     cache = str(cache_dir) if cache_dir else None
-    parts = ({"hash": [big.job(i) for i in files], "cache_dir": cache, "threads": 1} for files in shards)
+    parts = [{"hash": [big.job(i) for i in files], "cache_dir": cache, "threads": 1} for files in shards]
+    if big.pending:  # the largest file's worker keeps its core: every other worker yields to it
+        for part, files in zip(parts, shards, strict=True):
+            part["nice"] = 0 if 0 in files else YIELD_NICE
     return [json.dumps(part) + "\n" for part in parts]
 
 
@@ -556,28 +563,30 @@ def verify(
     launched: threading.Event | None = None,
 ) -> Verified:
     """Verify ``(key, dist-info dir)`` pairs in worker processes; the caller prunes the cache.
-    The workers start after a first, cheap pass over the RECORDs, on the big files; ``launched``
-    is set once the GIL-bound planning is done and they have their units too."""
+    The workers start at once, get the big files after a first, cheap pass over the RECORDs and
+    their units once planned; ``launched`` is set then (the GIL-bound planning is done)."""
     start = time.perf_counter()
     big = BigFiles(cache_dir)
     seconds: dict[str, float] = {"worker_max": 0.0}
-    early: list[tuple[Programs, list[int]]] = []  # the workers, and their loads of big files
+    # started first, one per RECORD at most: their interpreters start while the RECORDs are read
+    count = min(workers, sum(os.path.isfile(os.path.join(d, "RECORD")) for _k, d in dists))
+    programs = Programs([WORKER_ARGV] * count, [""] * count)
+    loads: list[int] = []
 
-    def start_workers(first: Sequence[DistRecord | _BigOnly]) -> None:
+    def big_files(first: Sequence[DistRecord | _BigOnly]) -> None:
         """After the first, cheap pass: the workers start on the big files while the rest is planned."""
         big.add(first)
-        files, loads = deal_files(big.sizes, min(workers, len(first)))  # no more workers than RECORDs
-        early.append((Programs([WORKER_ARGV] * len(files), _first_parts(files, big, cache_dir)), loads))
+        files, dealt = deal_files(big.sizes, count)
+        programs.send(_first_parts(files, big, cache_dir))
+        loads.extend(dealt)
         seconds["started"] = round(time.perf_counter() - start, 3)
 
     try:
-        records = read_records(dists, cache_dir / PLAN_FILE if cache_dir else None, start_workers)
+        records = read_records(dists, cache_dir / PLAN_FILE if cache_dir else None, big_files)
         seconds["read_records"] = round(time.perf_counter() - start, 3)
-        ((programs, loads),) = early
-        shards = deal_units(group_records(records), loads, _cached_units(cache_dir))
+        shards = deal_units(group_records(records), loads or [0] * count, _cached_units(cache_dir))
     except BaseException:
-        for programs, _loads in early:
-            programs.kill()
+        programs.kill()
         raise
     seconds["launched"] = round(time.perf_counter() - start, 3)
     if launched is not None:

@@ -10,7 +10,7 @@ stdin:  JSON lines, each a part of the job done as it arrives (``main``), with a
          {"hash": [[index, path, algo, size], ...]  (big files the parent dealt here),
           "groups": [{"id", "location", "dists": [[key, dist_info_dir, record_sha256], ...], "tops": [...],
                       "only": [...], "exclude": [...]}],
-          "cache_dir": str or null, "threads": int}
+          "cache_dir": str or null, "threads": int, "nice": int (lower this worker's priority by)}
 stdout: {"groups": {id: {"reports": {key: {...}}, "stats": {...}}}, "digests": [[index, "algo=digest" or null], ...],
          "seconds": float, "hash_seconds": float}
 
@@ -404,6 +404,14 @@ def hash_files(files: list[list[Any]], threads: int) -> list[str | None]:
         return list(pool.map(lambda f: hash_file(f[0], f[1], int(f[2])), files))
 
 
+def _lower_priority(by: int) -> None:
+    """``nice`` this process by ``by`` (lowering a priority needs no privilege; where it fails, nothing is lost)."""
+    try:
+        os.nice(max(0, by))
+    except (OSError, AttributeError):
+        return
+
+
 def main() -> int:
     """Each stdin line is a part of the job, done as it arrives: the parent sends the big files to
     hash as it starts this worker, the units once it has planned them (then closes stdin)."""
@@ -417,6 +425,8 @@ def main() -> int:
             continue
         part = json.loads(line)
         settings.update((k, part[k]) for k in ("cache_dir", "threads") if k in part)
+        if part.get("nice"):
+            _lower_priority(int(part["nice"]))
         threads = int(settings["threads"])
         big = part.get("hash") or []  # [index, path, algo, size]: the parent's big files (integrity.BigFiles)
         if big:

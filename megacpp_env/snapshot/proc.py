@@ -69,9 +69,10 @@ def run_program(
 
 
 class Programs:
-    """Programs started at once, each fed its stdin in two parts: ``first`` as it starts (so it can
-    begin while the caller works out the rest), then ``finish(rest)``, which closes stdin and waits
-    for all; ``ToolError`` if any cannot start, fails or runs past ``timeout``."""
+    """Programs started at once, each fed its stdin in parts: ``first`` as it starts, more with
+    ``send`` (so each can begin while the caller works out the rest), the last with ``finish(rest)``,
+    which closes stdin and waits for all; ``ToolError`` if any cannot start, fails or runs past
+    ``timeout``."""
 
     def __init__(self, argvs: Sequence[Sequence[str]], first: Sequence[str]) -> None:
         self.argvs = [list(a) for a in argvs]
@@ -94,6 +95,16 @@ class Programs:
             self.kill()
             name = Path(self.argvs[len(self.procs)][0]).name if len(self.procs) < len(self.argvs) else "program"
             raise ToolError(f"{name} could not start: {exc.strerror or exc}") from None
+
+    def send(self, parts: Sequence[str]) -> None:
+        """One more part of each program's stdin (a line, within the pipe's buffer)."""
+        for proc, text in zip(self.procs, parts, strict=True):
+            assert proc.stdin is not None
+            try:
+                proc.stdin.write(text)
+                proc.stdin.flush()
+            except BrokenPipeError:  # it exited already: ``finish`` reports why
+                continue
 
     def kill(self) -> None:
         for proc in self.procs:
