@@ -1,5 +1,5 @@
 from __future__ import annotations
 
-from megacpp_env.cli import main
+from megacpp_env.cli import entry
 
-raise SystemExit(main())
+entry()

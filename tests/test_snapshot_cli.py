@@ -113,3 +113,32 @@ def test_timings_say_where_the_time_went(cli, tmp_path, capsys, snap_venv):
     assert f"(critical path: {max(areas, key=lambda k: areas[k])})" in err
     assert all(f"    {area} " in err for area in registry.areas())
     assert "process start to snapshot" in err and "process, all told" in err and "integrity: " in err
+
+
+def test_the_program_exits_without_teardown_and_loses_no_output(tmp_path, snap_venv):
+    """``python -m megacpp_env snapshot`` (``cli.entry``) skips the interpreter's teardown: the whole
+    JSON document still reaches a pipe, the file is written, the exit status is the verb's, and no
+    child is left behind (the NVML child it started is reaped)."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "MEGACPP_ENV_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("VIRTUAL_ENV", None)
+    argv = [sys.executable, "-m", "megacpp_env", "snapshot", "--python", str(snap_venv.python)]
+    done = subprocess.run(
+        [*argv, "-o", str(tmp_path / "s.json"), "--json"], env=env, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    printed = json.loads(done.stdout)
+    assert printed == json.loads((tmp_path / "s.json").read_text())
+    assert printed["facts"]["python"]["distributions"]
+    bad = subprocess.run(
+        [*argv[:-1], str(tmp_path / "missing"), "-o", str(tmp_path / "t.json")],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert bad.returncode == 1 and "not an executable file" in bad.stderr
+    ps = subprocess.run(["ps", "-eo", "ppid,args"], capture_output=True, text=True, check=True).stdout
+    assert "nvml.read" not in ps  # no NVML child outlived its snapshot
