@@ -91,9 +91,10 @@ def _report_while_running(
 
 
 def _jobs(ctx: Context) -> dict[str, Callable[[], Any]]:
-    """Every collector starts at once; those that need the probe wait for it in their own thread.
-    Those marked ``after_launch`` import heavy modules: they wait (briefly) until the integrity
-    workers are launched, because the planning before that is GIL-bound and on the critical path."""
+    """Every collector starts at once, in its own thread, which imports its module; those that need
+    the probe wait for it there. Those marked ``after_launch`` wait (at most ``LAUNCH_WAIT``) until
+    the integrity workers have their work: the planning before that is GIL-bound and on the
+    critical path, and their imports and Python work would share the GIL with it."""
 
     def later(fn: Callable[[], Any]) -> Callable[[], Any]:
         return lambda: (ctx.launched.wait(LAUNCH_WAIT), fn())[1]

@@ -36,7 +36,10 @@ class Collector:
     timeout: float  # seconds; past it the area records {"error": "timed out after ..."}
     severity: str  # of a difference in this area, in diff (one of SEVERITIES)
     hashed: bool = True  # counts in the snapshot's digest (False: the whole area goes under ``live``)
-    after_launch: bool = False  # waits (briefly) for the integrity workers to launch: it imports heavy modules
+    # waits (at most a second) until the integrity workers have their work: the planning before that
+    # is GIL-bound and on the critical path, and this collector's import and Python work would share
+    # the GIL with it
+    after_launch: bool = False
 
     def __post_init__(self) -> None:
         """Only a module of the snapshot package: a dotted path could load any module, past the
@@ -48,22 +51,29 @@ class Collector:
             )
 
     def start(self, ctx: Context) -> Callable[[], Any]:
-        job: Callable[[], Any] = importlib.import_module(f"{PACKAGE}.{self.module}").start(ctx)
+        """The collector's job: its module is imported in the job's own thread (the imports of
+        eleven modules on the thread that starts them all held up every start)."""
+
+        def job() -> Any:
+            return importlib.import_module(f"{PACKAGE}.{self.module}").start(ctx)()
+
         return job
 
 
 # In display order: diff and doctor list areas this way.
 COLLECTORS: tuple[Collector, ...] = (
+    # python starts the integrity workers; gpu reads NVML in a child (``nvml_child``, started before
+    # the verb): neither waits; every other collector waits until the workers have their work
     Collector(area="python", module="python_env", timeout=900.0, severity="error"),
     Collector(area="checkouts", module="checkouts", timeout=120.0, severity="error", after_launch=True),
-    Collector(area="torch", module="torch_facts", timeout=240.0, severity="error"),
-    Collector(area="gpu", module="gpu", timeout=30.0, severity="warning"),  # NVML read in a child: no wait
-    Collector(area="compilers", module="compilers", timeout=30.0, severity="warning"),
-    Collector(area="runtime", module="runtime", timeout=10.0, severity="warning"),
-    Collector(area="env", module="envvars", timeout=10.0, severity="warning"),
-    Collector(area="scheduler", module="scheduler", timeout=10.0, severity="warning"),
-    Collector(area="system", module="system", timeout=10.0, severity="info"),
-    Collector(area="container", module="container", timeout=10.0, severity="note", hashed=False),
+    Collector(area="torch", module="torch_facts", timeout=240.0, severity="error", after_launch=True),
+    Collector(area="gpu", module="gpu", timeout=30.0, severity="warning"),
+    Collector(area="compilers", module="compilers", timeout=30.0, severity="warning", after_launch=True),
+    Collector(area="runtime", module="runtime", timeout=10.0, severity="warning", after_launch=True),
+    Collector(area="env", module="envvars", timeout=10.0, severity="warning", after_launch=True),
+    Collector(area="scheduler", module="scheduler", timeout=10.0, severity="warning", after_launch=True),
+    Collector(area="system", module="system", timeout=10.0, severity="info", after_launch=True),
+    Collector(area="container", module="container", timeout=10.0, severity="note", hashed=False, after_launch=True),
     Collector(area="repo", module="repo", timeout=60.0, severity="note", hashed=False, after_launch=True),
 )
 
