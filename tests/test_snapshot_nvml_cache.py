@@ -264,6 +264,6 @@ def test_the_child_started_early_is_taken_once_and_one_left_over_is_reaped(tmp_p
     left = nvml_child._early[0][0]
     nvml_child.discard()
     assert left.returncode is not None and not nvml_child._early
-    sys.modules["pynvml"] = object()  # type: ignore[assignment]  # a caller's pynvml: used in-process
+    monkeypatch.setitem(sys.modules, "pynvml", object())  # a caller's pynvml: used in-process
     nvml_child.prestart()
     assert not nvml_child._early
