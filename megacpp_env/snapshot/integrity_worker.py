@@ -47,9 +47,10 @@ if TYPE_CHECKING:
 
 IGNORED_SUFFIXES = (".pyc", ".pyo")
 SMALL_FILE = 1 << 20
-# Reads that fit a core's L2 cache: each is hashed while still there (measured on the H200 for its
-# largest library, 542 MB: 0.50 s in 256 KiB reads, 0.60 s in 16 MiB reads that go out to memory
-# and back; docs/BENCHMARKS.md)
+# Reads that fit a core's L2 cache: each is hashed while still there. Measured on the H200
+# (benchmarks/bench_hash_reads.py, docs/BENCHMARKS.md): its largest library, 542 MB, in 0.56 s in
+# 256 KiB reads, 0.61 s in 16 MiB reads (which go out to memory and back); all 7.2 GB on 16
+# processes in 0.66 s vs 0.82 s.
 CHUNK = 256 << 10
 CACHE_VERSION = 4  # 4: the big files are the parent's (``big`` in the job)
 RACY_NS = 2_000_000_000
