@@ -427,3 +427,68 @@ def test_only_the_largest_files_worker_keeps_its_priority_in_a_full_run():
     assert parts[shards.index([0])]["hash"] == [[0, "/s/t/0.so", "sha256", 900 << 20]]
     big.pending = []
     assert all("nice" not in json.loads(p) for p in integrity._first_parts([[], []], big, None))
+
+
+def _cold_reading_every_row(group, only, exclude):
+    """``integrity_worker.cold`` as it was: every row of the group's RECORDs parsed for every unit."""
+    from megacpp_env.snapshot import integrity_worker as one
+
+    location = group["location"]
+    dirs: list = []
+    kinds = one.top_kinds(location, group["tops"], only, exclude)
+    seen = one.scan(location, kinds, exclude, dirs)
+    dists = [(key, one.read_record(location, info)) for key, info, *_ in group["dists"]]
+    recorded = {path for _key, entries in dists for _r, path, _d, _s in entries}
+    strays = seen - recorded
+    added = one._attribute(strays, location, dists) if strays else {}
+    checks = [(key, [e for e in one.in_unit(entries, only, exclude) if e[2]]) for key, entries in dists]
+    inside = {e[1] for _k, entries in dists for e in one.in_unit(entries, only, exclude)}
+    return kinds, checks, added, recorded & inside
+
+
+@pytest.mark.parametrize("quoted", [False, True])
+def test_a_unit_parses_its_own_rows_and_finds_what_reading_every_row_finds(tmp_path, monkeypatch, quoted):
+    """A unit parses only the rows under its part of the tree (torch's units parsed all of torch's
+    RECORD each): the same rows to check, strays and owners, recorded files, for every unit of a
+    split group, with rows written ``./``, ``a/../``, ``a//b`` and (second case) quoted rows."""
+    from megacpp_env.snapshot import integrity
+    from megacpp_env.snapshot import integrity_worker as one
+
+    site = tmp_path / "site"
+    rows = []
+    for i in range(40):
+        for sub in ("inc/ops", "inc/core", "lib", "mod"):
+            rel = f"t/{sub}/f{i}.py"
+            (site / rel).parent.mkdir(parents=True, exist_ok=True)
+            (site / rel).write_text(f"# {i}\n")
+            rows.append(f"{rel},sha256=x,5")
+    rows += ["./t/lib/dot.py,sha256=x,5", "t/mod/../lib/up.py,sha256=x,5", "t//inc/ops/dbl.py,sha256=x,5"]
+    for rel in ("t/lib/dot.py", "t/lib/up.py", "t/inc/ops/dbl.py"):
+        (site / rel).write_text("x\n")
+    if quoted:
+        rows.append('"t/inc/core/q,uoted.py",sha256=x,5')
+        (site / "t/inc/core/q,uoted.py").write_text("x\n")
+    rows += ["t-1.0.dist-info/RECORD,,", "../../bin/t-tool,sha256=x,5"]
+    info = site / "t-1.0.dist-info"
+    info.mkdir()
+    (info / "RECORD").write_text("\n".join(rows) + "\n")
+    for stray in ("t/inc/ops/stray.py", "t/inc/new/deep/s.py", "t/lib/s2.py", "t/s3.py"):
+        (site / stray).parent.mkdir(parents=True, exist_ok=True)
+        (site / stray).write_text("")
+    monkeypatch.setattr(integrity, "SPLIT_MIN", 10)
+    rec = integrity.DistRecord.from_text("t", str(info), (info / "RECORD").read_bytes())
+    units = integrity.group_records([rec])[0].units(30)
+    assert len(units) >= 4 and any(u.only and u.exclude for u in units)
+    for unit in units:
+        group, only, exclude = unit.to_job(), list(unit.only), list(unit.exclude)
+        state, recorded, _trusted = one.cold(group, only, exclude)
+        kinds, checks, added, recorded_inside = _cold_reading_every_row(group, only, exclude)
+        assert (state["kinds"], state["checks"], state["added"]) == (kinds, checks, added), unit.id
+        assert recorded == recorded_inside, unit.id
+    found = {
+        rel
+        for unit in units
+        for rels in one.cold(unit.to_job(), list(unit.only), list(unit.exclude))[0]["added"].values()
+        for rel in rels
+    }
+    assert found == {"t/inc/ops/stray.py", "t/inc/new/deep/s.py", "t/lib/s2.py", "t/s3.py"}

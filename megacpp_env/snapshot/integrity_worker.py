@@ -102,12 +102,39 @@ def _open_regular(path: str) -> int:
 
 def read_record(location: str, dist_info: str) -> list[Entry]:
     """The RECORD's rows; none when it is no regular file (a FIFO there is never waited on)."""
+    return parse_record(location, record_text(dist_info))
+
+
+def record_text(dist_info: str) -> str:
+    """The RECORD's text; empty when it is no regular file (a FIFO there is never waited on)."""
     try:
         fd = _open_regular(os.path.join(dist_info, "RECORD"))
     except OSError:
-        return []
+        return ""
     with os.fdopen(fd, "rb") as fh:
-        return parse_record(location, fh.read().decode("utf-8", errors="replace"))
+        return fh.read().decode("utf-8", errors="replace")
+
+
+def _plain(line: str) -> bool:
+    """A row ``parse_record`` takes as written: no leading ``.``/``/``, no ``/.``, ``//`` or ``\\``."""
+    return not line.startswith((".", "/")) and "/." not in line and "//" not in line and "\\" not in line
+
+
+def unit_rows(text: str, only: list[str], exclude: list[str]) -> str:
+    """The rows of ``text`` that can belong to the unit: under ``only`` (when given) and not under
+    ``exclude``, decided on the row as written; a row that parsing would rewrite (``./``, ``..``)
+    is kept for ``in_unit`` to decide once normalised, and a RECORD with quoted rows is kept whole.
+    So a unit of torch parses its own rows, not torch's ~20,000."""
+    if (not only and not exclude) or '"' in text:  # quoted rows (a comma, a newline in a name): parsed whole
+        return text
+    lines = text.splitlines()
+    if only:
+        inside = tuple(p + "/" for p in only)
+        lines = [line for line in lines if line.startswith(inside) or not _plain(line)]
+    if exclude:
+        outside = tuple(p + "/" for p in exclude)
+        lines = [line for line in lines if not line.startswith(outside) or not _plain(line)]
+    return "\n".join(lines)
 
 
 def _key(st: os.stat_result) -> Key:
@@ -340,19 +367,22 @@ def signature(group: dict[str, Any]) -> str:
 
 
 def cold(group: dict[str, Any], only: list[str], exclude: list[str]) -> tuple[dict[str, Any], set[str], bool]:
-    """Walk the unit and parse its RECORDs: (warm state, every recorded path, whether the state
-    may be trusted next time, i.e. no directory was modified within ``RACY_NS``)."""
+    """Walk the unit and parse its rows of the group's RECORDs: (warm state, every recorded path in
+    the unit, whether the state may be trusted next time, i.e. no directory was modified within
+    ``RACY_NS``)."""
     location = group["location"]
     dirs: list[DirKey] = []
     kinds = top_kinds(location, group["tops"], only, exclude)
     started = time.time_ns()
     seen = scan(location, kinds, exclude, dirs)
-    dists = [(key, read_record(location, info)) for key, info, *_ in group["dists"]]
-    recorded = {path for _key, entries in dists for _r, path, _d, _s in entries}
-    strays = seen - recorded
-    added = _attribute(strays, location, dists) if strays else {}
+    texts = [(key, record_text(info)) for key, info, *_ in group["dists"]]
+    mine = [(key, in_unit(parse_record(location, unit_rows(t, only, exclude)), only, exclude)) for key, t in texts]
+    recorded = {path for _key, entries in mine for _r, path, _d, _s in entries}  # every one inside the unit
+    strays = seen - recorded  # ``seen`` is inside the unit too
+    # a stray's owner is looked up among every row of the group (its nearest recorded directory)
+    added = _attribute(strays, location, [(k, parse_record(location, t)) for k, t in texts]) if strays else {}
     big = set(group.get("big") or ())  # hashed by the parent
-    checks = [(key, [e for e in in_unit(entries, only, exclude) if e[2] and e[1] not in big]) for key, entries in dists]
+    checks = [(key, [e for e in entries if e[2] and e[1] not in big]) for key, entries in mine]
     trusted = all(mtime < started - RACY_NS for _p, mtime, _c, _i in dirs)
     return {"kinds": kinds, "dirs": dirs, "checks": checks, "added": added}, recorded, trusted
 
