@@ -492,3 +492,69 @@ def test_a_unit_parses_its_own_rows_and_finds_what_reading_every_row_finds(tmp_p
         for rel in rels
     }
     assert found == {"t/inc/ops/stray.py", "t/inc/new/deep/s.py", "t/lib/s2.py", "t/s3.py"}
+
+
+WRAPPED_WORKER = """
+import json, os, signal, subprocess, sys
+data = sys.stdin.read()
+mapped = any(json.loads(line).get("mapped") for line in data.splitlines() if line.strip())
+with open(sys.argv[1], "a") as log:
+    log.write("mapped\\n" if mapped else "plain\\n")
+if mapped and sys.argv[2] == "sigbus":
+    os.kill(os.getpid(), signal.SIGBUS)
+if sys.argv[2] == "exit3":
+    sys.exit(3)
+done = subprocess.run([sys.executable, "-I", "-S", sys.argv[3]], input=data, capture_output=True, text=True)
+sys.stdout.write(done.stdout)
+sys.stderr.write(done.stderr)
+sys.exit(done.returncode)
+"""
+
+
+@pytest.mark.parametrize("fault", ["sigbus", "exit3", "none"])
+def test_a_worker_killed_by_sigbus_makes_the_run_start_again_without_maps(tmp_path, monkeypatch, fault):
+    """The big files are hashed from memory maps; a file truncated under a map kills its worker with
+    SIGBUS: the run starts again without maps and reports what a plain run reports. Any other
+    failure is reported, not retried."""
+    import base64
+    import hashlib
+    import re
+    import sys
+
+    from megacpp_env.errors import ToolError
+    from megacpp_env.snapshot import integrity
+
+    site = tmp_path / "site"
+    (site / "p").mkdir(parents=True)
+    rows = []
+    for i, size in enumerate((3 << 20, 2 << 20, 5)):
+        data = bytes([i]) * size
+        (site / "p" / f"f{i}.bin").write_bytes(data)
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        rows.append(f"p/f{i}.bin,sha256={digest},{size}")
+    (site / "p" / "f1.bin").write_bytes(b"\1" * (2 << 20) + b"x")  # drifted
+    info = site / "p-1.dist-info"
+    info.mkdir()
+    (info / "RECORD").write_text("\n".join([*rows, "p-1.dist-info/RECORD,,"]) + "\n")
+    monkeypatch.setattr(integrity, "BIG_FILE", 1 << 20)
+    monkeypatch.setattr(integrity, "BIG_RE", re.compile(r",(\d+)\r?$", re.MULTILINE))
+    log = tmp_path / "workers.log"
+    wrapper = tmp_path / "wrapper.py"
+    wrapper.write_text(WRAPPED_WORKER)
+    argv = (sys.executable, str(wrapper), str(log), fault, str(integrity.WORKER))
+    monkeypatch.setattr(integrity, "WORKER_ARGV", argv)
+    if fault == "exit3":
+        with pytest.raises(ToolError, match="exit 3"):
+            integrity.verify([("p", str(info))], cache_dir=None, workers=2)
+        assert log.read_text().split() == ["mapped"]
+        return
+    verified = integrity.verify([("p", str(info))], cache_dir=None, workers=2)
+    report = verified.reports["p"]
+    assert (report["files"], report["modified"], report["status"]) == (3, ["p/f1.bin"], "drifted")
+    assert verified.stats["hashed"] == 2  # f1 is caught by its size, unread
+    runs = log.read_text().split()
+    if fault == "sigbus":
+        assert "mapped" in runs and runs[-1] == "plain"  # the second run: no maps
+        assert runs.index("plain") == runs.count("mapped")  # every mapped worker came first
+    else:
+        assert set(runs) == {"mapped"}

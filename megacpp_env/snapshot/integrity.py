@@ -22,6 +22,7 @@ import hashlib
 import json
 import os
 import re
+import signal
 import sys
 import threading
 import time
@@ -34,7 +35,7 @@ from typing import Any
 from megacpp_env.errors import ToolError
 from megacpp_env.fsutil import atomic_write_text
 from megacpp_env.snapshot import integrity_worker as one
-from megacpp_env.snapshot.proc import Programs
+from megacpp_env.snapshot.proc import ProgramFailedError, Programs
 
 WORKER = Path(__file__).with_name("integrity_worker.py")
 WORKER_TIMEOUT = 900.0
@@ -530,12 +531,14 @@ WORKER_ARGV = (sys.executable, "-I", "-S", str(WORKER))
 YIELD_NICE = 5
 
 
-def _first_parts(shards: list[list[int]], big: BigFiles, cache_dir: Path | None) -> list[str]:
+def _first_parts(shards: list[list[int]], big: BigFiles, cache_dir: Path | None, *, mapped: bool = True) -> list[str]:
     """What each worker starts on: its big files. One thread per worker: as many hashing threads as
     cores, so the largest file, alone in its shard, has a core to itself (a second thread per
     worker halved its share); the kernel's readahead keeps a cold read going while it hashes."""
     cache = str(cache_dir) if cache_dir else None
-    parts = [{"hash": [big.job(i) for i in files], "cache_dir": cache, "threads": 1} for files in shards]
+    parts = [
+        {"hash": [big.job(i) for i in files], "cache_dir": cache, "threads": 1, "mapped": mapped} for files in shards
+    ]
     if big.pending:  # the largest file's worker keeps its core: every other worker yields to it
         for part, files in zip(parts, shards, strict=True):
             part["nice"] = 0 if 0 in files else YIELD_NICE
@@ -564,7 +567,25 @@ def verify(
 ) -> Verified:
     """Verify ``(key, dist-info dir)`` pairs in worker processes; the caller prunes the cache.
     The workers start at once, get the big files after a first, cheap pass over the RECORDs and
-    their units once planned; ``launched`` is set then (the GIL-bound planning is done)."""
+    their units once planned; ``launched`` is set then (the GIL-bound planning is done). The big
+    files are hashed from memory maps; a worker killed by SIGBUS (a mapped file truncated under
+    it) makes the whole run start again without them."""
+    try:
+        return _verify(dists, cache_dir=cache_dir, workers=workers, launched=launched, mapped=True)
+    except ProgramFailedError as exc:
+        if exc.returncode != -signal.SIGBUS:
+            raise
+    return _verify(dists, cache_dir=cache_dir, workers=workers, launched=launched, mapped=False)
+
+
+def _verify(
+    dists: Sequence[tuple[str, str]],
+    *,
+    cache_dir: Path | None,
+    workers: int,
+    launched: threading.Event | None,
+    mapped: bool,
+) -> Verified:
     start = time.perf_counter()
     big = BigFiles(cache_dir)
     seconds: dict[str, float] = {"worker_max": 0.0}
@@ -577,7 +598,7 @@ def verify(
         """After the first, cheap pass: the workers start on the big files while the rest is planned."""
         big.add(first)
         files, dealt = deal_files(big.sizes, count)
-        programs.send(_first_parts(files, big, cache_dir))
+        programs.send(_first_parts(files, big, cache_dir, mapped=mapped))
         loads.extend(dealt)
         seconds["started"] = round(time.perf_counter() - start, 3)
 

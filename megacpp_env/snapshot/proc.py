@@ -68,6 +68,14 @@ def run_program(
     return result
 
 
+class ProgramFailedError(ToolError):
+    """A program of ``Programs`` exited non-zero (``returncode``: negative for the signal that killed it)."""
+
+    def __init__(self, message: str, *, returncode: int) -> None:
+        super().__init__(message)
+        self.returncode = returncode
+
+
 class Programs:
     """Programs started at once, each fed its stdin in parts: ``first`` as it starts, more with
     ``send`` (so each can begin while the caller works out the rest), the last with ``finish(rest)``,
@@ -127,7 +135,9 @@ class Programs:
             result = ProcResult(argv=tuple(argv), returncode=proc.returncode, stdout=out, stderr=err)
             if proc.returncode != 0:
                 tail = (err.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
-                raise ToolError(f"{Path(argv[0]).name} failed (exit {proc.returncode}): {tail[:300]}")
+                raise ProgramFailedError(
+                    f"{Path(argv[0]).name} failed (exit {proc.returncode}): {tail[:300]}", returncode=proc.returncode
+                )
             return result
 
         try:
