@@ -558,3 +558,27 @@ def test_a_worker_killed_by_sigbus_makes_the_run_start_again_without_maps(tmp_pa
         assert runs.index("plain") == runs.count("mapped")  # every mapped worker came first
     else:
         assert set(runs) == {"mapped"}
+
+
+def test_a_record_that_appears_after_the_workers_were_counted_still_gets_one(tmp_path, monkeypatch):
+    """The workers are started before the RECORDs are read, one per RECORD found then; a RECORD
+    that appears in between (a distribution installed meanwhile) still gets a worker: its files are
+    verified, none is dropped."""
+    import re
+
+    from megacpp_env.snapshot import integrity
+
+    site = tmp_path / "site"
+    (site / "p").mkdir(parents=True)
+    (site / "p" / "a.py").write_text("A = 1\n")
+    (site / "p" / "big.bin").write_bytes(b"\0" * (2 << 20))
+    info = site / "p-1.dist-info"
+    info.mkdir()
+    (info / "RECORD").write_text(f"p/a.py,sha256=wrong,6\np/big.bin,sha256=wrong,{2 << 20}\np-1.dist-info/RECORD,,\n")
+    monkeypatch.setattr(integrity, "BIG_FILE", 1 << 20)
+    monkeypatch.setattr(integrity, "BIG_RE", re.compile(r",(\d+)\r?$", re.MULTILINE))
+    monkeypatch.setattr(integrity.os.path, "isfile", lambda _path: False)  # counted before it was there
+    verified = integrity.verify([("p", str(info))], cache_dir=None, workers=4)
+    report = verified.reports["p"]
+    assert (report["files"], sorted(report["modified"])) == (2, ["p/a.py", "p/big.bin"])
+    assert verified.stats["workers"] == 1 and verified.stats["hashed"] == 2

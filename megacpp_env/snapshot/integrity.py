@@ -6,9 +6,10 @@ the groups to one worker process per core (``integrity_worker.py``), which parse
 their hash cache and hash what the cache cannot vouch for, with no GIL shared between them.
 The big files (a RECORD size of ``BIG_FILE`` or more: the CUDA and torch libraries, about a hundred
 holding most of the bytes) are not part of any unit: the parent finds them in a first, cheap pass
-over the RECORDs, stats them against their own cache, and deals the ones to hash with the units,
-longest first (``deal_work``), so the largest starts at once in a worker of its own, as the hash
-floor deals them (``BigFiles``). One thread per worker: one hashing thread per core.
+over the RECORDs, stats them against their own cache, and deals the ones to hash to the workers,
+longest first (``deal_files``; the units follow, ``deal_units``), so the largest starts at once in a
+worker of its own, as the hash floor deals them (``BigFiles``). One thread per worker: one hashing
+thread per core.
 Files directly in a site directory that no RECORD names are reported as unowned here.
 """
 
@@ -400,7 +401,7 @@ def deal_units(
 class BigFiles:
     """The big files, checked here before the workers start: a stat each against ``big-files.bin``
     (the workers' cache format and key); what the cache cannot vouch for (``pending``, largest
-    first) is dealt to the workers with the units (``deal_work``), each hashed whole by one worker,
+    first) is dealt to the workers before the units (``deal_files``), each hashed whole by one worker,
     and comes back here by its index (``finish``). Dealt, not hashed by threads of one process: on
     the H200 16 hashing threads beside 16 workers of 2 threads each shared the cores with them and
     the largest file (a third of a second alone) took a second."""
@@ -591,23 +592,26 @@ def _verify(
     seconds: dict[str, float] = {"worker_max": 0.0}
     # started first, one per RECORD at most: their interpreters start while the RECORDs are read
     count = min(workers, sum(os.path.isfile(os.path.join(d, "RECORD")) for _k, d in dists))
-    programs = Programs([WORKER_ARGV] * count, [""] * count)
+    running = [Programs([WORKER_ARGV] * count, [""] * count)]
     loads: list[int] = []
 
     def big_files(first: Sequence[DistRecord | _BigOnly]) -> None:
         """After the first, cheap pass: the workers start on the big files while the rest is planned."""
+        if first and not running[0].procs:  # a RECORD that appeared since they were counted: one worker
+            running[0] = Programs([WORKER_ARGV], [""])
         big.add(first)
-        files, dealt = deal_files(big.sizes, count)
-        programs.send(_first_parts(files, big, cache_dir, mapped=mapped))
+        files, dealt = deal_files(big.sizes, len(running[0].procs))
+        running[0].send(_first_parts(files, big, cache_dir, mapped=mapped))
         loads.extend(dealt)
         seconds["started"] = round(time.perf_counter() - start, 3)
 
     try:
         records = read_records(dists, cache_dir / PLAN_FILE if cache_dir else None, big_files)
         seconds["read_records"] = round(time.perf_counter() - start, 3)
-        shards = deal_units(group_records(records), loads or [0] * count, _cached_units(cache_dir))
+        programs = running[0]
+        shards = deal_units(group_records(records), loads or [0] * len(programs.procs), _cached_units(cache_dir))
     except BaseException:
-        programs.kill()
+        running[0].kill()
         raise
     seconds["launched"] = round(time.perf_counter() - start, 3)
     if launched is not None:
