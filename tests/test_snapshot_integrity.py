@@ -202,11 +202,11 @@ def test_the_planner_deals_work_by_bytes_not_rows():
     assert big.lines == 10 and big.heavy[""] == big.heavy["big/lib"] == 6 * mid // integrity.BYTES_PER_ROW
     assert big.big == []  # under BIG_FILE: a worker's
     groups = integrity.group_records([big, small, many])
-    shards = integrity.deal(groups, 2)
+    shards = integrity.deal_units(groups, [0, 0])
     alone = next(s for s in shards if any(u.only == ("big/lib",) for u in s))
     assert [u.only for u in alone] == [("big/lib",)]  # by rows it would have shared with "many"
     # with every unit cached (a repeat: a stat per row), rows decide: "many" goes alone
-    warm = integrity.deal(groups, 2, warm=lambda _unit: True)
+    warm = integrity.deal_units(groups, [0, 0], warm=lambda _unit: True)
     assert [u.group.dists[0].key for u in next(s for s in warm if any(u.group.dists[0].key == "many" for u in s))] == [
         "many"
     ]

@@ -359,11 +359,6 @@ def group_records(records: Sequence[DistRecord]) -> list[Group]:
     return sorted(groups, key=lambda g: g.id)
 
 
-def deal(groups: Sequence[Group], workers: int, warm: Callable[[str], bool] | None = None) -> list[list[Unit]]:
-    """The units of ``deal_units`` to shards that start empty, the empty shards left out."""
-    return [s for s in deal_units(groups, [0] * max(1, workers), warm) if s]
-
-
 def deal_files(sizes: Sequence[int], workers: int) -> tuple[list[list[int]], list[int]]:
     """The big files to hash (their sizes, largest first) to ``workers`` shards, longest-processing-time
     first, as the hash floor deals them: the largest starts at once in a shard of its own. The
@@ -408,7 +403,6 @@ class BigFiles:
 
     def __init__(self, cache_dir: Path | None) -> None:
         self.path = str(cache_dir / f"{BIG_CACHE}.bin") if cache_dir else None
-        self.cache: dict[str, Any] = {}
         self.hashes: dict[str, list[Any]] = {}
         self.reports: dict[str, dict[str, Any]] = {}
         self.pending: list[tuple[str, one.Entry, one.Key]] = []
@@ -418,8 +412,7 @@ class BigFiles:
     def add(self, records: Sequence[DistRecord | _BigOnly]) -> None:
         if not any(r.big for r in records):
             return
-        self.cache = one.load_cache(self.path)
-        hashes = self.cache.get("hashes")
+        hashes = one.load_cache(self.path).get("hashes")
         self.hashes = hashes if isinstance(hashes, dict) else {}
         for rec in records:
             entries = [(rel, os.path.join(rec.location, rel), digest, size) for rel, digest, size in rec.big]
@@ -537,8 +530,8 @@ def _first_parts(shards: list[list[int]], big: BigFiles, cache_dir: Path | None,
     cores, so the largest file, alone in its shard, has a core to itself (a second thread per
     worker halved its share); the kernel's readahead keeps a cold read going while it hashes."""
     cache = str(cache_dir) if cache_dir else None
-    parts = [
-        {"hash": [big.job(i) for i in files], "cache_dir": cache, "threads": 1, "mapped": mapped} for files in shards
+    parts: list[dict[str, Any]] = [
+        {"hash": [big.job(i) for i in files], "cache_dir": cache, "mapped": mapped} for files in shards
     ]
     if big.pending:  # the largest file's worker keeps its core: every other worker yields to it
         for part, files in zip(parts, shards, strict=True):

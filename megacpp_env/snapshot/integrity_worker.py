@@ -10,7 +10,7 @@ stdin:  JSON lines, each a part of the job done as it arrives (``main``), with a
          {"hash": [[index, path, algo, size], ...]  (big files the parent dealt here),
           "groups": [{"id", "location", "dists": [[key, dist_info_dir, record_sha256], ...], "tops": [...],
                       "only": [...], "exclude": [...]}],
-          "cache_dir": str or null, "threads": int, "nice": int (lower this worker's priority by),
+          "cache_dir": str or null, "nice": int (lower this worker's priority by),
           "mapped": bool (hash the big files from memory maps)}
 stdout: {"groups": {id: {"reports": {key: {...}}, "stats": {...}}}, "digests": [[index, "algo=digest" or null], ...],
          "seconds": float, "hash_seconds": float}
@@ -41,7 +41,7 @@ import sys
 import time
 
 # Imported lazily below (a worker with a warm cache needs none of them): csv, io, hashlib, base64,
-# tempfile, concurrent.futures. typing only for the type checker.
+# tempfile. typing only for the type checker.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
@@ -336,11 +336,11 @@ def check(
 
 
 def _hash_pending(
-    pending: list[tuple[str, Entry, Key]], reports: dict[str, dict[str, Any]], stats: dict[str, int], threads: int
+    pending: list[tuple[str, Entry, Key]], reports: dict[str, dict[str, Any]], stats: dict[str, int]
 ) -> dict[str, list[Any]]:
     pending.sort(key=lambda job: job[2][0], reverse=True)
     files = [[path, digest.partition("=")[0], k[0]] for _key, (_r, path, digest, _s), k in pending]
-    digests = hash_files(files, threads)
+    digests = hash_files(files)
     fresh: dict[str, list[Any]] = {}
     for (key, (rel, path, digest, _size), k), got in zip(pending, digests, strict=True):
         stats["hashed"] += 1
@@ -408,7 +408,7 @@ def warm_state(cache: dict[str, Any], group: dict[str, Any], only: list[str], ex
     return warm
 
 
-def verify_group(group: dict[str, Any], cache_dir: str | None, threads: int) -> dict[str, Any]:
+def verify_group(group: dict[str, Any], cache_dir: str | None) -> dict[str, Any]:
     only, exclude = list(group.get("only") or []), list(group.get("exclude") or [])
     cache_path = os.path.join(cache_dir, f"{group['id']}.bin") if cache_dir else None
     cache = load_cache(cache_path)
@@ -428,7 +428,7 @@ def verify_group(group: dict[str, Any], cache_dir: str | None, threads: int) -> 
     for key, mine in state["checks"]:
         stats["cache_hits"] += check(mine, hashes, reports[key], pending, key)
         stats["files"] += reports[key]["files"]
-    fresh = _hash_pending(pending, reports, stats, threads) if pending else {}
+    fresh = _hash_pending(pending, reports, stats) if pending else {}
     if cache_path and (fresh or recorded is not None):
         keep = hashes if recorded is None else {p: v for p, v in hashes.items() if p in recorded}
         keep.update(fresh)
@@ -436,15 +436,10 @@ def verify_group(group: dict[str, Any], cache_dir: str | None, threads: int) -> 
     return {"reports": reports, "stats": stats}
 
 
-def hash_files(files: list[list[Any]], threads: int, *, mapped: bool = False) -> list[str | None]:
-    """ "algo=digest" (None: unreadable) of each [path, algo, size], in the order given (largest
-    first), by ``threads`` threads taking them in turn (one: in this thread)."""
-    if threads <= 1 or len(files) < 2:
-        return [hash_file(f[0], f[1], int(f[2]), mapped=mapped) for f in files]
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(max_workers=threads) as pool:
-        return list(pool.map(lambda f: hash_file(f[0], f[1], int(f[2]), mapped=mapped), files))
+def hash_files(files: list[list[Any]], *, mapped: bool = False) -> list[str | None]:
+    """ "algo=digest" (None: unreadable) of each [path, algo, size], one after another in the order
+    given (largest first): one hashing thread per worker, one worker per core."""
+    return [hash_file(f[0], f[1], int(f[2]), mapped=mapped) for f in files]
 
 
 def _lower_priority(by: int) -> None:
@@ -459,7 +454,7 @@ def main() -> int:
     """Each stdin line is a part of the job, done as it arrives: the parent sends the big files to
     hash as it starts this worker, the units once it has planned them (then closes stdin)."""
     start = time.perf_counter()
-    settings: dict[str, Any] = {"cache_dir": None, "threads": 1}
+    settings: dict[str, Any] = {"cache_dir": None}
     out: dict[str, Any] = {}
     digests: list[list[Any]] = []
     hashed = 0.0
@@ -467,20 +462,18 @@ def main() -> int:
         if not line.strip():
             continue
         part = json.loads(line)
-        settings.update((k, part[k]) for k in ("cache_dir", "threads") if k in part)
+        if "cache_dir" in part:
+            settings["cache_dir"] = part["cache_dir"]
         if part.get("nice"):
             _lower_priority(int(part["nice"]))
-        threads = int(settings["threads"])
         big = part.get("hash") or []  # [index, path, algo, size]: the parent's big files (integrity.BigFiles)
         if big:
             began = time.perf_counter()
             mapped = bool(part.get("mapped"))
-            digests += [
-                [f[0], d] for f, d in zip(big, hash_files([f[1:] for f in big], threads, mapped=mapped), strict=True)
-            ]
+            digests += [[f[0], d] for f, d in zip(big, hash_files([f[1:] for f in big], mapped=mapped), strict=True)]
             hashed += time.perf_counter() - began
         for group in part.get("groups") or []:
-            out[group["id"]] = verify_group(group, settings["cache_dir"], threads)
+            out[group["id"]] = verify_group(group, settings["cache_dir"])
     done = {
         "groups": out,
         "digests": digests,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -116,8 +116,7 @@ class Programs:
 
     def kill(self) -> None:
         for proc in self.procs:
-            proc.kill()
-            proc.communicate()
+            _reap(proc)
 
     def finish(self, rest: Sequence[str], *, timeout: float) -> list[ProcResult]:
         from concurrent.futures import ThreadPoolExecutor
@@ -127,8 +126,7 @@ class Programs:
             try:
                 out, err = proc.communicate(rest[index], timeout=timeout)
             except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.communicate()
+                _reap(proc)
                 raise ToolError(f"{Path(argv[0]).name} timed out after {timeout:g}s") from None
             except BrokenPipeError:  # it exited before reading the rest: its stderr says why
                 out, err = proc.communicate()
@@ -145,20 +143,14 @@ class Programs:
                 return list(pool.map(one, range(len(self.procs))))
         finally:
             for proc in self.procs:
-                if proc.poll() is None:
-                    proc.kill()
-                    proc.communicate()
+                _reap(proc)
 
 
-def run_programs(
-    jobs: Sequence[tuple[Sequence[str], str]], *, timeout: float, started: Callable[[], None] | None = None
-) -> list[ProcResult]:
-    """Start several programs (all of them first, then ``started()``), feed each its stdin text,
-    wait for all; ``ToolError`` if any fails."""
-    programs = Programs([argv for argv, _text in jobs], [""] * len(jobs))
-    if started is not None:
-        started()
-    return programs.finish([text for _argv, text in jobs], timeout=timeout)
+def _reap(proc: subprocess.Popen[str]) -> None:
+    """Kill ``proc`` if it still runs, and wait for it (its pipes drained and closed)."""
+    if proc.poll() is None:
+        proc.kill()
+    proc.communicate()
 
 
 def process_age() -> float | None:
