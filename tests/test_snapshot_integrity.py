@@ -183,9 +183,10 @@ def test_cache_is_one_marshal_file_per_unit(snap_options, tmp_path):
     assert set(names) == {".bin", ".json"} and names.count(".json") == 1  # plan.json and the units
 
 
-def test_the_planner_deals_work_by_bytes_not_rows():
+def test_the_planner_orders_work_by_bytes_not_rows():
     """Two distributions of 10 rows each: one holds six 3 MiB files, the other ten small files;
-    500 rows of small files in a third. Dealt to two workers, the 18 MiB go alone."""
+    500 rows of small files in a third. From an empty cache the 18 MiB are claimed first; with every
+    unit cached (a repeat: a stat per row), rows decide and the 500 rows go first."""
     from megacpp_env.snapshot import integrity
 
     def record(key: str, rows: list[tuple[str, int]]) -> integrity.DistRecord:
@@ -202,15 +203,11 @@ def test_the_planner_deals_work_by_bytes_not_rows():
     assert big.lines == 10 and big.heavy[""] == big.heavy["big/lib"] == 6 * mid // integrity.BYTES_PER_ROW
     assert big.big == []  # under BIG_FILE: a worker's
     groups = integrity.group_records([big, small, many])
-    shards = integrity.deal_units(groups, [0, 0])
-    alone = next(s for s in shards if any(u.only == ("big/lib",) for u in s))
-    assert [u.only for u in alone] == [("big/lib",)]  # by rows it would have shared with "many"
-    # with every unit cached (a repeat: a stat per row), rows decide: "many" goes alone
-    warm = integrity.deal_units(groups, [0, 0], warm=lambda _unit: True)
-    assert [u.group.dists[0].key for u in next(s for s in warm if any(u.group.dists[0].key == "many" for u in s))] == [
-        "many"
-    ]
-    assert {u.id for s in warm for u in s} == {u.id for s in shards for u in s}  # the same units: the same cache files
+    cold = integrity.unit_order(groups, 2)
+    assert cold[0].group.dists[0].key == "big"  # by rows it would have come after "many"
+    warm = integrity.unit_order(groups, 2, warm=lambda _unit: True)
+    assert warm[0].group.dists[0].key == "many"
+    assert {u.id for u in warm} == {u.id for u in cold}  # the same units: the same cache files
 
 
 def test_big_rows_are_the_parents_and_weigh_nothing_in_the_deal():
@@ -229,7 +226,7 @@ def test_big_rows_are_the_parents_and_weigh_nothing_in_the_deal():
     assert rec.big_paths() == ["/site/t/lib/libhuge.so"]
     assert rec.heavy.get("t/lib", 0) == 0  # no worker hashes a big file: no unit weighs it
     (unit,) = integrity.group_records([rec])[0].units(10**9)
-    assert unit.to_job()["big"] == ["/site/t/lib/libhuge.so"]
+    assert _claimed(unit)["big"] == ["/site/t/lib/libhuge.so"]
 
 
 def test_big_files_hashed_by_the_parent_find_the_same_drift(snap_options, snap_venv, monkeypatch, tmp_path):
@@ -359,38 +356,59 @@ def test_the_planners_counts_equal_a_row_by_row_count(seed):
     assert rec.subdirs  # the draw made directories a split can choose
 
 
-def test_a_units_id_does_not_depend_on_the_big_files_pending():
-    """The units name their cache files: the same split whether a full run deals every big file
-    beside them or a repeat deals none (a split that moved would make a repeat cold)."""
+def test_a_units_id_does_not_depend_on_the_cache():
+    """The units name their cache files: the same split whether a full run hashes every file or a
+    repeat finds every unit cached (a split that moved would make a repeat cold)."""
     from megacpp_env.snapshot import integrity
 
     rows = [f"t/inc/big/f{i}.h,sha256=x,100" for i in range(900)] + [f"t/mod/f{i}.py,sha256=x,100" for i in range(500)]
     rec = integrity.DistRecord.from_text("t", "/site/t.dist-info", ("\n".join(rows) + "\n").encode())
     groups = integrity.group_records([rec])
-    _files, loads = integrity.deal_files([900 << 20, 300 << 20, 200 << 20], 4)
-    full = integrity.deal_units(groups, loads)
-    repeat = integrity.deal_units(groups, [0] * 4, warm=lambda _unit: True)
-    assert {u.id for s in full for u in s} == {u.id for s in repeat for u in s}
-    assert len({u.id for s in full for u in s}) > 1  # it was split
+    full = integrity.unit_order(groups, 4)
+    repeat = integrity.unit_order(groups, 4, warm=lambda _unit: True)
+    assert {u.id for u in full} == {u.id for u in repeat}
+    assert len(full) > 1  # it was split
 
 
-def test_the_largest_file_is_dealt_a_worker_of_its_own():
-    """As the hash floor deals them: largest first to the lightest shard, so the largest file
-    starts at once and nothing queues behind it; the units then fill the lighter shards."""
+def _claimed(unit):
+    """What a worker verifies when it claims ``unit``: the units line as the parent sends it, read back."""
     from megacpp_env.snapshot import integrity
+    from megacpp_env.snapshot import integrity_worker as one
 
-    sizes = [40 << 20, 500 << 20, 30 << 20, 300 << 20, *([20 << 20] * 10), 260 << 20]
-    shards, loads = integrity.deal_files(sizes, 3)
-    assert [1] in shards  # 500 MiB alone
-    assert sorted(i for s in shards for i in s) == list(range(len(sizes)))
-    assert loads == [sum(1 + sizes[i] // integrity.BYTES_PER_ROW for i in s) for s in shards]
-    rec = integrity.DistRecord.from_text(
-        "t",
-        "/site/t.dist-info",
-        "".join(f"t/m{i}/f{j}.py,sha256=x,100\n" for i in range(6) for j in range(500)).encode(),
-    )
-    units = integrity.deal_units(integrity.group_records([rec]), loads)
-    assert units[shards.index([1])] == []  # the units went to the lighter shards
+    return one.claimed(json.loads(integrity._units_line([unit])), 0)
+
+
+QUEUE_CLAIMER = """
+import os, sys, time
+sys.path.insert(0, sys.argv[2])  # the worker's own directory: it runs as a script, stdlib only
+from integrity_worker import claims
+sys.stdin.readline()  # the setup line
+got = []
+for index in claims(int(sys.argv[-1])):
+    got.append(index)
+    time.sleep(float(sys.argv[1]) if index == 0 else 0)
+print(" ".join(map(str, got)))
+"""
+
+
+def test_the_workers_claim_every_item_once_from_the_shared_queue():
+    """``Crew``: real processes claim indices from one pipe; each index goes to exactly one of them,
+    in order, and a worker held up by its first item (the largest file) leaves the rest to the others."""
+    import sys
+
+    from megacpp_env.snapshot import integrity
+    from megacpp_env.snapshot.crew import Crew
+
+    argv = [sys.executable, "-c", QUEUE_CLAIMER, "0.5", str(integrity.WORKER.parent)]
+    crew = Crew(argv, 4)
+    crew.begin("{}\n", 1)  # the largest file first, alone
+    results = crew.finish("{}\n", 3000, timeout=60)
+    claimed = [[int(i) for i in r.stdout.split()] for r in results]
+    every = sorted(i for c in claimed for i in c)
+    assert every == list(range(3001))  # none lost, none twice: each read of an index is atomic
+    assert all(c == sorted(c) for c in claimed)  # each claims in queue order
+    holder = next(c for c in claimed if 0 in c)
+    assert len(holder) < 3001 // 4  # the others took most of the rest while it was busy
 
 
 def test_programs_take_their_input_in_two_parts_and_report_a_failure(tmp_path):
@@ -412,21 +430,47 @@ def test_programs_take_their_input_in_two_parts_and_report_a_failure(tmp_path):
     assert all(p.returncode is not None for p in waits.procs)
 
 
-def test_only_the_largest_files_worker_keeps_its_priority_in_a_full_run():
-    """The workers start with their big files; when some are to be hashed, every worker but the
-    one holding the largest runs ``YIELD_NICE`` lower; a repeat (nothing to hash) changes no priority."""
-    from megacpp_env.snapshot import integrity
+def test_the_timeout_counts_the_last_part_too():
+    """A program that never reads its stdin cannot hold ``finish`` past the timeout with a last
+    part bigger than the pipe: it is killed and reported as timed out."""
+    import sys
 
+    from megacpp_env.errors import ToolError
+    from megacpp_env.snapshot.proc import Programs
+
+    sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
+    started = time.monotonic()
+    with pytest.raises(ToolError, match="timed out after 1s"):
+        Programs([sleeper], [""]).finish(["x" * (1 << 20)], timeout=1)
+    assert time.monotonic() - started < 30
+
+
+def test_only_the_largest_files_worker_keeps_its_priority_in_a_full_run(tmp_path):
+    """Every worker is told to yield when big files are to be hashed; the one whose first claim is
+    the largest (index 0) keeps its priority, every other runs ``YIELD_NICE`` lower; a repeat
+    (nothing to hash) changes no priority."""
+    import os
+
+    from megacpp_env.snapshot import integrity
+    from megacpp_env.snapshot.crew import Crew
+
+    files = []
+    for i, size in enumerate((3 << 20, 2 << 20, 1 << 20)):
+        (tmp_path / f"{i}.so").write_bytes(b"x" * size)
+        files.append(("t", (f"t/{i}.so", str(tmp_path / f"{i}.so"), "sha256=x", size), (size, 1, 2, 3)))
     big = integrity.BigFiles(None)
-    sizes = [900 << 20, 500 << 20, 400 << 20, 300 << 20]
-    big.pending = [("t", (f"t/{i}.so", f"/s/t/{i}.so", "sha256=x", s), (s, 1, 2, 3)) for i, s in enumerate(sizes)]
-    shards, _loads = integrity.deal_files(big.sizes, 3)
-    parts = [json.loads(p) for p in integrity._first_parts(shards, big, None)]
-    assert [p["nice"] for p in parts] == [0 if 0 in s else integrity.YIELD_NICE for s in shards]
-    assert sorted(p["nice"] for p in parts) == [0, integrity.YIELD_NICE, integrity.YIELD_NICE]
-    assert parts[shards.index([0])]["hash"] == [[0, "/s/t/0.so", "sha256", 900 << 20]]
+    big.pending = files
+    setup = json.loads(integrity._setup_line(big, None))
+    assert setup["nice"] == integrity.YIELD_NICE and [f[2] for f in setup["hash"]] == [3 << 20, 2 << 20, 1 << 20]
+    crew = Crew(integrity.WORKER_ARGV, 3)
+    crew.begin(integrity._setup_line(big, None), 3)
+    results = [json.loads(r.stdout) for r in crew.finish(integrity._units_line([]), 0, timeout=60)]
+    base = os.nice(0)
+    by_first = {r["digests"][0][0]: r["nice"] for r in results if r["digests"]}
+    assert by_first[0] == base
+    assert all(nice == base + integrity.YIELD_NICE for first, nice in by_first.items() if first != 0)
     big.pending = []
-    assert all("nice" not in json.loads(p) for p in integrity._first_parts([[], []], big, None))
+    assert "nice" not in json.loads(integrity._setup_line(big, None))
 
 
 def _cold_reading_every_row(group, only, exclude):
@@ -480,7 +524,7 @@ def test_a_unit_parses_its_own_rows_and_finds_what_reading_every_row_finds(tmp_p
     units = integrity.group_records([rec])[0].units(30)
     assert len(units) >= 4 and any(u.only and u.exclude for u in units)
     for unit in units:
-        group, only, exclude = unit.to_job(), list(unit.only), list(unit.exclude)
+        group, only, exclude = _claimed(unit), list(unit.only), list(unit.exclude)
         state, recorded, _trusted = one.cold(group, only, exclude)
         kinds, checks, added, recorded_inside = _cold_reading_every_row(group, only, exclude)
         assert (state["kinds"], state["checks"], state["added"]) == (kinds, checks, added), unit.id
@@ -488,7 +532,7 @@ def test_a_unit_parses_its_own_rows_and_finds_what_reading_every_row_finds(tmp_p
     found = {
         rel
         for unit in units
-        for rels in one.cold(unit.to_job(), list(unit.only), list(unit.exclude))[0]["added"].values()
+        for rels in one.cold(_claimed(unit), list(unit.only), list(unit.exclude))[0]["added"].values()
         for rel in rels
     }
     assert found == {"t/inc/ops/stray.py", "t/inc/new/deep/s.py", "t/lib/s2.py", "t/s3.py"}
@@ -504,7 +548,10 @@ if mapped and sys.argv[2] == "sigbus":
     os.kill(os.getpid(), signal.SIGBUS)
 if sys.argv[2] == "exit3":
     sys.exit(3)
-done = subprocess.run([sys.executable, "-I", "-S", sys.argv[3]], input=data, capture_output=True, text=True)
+queue = int(sys.argv[-1])
+done = subprocess.run(
+    [sys.executable, "-I", "-S", sys.argv[3], str(queue)], input=data, capture_output=True, text=True, pass_fds=(queue,)
+)
 sys.stdout.write(done.stdout)
 sys.stderr.write(done.stderr)
 sys.exit(done.returncode)

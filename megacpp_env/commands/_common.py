@@ -71,7 +71,7 @@ def inspected_python(snap: Snapshot) -> dict[str, str]:
 def say_inspected_python(snap: Snapshot) -> None:
     """One stderr line, unless -q: the interpreter inspected, why, and how to pick another (the snapshot
     and `doctor --json` carry it too)."""
-    from megacpp_env.snapshot.python_env import PICK_ANOTHER
+    from megacpp_env.snapshot.interpreter import PICK_ANOTHER
     from megacpp_env.ui import QUIET, settings
 
     if settings().verbosity <= QUIET:
@@ -85,7 +85,7 @@ def checked_python(python: str | None) -> str | None:
     """An explicit ``--python`` that is not an executable file is a user error, before anything runs."""
     if not python:
         return None
-    from megacpp_env.snapshot.python_env import check_interpreter
+    from megacpp_env.snapshot.interpreter import check_interpreter
 
     return check_interpreter(python)
 
@@ -99,7 +99,20 @@ def take(
 ) -> Snapshot:
     """The snapshot the arguments ask for; ``load_spec`` (instead of ``spec``) lets a collector
     thread load the spec off the critical path. On a terminal (not CI, not --json, not -q) one
-    status line says what it is still waiting for."""
+    status line says what it is still waiting for. Verification starts first (``snapshot.early``),
+    before the collectors are imported: hashing the largest installed files is the critical path."""
+    from megacpp_env.snapshot import early
+
+    early.start(python, use_cache=not getattr(args, "no_cache", False))
+    try:
+        return _take(args, python, spec=spec, load_spec=load_spec)
+    finally:
+        early.discard()  # a run the snapshot did not take (another interpreter, an error) is stopped
+
+
+def _take(
+    args: argparse.Namespace, python: str | None, *, spec: Spec | None, load_spec: Callable[[], Spec | None] | None
+) -> Snapshot:
     from megacpp_env.snapshot.collect import SnapshotOptions, take_snapshot
     from megacpp_env.ui import Progress
 

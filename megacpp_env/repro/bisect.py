@@ -31,8 +31,8 @@ from megacpp_env.snapshot.collect import take_snapshot
 from megacpp_env.snapshot.context import SnapshotOptions
 from megacpp_env.snapshot.diff import DiffReport, diff_snapshots
 from megacpp_env.snapshot.document import Snapshot
+from megacpp_env.snapshot.interpreter import interpreter_for
 from megacpp_env.snapshot.proc import run_program
-from megacpp_env.snapshot.python_env import interpreter_for
 
 if TYPE_CHECKING:
     from megacpp_env.spec.model import Spec

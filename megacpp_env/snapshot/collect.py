@@ -21,6 +21,7 @@ from megacpp_env.errors import MegacppEnvError
 from megacpp_env.snapshot import probe_cache, python_env, registry, system, torch_facts
 from megacpp_env.snapshot.context import Context, SnapshotOptions, default_cache_dir, in_thread, usable_cpus
 from megacpp_env.snapshot.document import Snapshot
+from megacpp_env.snapshot.interpreter import choose_interpreter
 from megacpp_env.snapshot.parts import Parts
 from megacpp_env.snapshot.scrub import Scrubber
 
@@ -134,7 +135,7 @@ def take_snapshot(opts: SnapshotOptions) -> Snapshot:
 
 def _context(opts: SnapshotOptions) -> Context:
     environ = dict(os.environ if opts.environ is None else opts.environ)
-    chosen = python_env.choose_interpreter(opts.python, environ)
+    chosen = choose_interpreter(opts.python, environ)
     python = chosen.path
     return Context(
         opts=opts,

@@ -6,12 +6,13 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future
+
     from megacpp_env.snapshot.probe import Probe
     from megacpp_env.snapshot.scrub import Scrubber
     from megacpp_env.spec.model import Spec
@@ -51,6 +52,8 @@ def usable_cpus() -> int:
 
 
 def in_thread(fn: Callable[..., T], *args: Any, **kwargs: Any) -> Future[T]:
+    from concurrent.futures import ThreadPoolExecutor  # not before a snapshot starts (logging, ~6 ms)
+
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapshot")
     future = pool.submit(fn, *args, **kwargs)
     pool.shutdown(wait=False)
@@ -62,7 +65,7 @@ class Context:
     opts: SnapshotOptions
     environ: Mapping[str, str]
     python: str  # the inspected interpreter
-    python_reason: str = ""  # why that one (python_env.choose_interpreter)
+    python_reason: str = ""  # why that one (interpreter.choose_interpreter)
     scrubber: Scrubber
     probe: Future[Probe]  # the probe of the inspected interpreter, started first
     spec: Callable[[], Spec | None]  # loaded at most once, when first asked for

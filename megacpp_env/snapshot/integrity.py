@@ -36,7 +36,8 @@ from typing import Any
 from megacpp_env.errors import ToolError
 from megacpp_env.fsutil import atomic_write_text
 from megacpp_env.snapshot import integrity_worker as one
-from megacpp_env.snapshot.proc import ProgramFailedError, Programs
+from megacpp_env.snapshot.crew import Crew
+from megacpp_env.snapshot.proc import ProcResult, ProgramFailedError, Programs
 
 WORKER = Path(__file__).with_name("integrity_worker.py")
 WORKER_TIMEOUT = 900.0
@@ -112,6 +113,15 @@ class Group:
     @property
     def weight(self) -> int:
         return sum(d.lines for d in self.dists)
+
+    def to_job(self) -> dict[str, Any]:
+        """What a worker needs of the group (once per units line, however many units it has)."""
+        return {
+            "location": self.location,
+            "tops": sorted(self.tops),
+            "dists": [[d.key, d.dist_info, d.sha256] for d in self.dists],
+            "big": sorted(p for d in self.dists for p in d.big_paths()),
+        }
 
     @property
     def cost(self) -> int:
@@ -190,16 +200,9 @@ class Unit:
     only: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
 
-    def to_job(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "location": self.group.location,
-            "tops": sorted(self.group.tops),
-            "dists": [[d.key, d.dist_info, d.sha256] for d in self.group.dists],
-            "big": sorted(p for d in self.group.dists for p in d.big_paths()),
-            "only": list(self.only),
-            "exclude": list(self.exclude),
-        }
+    def to_job(self, group: int) -> dict[str, Any]:
+        """The unit as the units line carries it: ``group`` indexes the line's groups."""
+        return {"id": self.id, "group": group, "only": list(self.only), "exclude": list(self.exclude)}
 
 
 def report_dict(raw: dict[str, Any]) -> dict[str, Any]:
@@ -359,47 +362,24 @@ def group_records(records: Sequence[DistRecord]) -> list[Group]:
     return sorted(groups, key=lambda g: g.id)
 
 
-def deal_files(sizes: Sequence[int], workers: int) -> tuple[list[list[int]], list[int]]:
-    """The big files to hash (their sizes, largest first) to ``workers`` shards, longest-processing-time
-    first, as the hash floor deals them: the largest starts at once in a shard of its own. The
-    indices per shard, and each shard's load (in rows, as ``deal_units`` counts)."""
-    shards: list[list[int]] = [[] for _ in range(max(1 if sizes else 0, workers))]
-    loads = [0] * len(shards)
-    for index in sorted(range(len(sizes)), key=lambda i: -sizes[i]):
-        i = loads.index(min(loads))
-        shards[i].append(index)
-        loads[i] += 1 + sizes[index] // BYTES_PER_ROW
-    return shards, loads
-
-
-def deal_units(
-    groups: Sequence[Group], loads: Sequence[int], warm: Callable[[str], bool] | None = None
-) -> list[list[Unit]]:
-    """Split costly groups (by their cost from an empty cache, so a unit's id, its cache file's name,
-    does not depend on the cache), then longest-processing-time first: costliest unit to the
-    lightest shard, the shards starting from ``loads`` (the big files each already has). A unit
-    ``warm`` says is cached costs its rows (a stat each), any other its rows and its bytes."""
-    if not loads:
-        return []
-    target = max(SPLIT_MIN, sum(g.cost for g in groups) // len(loads))
+def unit_order(groups: Sequence[Group], workers: int, warm: Callable[[str], bool] | None = None) -> list[Unit]:
+    """The units, costliest first, as the workers claim them (``crew.py``): the costly groups split
+    by their cost from an empty cache (so a unit's id, its cache file's name, does not depend on the
+    cache). A unit ``warm`` says is cached costs its rows (a stat each), any other its rows and its
+    bytes."""
+    target = max(SPLIT_MIN, sum(g.cost for g in groups) // max(1, workers))
     units = [u for g in groups for u in g.units(target)]
     cost = {u.id: u.weight + (0 if warm is not None and warm(u.id) else u.heavy) for u in units}
-    shards: list[list[Unit]] = [[] for _ in loads]
-    now = list(loads)
-    for unit in sorted(units, key=lambda u: (-cost[u.id], u.id)):
-        i = now.index(min(now))
-        shards[i].append(unit)
-        now[i] += cost[unit.id]
-    return shards
+    return sorted(units, key=lambda u: (-cost[u.id], u.id))
 
 
 class BigFiles:
     """The big files, checked here before the workers start: a stat each against ``big-files.bin``
     (the workers' cache format and key); what the cache cannot vouch for (``pending``, largest
-    first) is dealt to the workers before the units (``deal_files``), each hashed whole by one worker,
-    and comes back here by its index (``finish``). Dealt, not hashed by threads of one process: on
-    the H200 16 hashing threads beside 16 workers of 2 threads each shared the cores with them and
-    the largest file (a third of a second alone) took a second."""
+    first) is what the workers claim first, each file hashed whole by one worker, and comes back
+    here by its index (``finish``). Hashed by the workers, not by threads of one process: on the
+    H200 16 hashing threads beside 16 workers of 2 threads each shared the cores with them and the
+    largest file (a third of a second alone) took a second."""
 
     def __init__(self, cache_dir: Path | None) -> None:
         self.path = str(cache_dir / f"{BIG_CACHE}.bin") if cache_dir else None
@@ -425,10 +405,9 @@ class BigFiles:
     def sizes(self) -> list[int]:
         return [k[0] for _key, _entry, k in self.pending]
 
-    def job(self, index: int) -> list[Any]:
-        """[index, path, algo, size]: what a worker hashes for ``pending[index]``."""
-        _key, (_rel, path, digest, _size), k = self.pending[index]
-        return [index, path, digest.partition("=")[0], k[0]]
+    def jobs(self) -> list[list[Any]]:
+        """[path, algo, size] of each pending file: what a worker hashes when it claims its index."""
+        return [[path, digest.partition("=")[0], k[0]] for _key, (_rel, path, digest, _size), k in self.pending]
 
     def finish(self, digests: dict[int, str | None], stats: dict[str, Any]) -> dict[str, dict[str, Any]]:
         """The reports by key (files, modified, removed) from the workers' ``digests`` by index; the cache saved."""
@@ -525,22 +504,21 @@ WORKER_ARGV = (sys.executable, "-I", "-S", str(WORKER))
 YIELD_NICE = 5
 
 
-def _first_parts(shards: list[list[int]], big: BigFiles, cache_dir: Path | None, *, mapped: bool = True) -> list[str]:
-    """What each worker starts on: its big files. One thread per worker: as many hashing threads as
-    cores, so the largest file, alone in its shard, has a core to itself (a second thread per
-    worker halved its share); the kernel's readahead keeps a cold read going while it hashes."""
-    cache = str(cache_dir) if cache_dir else None
-    parts: list[dict[str, Any]] = [
-        {"hash": [big.job(i) for i in files], "cache_dir": cache, "mapped": mapped} for files in shards
-    ]
+def _setup_line(big: BigFiles, cache_dir: Path | None, *, mapped: bool = True) -> str:
+    """What every worker starts with: the big files to claim (one hashing thread per worker: as
+    many as cores, so the largest file has a core to itself; the kernel's readahead keeps a cold
+    read going while it hashes)."""
+    part: dict[str, Any] = {"hash": big.jobs(), "cache_dir": str(cache_dir) if cache_dir else None, "mapped": mapped}
     if big.pending:  # the largest file's worker keeps its core: every other worker yields to it
-        for part, files in zip(parts, shards, strict=True):
-            part["nice"] = 0 if 0 in files else YIELD_NICE
-    return [json.dumps(part) + "\n" for part in parts]
+        part["nice"] = YIELD_NICE
+    return json.dumps(part) + "\n"
 
 
-def _unit_parts(shards: list[list[Unit]]) -> list[str]:
-    return [json.dumps({"groups": [u.to_job() for u in units]}) + "\n" for units in shards]
+def _units_line(units: Sequence[Unit]) -> str:
+    """Each group once (torch's is split into dozens of units), then the units in claiming order."""
+    index: dict[int, int] = {}
+    groups = [u.group.to_job() for u in units if index.setdefault(id(u.group), len(index)) == len(index) - 1]
+    return json.dumps({"groups": groups, "units": [u.to_job(index[id(u.group)]) for u in units]}) + "\n"
 
 
 def _cached_units(cache_dir: Path | None) -> Callable[[str], bool]:
@@ -552,24 +530,37 @@ def _cached_units(cache_dir: Path | None) -> Callable[[str], bool]:
     return names.__contains__
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _Events:
+    """What ``verify`` tells its caller as it goes."""
+
+    launched: threading.Event | None = None
+    begun: threading.Event | None = None
+    track: Callable[[Programs], None] | None = None
+
+
 def verify(
     dists: Sequence[tuple[str, str]],
     *,
     cache_dir: Path | None,
     workers: int,
     launched: threading.Event | None = None,
+    begun: threading.Event | None = None,
+    track: Callable[[Programs], None] | None = None,
 ) -> Verified:
     """Verify ``(key, dist-info dir)`` pairs in worker processes; the caller prunes the cache.
     The workers start at once, get the big files after a first, cheap pass over the RECORDs and
-    their units once planned; ``launched`` is set then (the GIL-bound planning is done). The big
-    files are hashed from memory maps; a worker killed by SIGBUS (a mapped file truncated under
-    it) makes the whole run start again without them."""
+    their units once planned; ``begun`` is set once they have the big files, ``launched`` once they
+    have all their work (the GIL-bound planning is done); ``track`` is told of every set of workers
+    started (so a caller can kill them). The big files are hashed from memory maps; a worker
+    killed by SIGBUS (a mapped file truncated under it) makes the whole run start again without them."""
+    events = _Events(launched=launched, begun=begun, track=track)
     try:
-        return _verify(dists, cache_dir=cache_dir, workers=workers, launched=launched, mapped=True)
+        return _verify(dists, cache_dir=cache_dir, workers=workers, events=events, mapped=True)
     except ProgramFailedError as exc:
         if exc.returncode != -signal.SIGBUS:
             raise
-    return _verify(dists, cache_dir=cache_dir, workers=workers, launched=launched, mapped=False)
+    return _verify(dists, cache_dir=cache_dir, workers=workers, events=events, mapped=False)
 
 
 def _verify(
@@ -577,76 +568,104 @@ def _verify(
     *,
     cache_dir: Path | None,
     workers: int,
-    launched: threading.Event | None,
+    events: _Events,
     mapped: bool,
 ) -> Verified:
     start = time.perf_counter()
     big = BigFiles(cache_dir)
-    seconds: dict[str, float] = {"worker_max": 0.0}
+    seconds: dict[str, float] = {}
     # started first, one per RECORD at most: their interpreters start while the RECORDs are read
     count = min(workers, sum(os.path.isfile(os.path.join(d, "RECORD")) for _k, d in dists))
-    running = [Programs([WORKER_ARGV] * count, [""] * count)]
-    loads: list[int] = []
+    crew = Crew(WORKER_ARGV, count, events.track)
 
     def big_files(first: Sequence[DistRecord | _BigOnly]) -> None:
         """After the first, cheap pass: the workers start on the big files while the rest is planned."""
-        if first and not running[0].procs:  # a RECORD that appeared since they were counted: one worker
-            running[0] = Programs([WORKER_ARGV], [""])
+        if first:  # a RECORD that appeared since the workers were counted still gets one
+            crew.at_least_one()
         big.add(first)
-        files, dealt = deal_files(big.sizes, len(running[0].procs))
-        running[0].send(_first_parts(files, big, cache_dir, mapped=mapped))
-        loads.extend(dealt)
+        crew.begin(_setup_line(big, cache_dir, mapped=mapped), len(big.pending))
         seconds["started"] = round(time.perf_counter() - start, 3)
+        if events.begun is not None:
+            events.begun.set()
 
     try:
         records = read_records(dists, cache_dir / PLAN_FILE if cache_dir else None, big_files)
         seconds["read_records"] = round(time.perf_counter() - start, 3)
-        programs = running[0]
-        shards = deal_units(group_records(records), loads or [0] * len(programs.procs), _cached_units(cache_dir))
+        units = unit_order(group_records(records), crew.size, _cached_units(cache_dir))
     except BaseException:
-        running[0].kill()
+        crew.kill()
         raise
     seconds["launched"] = round(time.perf_counter() - start, 3)
-    if launched is not None:
-        launched.set()
-    raw: dict[str, dict[str, Any]] = {}
-    stats: dict[str, Any] = {"files": 0, "hashed": 0, "cache_hits": 0, "bytes_hashed": 0, "walked": 0}
-    stats["workers"] = len(shards)
-    each: list[float] = []
-    digests: dict[int, str | None] = {}
-    for result in programs.finish(_unit_parts(shards), timeout=WORKER_TIMEOUT):
+    if events.launched is not None:
+        events.launched.set()
+    results = crew.finish(_units_line(units), len(units), timeout=WORKER_TIMEOUT)
+    seconds["workers_done"] = round(time.perf_counter() - start, 3)
+    gathered = _Gathered(workers=crew.size)
+    for result in results:
+        gathered.add(result)
+    gathered.check(units)
+    for key, part in big.finish(gathered.digests, gathered.stats).items():
+        gathered.merge(key, part, ("modified", "removed"))
+    stats = {
+        **gathered.stats,
+        "seconds": {**seconds, **gathered.seconds(), "total": round(time.perf_counter() - start, 3)},
+    }
+    return Verified(
+        attempted=frozenset(k for k, _ in dists),
+        reports={key: report_dict(r) for key, r in gathered.raw.items()},
+        stats=stats,
+        records=tuple(records),
+        group_ids=frozenset(u.id for u in units),
+    )
+
+
+class _Gathered:
+    """The workers' results, merged: reports per distribution key, counts, the big files' digests."""
+
+    def __init__(self, *, workers: int) -> None:
+        self.raw: dict[str, dict[str, Any]] = {}
+        self.stats: dict[str, Any] = {"files": 0, "hashed": 0, "cache_hits": 0, "bytes_hashed": 0, "walked": 0}
+        self.stats["workers"] = workers
+        self.digests: dict[int, str | None] = {}
+        self.units: set[str] = set()
+        self.each: list[float] = []
+        self.hashing: list[float] = []
+
+    def add(self, result: ProcResult) -> None:
         try:
             data = json.loads(result.stdout)
             groups = data["groups"]
-            digests.update((int(i), d) for i, d in data["digests"])
-            each.append(float(data["seconds"]))
-            seconds["worker_max"] = max(seconds["worker_max"], each[-1])
-            seconds["big_max"] = max(seconds.get("big_max", 0.0), float(data["hash_seconds"]))
+            self.digests.update((int(i), d) for i, d in data["digests"])
+            self.each.append(float(data["seconds"]))
+            self.hashing.append(float(data["hash_seconds"]))
         except (ValueError, KeyError, TypeError):
             raise ToolError(f"integrity worker printed no result: {result.stderr.strip()[-300:]}") from None
-        for group in groups.values():
+        for unit_id, group in groups.items():
+            self.units.add(unit_id)
             for key, part in group["reports"].items():
-                into = raw.setdefault(key, {"files": 0, "modified": [], "removed": [], "added": []})
-                into["files"] += part["files"]
-                for name in ("modified", "removed", "added"):
-                    into[name] += part[name]
+                self.merge(key, part, ("modified", "removed", "added"))
             for name in ("files", "hashed", "cache_hits", "bytes_hashed", "walked"):
-                stats[name] += group["stats"][name]
-    seconds["workers_done"] = round(time.perf_counter() - start, 3)
-    seconds["worker_median"] = sorted(each)[len(each) // 2] if each else 0.0
-    for key, part in big.finish(digests, stats).items():
-        into = raw.setdefault(key, {"files": 0, "modified": [], "removed": [], "added": []})
+                self.stats[name] += group["stats"][name]
+
+    def merge(self, key: str, part: dict[str, Any], names: tuple[str, ...]) -> None:
+        into = self.raw.setdefault(key, {"files": 0, "modified": [], "removed": [], "added": []})
         into["files"] += part["files"]
-        for name in ("modified", "removed"):
+        for name in names:
             into[name] += part[name]
-    stats["seconds"] = {**seconds, "total": round(time.perf_counter() - start, 3)}
-    return Verified(
-        attempted=frozenset(k for k, _ in dists),
-        reports={key: report_dict(r) for key, r in raw.items()},
-        stats=stats,
-        records=tuple(records),
-        group_ids=frozenset(u.id for units in shards for u in units),
-    )
+
+    def check(self, units: Sequence[Unit]) -> None:
+        """Every unit was verified by some worker (a worker that lost one would leave files unchecked)."""
+        missing = sorted(u.id for u in units if u.id not in self.units)
+        if missing:
+            raise ToolError(f"integrity: no worker verified unit {missing[0]} ({len(missing)} of {len(units)} missing)")
+
+    def seconds(self) -> dict[str, float]:
+        each = sorted(self.each)
+        return {
+            "worker_max": each[-1] if each else 0.0,
+            "worker_median": each[len(each) // 2] if each else 0.0,
+            "big_max": max(self.hashing, default=0.0),
+        }
 
 
 def prune_cache(cache_dir: Path | None, keep: frozenset[str]) -> None:

@@ -1,4 +1,4 @@
-"""RECORD verification for one shard of distribution groups, run as its own process.
+"""RECORD verification of what one worker claims of the distribution groups, run as its own process.
 
 Stdlib only, and runnable as a script (``python -I -S integrity_worker.py``): the parent
 (``integrity.py``) starts one per core so that RECORD parsing, stat-ing and hashing run without
@@ -6,14 +6,17 @@ sharing a GIL. A *group* is a set of distributions of one site directory that sh
 name (every ``nvidia-*`` wheel shares ``nvidia/``), so a worker holds every RECORD that could own
 a file it finds there.
 
-stdin:  JSON lines, each a part of the job done as it arrives (``main``), with any of
-         {"hash": [[index, path, algo, size], ...]  (big files the parent dealt here),
-          "groups": [{"id", "location", "dists": [[key, dist_info_dir, record_sha256], ...], "tops": [...],
-                      "only": [...], "exclude": [...]}],
-          "cache_dir": str or null, "nice": int (lower this worker's priority by),
-          "mapped": bool (hash the big files from memory maps)}
+argv:   the read end of the shared work queue (``crew.py``), last: 4-byte little-endian indices.
+stdin:  JSON lines: first the setup,
+         {"hash": [[path, algo, size], ...]  (the big files to hash: indices 0 .. len - 1),
+          "cache_dir": str or null, "mapped": bool (hash them from memory maps),
+          "nice": int (lower this worker's priority by, unless its first claim is index 0)}
+        then the units (claimed as indices len(hash) and up), each group once,
+         {"groups": [{"location", "dists": [[key, dist_info_dir, record_sha256], ...], "tops": [...],
+                      "big": [...]}, ...],
+          "units": [{"id", "group": index into groups, "only": [...], "exclude": [...]}, ...]}
 stdout: {"groups": {id: {"reports": {key: {...}}, "stats": {...}}}, "digests": [[index, "algo=digest" or null], ...],
-         "seconds": float, "hash_seconds": float}
+         "seconds": float, "hash_seconds": float, "nice": its niceness}, for what this worker claimed.
 
 The cache is one ``marshal`` file per unit of work (``<id>.bin``), loaded in milliseconds:
 
@@ -450,35 +453,69 @@ def _lower_priority(by: int) -> None:
         return
 
 
+def claims(queue: int) -> Any:
+    """The indices this worker claims from the shared queue (``crew.py``), until it is empty and closed."""
+    while True:
+        data = os.read(queue, 4)
+        if not data:
+            return
+        if len(data) != 4:
+            raise SystemExit(f"integrity worker: a short read from the work queue ({len(data)} bytes)")
+        yield int.from_bytes(data, "little")
+
+
+def next_part(stream: Any, key: str) -> dict[str, Any] | None:
+    """The next stdin line that holds ``key`` (blank lines skipped); None at EOF."""
+    for line in stream:
+        if line.strip():
+            part = json.loads(line)
+            if key in part:
+                return part  # type: ignore[no-any-return]
+    return None
+
+
+def claimed(units: dict[str, Any], n: int) -> dict[str, Any]:
+    """Unit ``n`` of the units line, with its group's fields: what ``verify_group`` verifies."""
+    unit = units["units"][n]
+    return {**units["groups"][unit["group"]], "id": unit["id"], "only": unit["only"], "exclude": unit["exclude"]}
+
+
 def main() -> int:
-    """Each stdin line is a part of the job, done as it arrives: the parent sends the big files to
-    hash as it starts this worker, the units once it has planned them (then closes stdin)."""
+    """The setup line first (the big files, the cache directory, how to hash, how much to yield),
+    then claims from the queue (the last argument) until it is empty: an index below the number
+    of big files hashes that file, any other verifies a unit of the units line, read from stdin
+    when the first is claimed."""
     start = time.perf_counter()
-    settings: dict[str, Any] = {"cache_dir": None}
+    setup = next_part(sys.stdin, "hash")
+    if setup is None:  # the parent stopped before it had work for this worker
+        return 0
+    big: list[list[Any]] = setup["hash"]  # [path, algo, size]: the parent's big files (integrity.BigFiles)
+    mapped, nice = bool(setup.get("mapped")), int(setup.get("nice") or 0)
+    units: dict[str, Any] | None = None
     out: dict[str, Any] = {}
     digests: list[list[Any]] = []
     hashed = 0.0
-    for line in sys.stdin:
-        if not line.strip():
-            continue
-        part = json.loads(line)
-        if "cache_dir" in part:
-            settings["cache_dir"] = part["cache_dir"]
-        if part.get("nice"):
-            _lower_priority(int(part["nice"]))
-        big = part.get("hash") or []  # [index, path, algo, size]: the parent's big files (integrity.BigFiles)
-        if big:
+    for n, index in enumerate(claims(int(sys.argv[-1]))):
+        if n == 0 and nice and index != 0:  # the largest file's worker (index 0) keeps its priority
+            _lower_priority(nice)
+        if index < len(big):
             began = time.perf_counter()
-            mapped = bool(part.get("mapped"))
-            digests += [[f[0], d] for f, d in zip(big, hash_files([f[1:] for f in big], mapped=mapped), strict=True)]
+            path, algo, size = big[index]
+            digests.append([index, hash_file(path, algo, int(size), mapped=mapped)])
             hashed += time.perf_counter() - began
-        for group in part.get("groups") or []:
-            out[group["id"]] = verify_group(group, settings["cache_dir"])
+            continue
+        if units is None:
+            units = next_part(sys.stdin, "units") or {"groups": [], "units": []}
+        if index - len(big) >= len(units["units"]):
+            raise SystemExit(f"integrity worker: no item {index} ({len(big)} big files, {len(units['units'])} units)")
+        group = claimed(units, index - len(big))
+        out[group["id"]] = verify_group(group, setup.get("cache_dir"))
     done = {
         "groups": out,
         "digests": digests,
         "seconds": round(time.perf_counter() - start, 3),
         "hash_seconds": round(hashed, 3),
+        "nice": os.nice(0),
     }
     sys.stdout.write(json.dumps(done))
     return 0

@@ -6,10 +6,12 @@ records ("nvidia-smi not found", "gcc timed out after 10s"); nothing here aborts
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -82,7 +84,7 @@ class Programs:
     which closes stdin and waits for all; ``ToolError`` if any cannot start, fails or runs past
     ``timeout``."""
 
-    def __init__(self, argvs: Sequence[Sequence[str]], first: Sequence[str]) -> None:
+    def __init__(self, argvs: Sequence[Sequence[str]], first: Sequence[str], *, pass_fds: Sequence[int] = ()) -> None:
         self.argvs = [list(a) for a in argvs]
         self.procs: list[subprocess.Popen[str]] = []
         try:
@@ -94,6 +96,7 @@ class Programs:
                     stderr=subprocess.PIPE,
                     text=True,
                     errors="replace",
+                    pass_fds=tuple(pass_fds),
                 )
                 self.procs.append(proc)
                 assert proc.stdin is not None
@@ -118,18 +121,40 @@ class Programs:
         for proc in self.procs:
             _reap(proc)
 
-    def finish(self, rest: Sequence[str], *, timeout: float) -> list[ProcResult]:
+    def stop(self) -> None:
+        """Kill every program still running, from any thread, without waiting: whoever reads
+        their output (``finish``, ``kill``) reaps them."""
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.kill()
+
+    def finish(
+        self, rest: Sequence[str], *, timeout: float, meanwhile: Callable[[], None] | None = None
+    ) -> list[ProcResult]:
+        """``meanwhile`` runs once every program's last part is being written (by a thread each:
+        a program that reads it only later holds up none of the others)."""
         from concurrent.futures import ThreadPoolExecutor
 
         def one(index: int) -> ProcResult:
             proc, argv = self.procs[index], self.argvs[index]
+            late = threading.Event()  # the timeout counts the write too: one that never reads is killed
+
+            def expire() -> None:
+                late.set()
+                proc.kill()
+
+            timer = threading.Timer(timeout, expire)
+            timer.start()
             try:
-                out, err = proc.communicate(rest[index], timeout=timeout)
+                _last_part(proc, rest[index])
+                out, err = proc.communicate(timeout=timeout)
             except subprocess.TimeoutExpired:
+                late.set()
+            finally:
+                timer.cancel()
+            if late.is_set():
                 _reap(proc)
-                raise ToolError(f"{Path(argv[0]).name} timed out after {timeout:g}s") from None
-            except BrokenPipeError:  # it exited before reading the rest: its stderr says why
-                out, err = proc.communicate()
+                raise ToolError(f"{Path(argv[0]).name} timed out after {timeout:g}s")
             result = ProcResult(argv=tuple(argv), returncode=proc.returncode, stdout=out, stderr=err)
             if proc.returncode != 0:
                 tail = (err.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
@@ -140,10 +165,26 @@ class Programs:
 
         try:
             with ThreadPoolExecutor(max_workers=max(1, len(self.procs))) as pool:
-                return list(pool.map(one, range(len(self.procs))))
+                futures = [pool.submit(one, index) for index in range(len(self.procs))]
+                try:
+                    if meanwhile is not None:
+                        meanwhile()
+                except BaseException:
+                    self.stop()  # the threads' waits end with them
+                    raise
+                return [f.result() for f in futures]
         finally:
             for proc in self.procs:
                 _reap(proc)
+
+
+def _last_part(proc: subprocess.Popen[str], text: str) -> None:
+    """``text`` in one write (the GIL released while the program reads it); ``communicate`` then
+    closes stdin. Given to ``communicate``, it would go in ``PIPE_BUF`` pieces, each taking the GIL."""
+    assert proc.stdin is not None
+    with contextlib.suppress(BrokenPipeError):  # it exited before reading it: its status and stderr say why
+        proc.stdin.write(text)
+        proc.stdin.flush()
 
 
 def _reap(proc: subprocess.Popen[str]) -> None:

@@ -8,22 +8,16 @@ from the tool's own process, in parallel.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import re
-import shutil
-import sys
-import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from megacpp_env.errors import SpecError, ToolError
-from megacpp_env.snapshot import integrity
-from megacpp_env.snapshot.context import in_thread, usable_cpus
+from megacpp_env.errors import ToolError
+from megacpp_env.snapshot import early, integrity
 from megacpp_env.snapshot.probe import Probe  # kept importable from here
 from megacpp_env.snapshot.proc import run_program
 from megacpp_env.snapshot.scrub import Scrubber
@@ -85,50 +79,6 @@ if rt is not None and "megacpp_env.runtime.hook" in sys.modules:  # the .pth hoo
 sys.stdout.write(json.dumps(out))
 """
 PROBE_TIMEOUT = 60.0
-
-
-def check_interpreter(python: str) -> str:
-    """An explicitly given ``--python`` must be an executable file (a bare name is looked up on
-    ``PATH``); raises ``SpecError`` before anything is collected."""
-    found = shutil.which(python)
-    if found is None:
-        raise SpecError(f"{python}: not an executable file", key="--python")
-    return python if os.sep in python else found
-
-
-PICK_ANOTHER = "pick another with --python PATH, or activate a virtual environment"
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Interpreter:
-    path: str
-    reason: str  # why this one was inspected
-
-
-def choose_interpreter(python: str | None, environ: Mapping[str, str]) -> Interpreter:
-    """``--python`` if given, else the active virtual environment's python, else the first ``python3`` on
-    ``PATH`` (the user's, not the venv that ``uv tool install`` or pipx made for megacpp-env), else this
-    interpreter. The path is kept as found, never resolved: a venv's python is a link to its base."""
-    if python:
-        return Interpreter(path=python, reason="given with --python")
-    venv = environ.get("VIRTUAL_ENV")
-    if venv:
-        candidate = Path(venv) / "bin" / "python"
-        if candidate.exists():
-            return Interpreter(path=str(candidate), reason=f"the active virtual environment (VIRTUAL_ENV={venv})")
-    found = shutil.which("python3", path=environ.get("PATH", os.defpath))
-    if found:
-        return Interpreter(
-            path=str(Path(found).absolute()), reason="no virtual environment is active: the first python3 on PATH"
-        )
-    return Interpreter(
-        path=sys.executable, reason="no virtual environment is active and no python3 on PATH: megacpp-env's own"
-    )
-
-
-def interpreter_for(python: str | None, environ: Mapping[str, str]) -> str:
-    """The path of ``choose_interpreter``."""
-    return choose_interpreter(python, environ).path
 
 
 def run_probe(python: str, environ: Mapping[str, str]) -> Probe:
@@ -204,51 +154,6 @@ def _split_shadowed(probe: Probe) -> tuple[dict[str, Mapping[str, Any]], dict[st
     return active, shadowed
 
 
-def cache_dir_for(cache_dir: Path | None, python: str) -> Path | None:
-    """One hash-cache directory per inspected interpreter path (not resolved: venvs share a base python)."""
-    if cache_dir is None:
-        return None
-    tag = hashlib.sha256(str(Path(python).absolute()).encode()).hexdigest()[:16]
-    return cache_dir / f"record-hashes-{tag}"
-
-
-def guess_dist_infos(python: str) -> list[str]:
-    """The ``*.dist-info`` directories of ``python``'s own site-packages, found without running it
-    (a virtual environment's layout), so verification can start while the probe runs."""
-    root = Path(python).absolute().parent.parent
-    out: list[str] = []
-    for site in sorted(root.glob("lib/python3*/site-packages")):
-        try:
-            out += sorted(e.path for e in os.scandir(site) if e.name.endswith(".dist-info") and e.is_dir())
-        except OSError:
-            continue
-    return out
-
-
-def remembered_dist_infos(where: Path | None) -> list[str]:
-    """The dist-info directories the last snapshot of this interpreter verified (its cached plan)
-    that still exist: the guess for an interpreter whose layout says nothing (a pyenv shim, a
-    system python), so a repeat snapshot never waits for the probe before verifying."""
-    if where is None:
-        return []
-    plan = integrity.load_plan(where / integrity.PLAN_FILE)
-    return sorted(p for p in plan if Path(p).is_dir())
-
-
-def speculate(
-    python: str, *, cache_dir: Path | None, workers: int, launched: threading.Event
-) -> integrity.Verified | None:
-    """Verify the guessed dists; ``launched`` is set once the workers start (or nothing was guessed)."""
-    try:
-        where = cache_dir_for(cache_dir, python)
-        guessed = sorted({*guess_dist_infos(python), *remembered_dist_infos(where)})
-        if not guessed:
-            return None
-        return integrity.verify([(p, p) for p in guessed], cache_dir=where, workers=workers, launched=launched)
-    finally:
-        launched.set()
-
-
 def _verified(
     paths: dict[str, str], speculative: integrity.Verified | None, cache_dir: Path | None, workers: int
 ) -> integrity.Verified:
@@ -276,7 +181,7 @@ def collect(
     active, shadowed = _split_shadowed(probe)
     dists = {k: dist_facts(e, scrubber) for k, e in active.items()}
     paths = {str(e["path"]): k for k, e in active.items()}
-    verified = _verified(paths, speculative(), cache_dir_for(cache_dir, python), workers)
+    verified = _verified(paths, speculative(), early.cache_dir_for(cache_dir, python), workers)
     sha = verified.record_sha256
     for path, key in paths.items():
         dists[key]["integrity"] = verified.reports.get(path) or {"status": "no RECORD"}
@@ -298,19 +203,28 @@ def collect(
 
 
 def start(ctx: Context) -> Callable[[], PythonResult]:
-    """Verification starts at once on the venv's own site-packages (``speculate``), while the
-    probe runs; the collector then checks what the probe found against what was verified."""
-    workers = ctx.opts.workers or min(32, usable_cpus())
-    early = in_thread(speculate, ctx.python, cache_dir=ctx.cache_dir, workers=workers, launched=ctx.launched)
+    """Verification starts at once on the venv's own site-packages (``early.Run``), while the probe
+    runs, unless the snapshot verb started it already for the same interpreter (``early.take``);
+    the collector then checks what the probe found against what was verified."""
+    key = early.Key(python=ctx.python, cache_dir=ctx.cache_dir, workers=ctx.opts.workers or early.default_workers())
+    run = early.take(key) or early.Run(key).start()
 
-    def run() -> PythonResult:
+    def speculated() -> integrity.Verified | None:
+        try:
+            return run.result()
+        except Exception:  # verified again below, all of it, and any error then is the collector's
+            return None
+
+    def job() -> PythonResult:
+        run.launched.wait()
+        ctx.launched.set()
         return collect(
             ctx.probe.result(),
             ctx.scrubber,
             python=ctx.python,
             cache_dir=ctx.cache_dir,
-            workers=workers,
-            speculative=lambda: early.result() if early.exception() is None else None,
+            workers=key.workers,
+            speculative=speculated,
         )
 
-    return run
+    return job
