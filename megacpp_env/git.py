@@ -9,12 +9,12 @@ option that changes it explicitly (prefixes, renames, colour, external diff driv
 from __future__ import annotations
 
 import hashlib
-import logging
 import os
 import re
 import shutil
 import stat
 import subprocess
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +23,20 @@ from typing import Any
 from megacpp_env.errors import RefusedError, ToolError, ToolNotFoundError, one_line
 from megacpp_env.redact import strip_url_credentials
 
-log = logging.getLogger("megacpp_env.git")
+
+class _Log:
+    """``logging.getLogger("megacpp_env.git")``, imported only where something imported logging:
+    a handler (``-v``, a caller's, pytest's) exists only then, and a snapshot's git calls need
+    not pay for the import (~4 ms of the GIL its collectors share)."""
+
+    @staticmethod
+    def debug(msg: str, *args: object) -> None:
+        logging = sys.modules.get("logging")
+        if logging is not None:
+            logging.getLogger("megacpp_env.git").debug(msg, *args)
+
+
+log = _Log()
 
 SHA_RE = re.compile(r"[0-9a-f]{40}")  # use with fullmatch
 GITLINK_MODE = "160000"

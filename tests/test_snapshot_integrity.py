@@ -629,3 +629,42 @@ def test_a_record_that_appears_after_the_workers_were_counted_still_gets_one(tmp
     report = verified.reports["p"]
     assert (report["files"], sorted(report["modified"])) == (2, ["p/a.py", "p/big.bin"])
     assert verified.stats["workers"] == 1 and verified.stats["hashed"] == 2
+
+
+def test_a_repeat_starts_half_the_workers_and_big_files_to_hash_start_them_all(tmp_path, monkeypatch):
+    """With a plan from the last run (a repeat: a stat per file) half the workers start, four at
+    least; with no plan (a first run) or with big files to hash (one was replaced) all of them."""
+    import base64
+    import hashlib
+    import re
+
+    from megacpp_env.snapshot import integrity
+
+    monkeypatch.setattr(integrity, "BIG_FILE", 1 << 16)
+    monkeypatch.setattr(integrity, "BIG_RE", re.compile(r",(\d+)\r?$", re.MULTILINE))
+    site = tmp_path / "site"
+    dists = []
+    for i in range(10):
+        (site / f"p{i}").mkdir(parents=True)
+        data = bytes([i]) * (1 << 17)
+        (site / f"p{i}" / "lib.so").write_bytes(data)
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        info = site / f"p{i}-1.dist-info"
+        info.mkdir()
+        (info / "RECORD").write_text(f"p{i}/lib.so,sha256={digest},{1 << 17}\np{i}-1.dist-info/RECORD,,\n")
+        dists.append((f"p{i}", str(info)))
+
+    def run() -> dict:
+        verified = integrity.verify(dists, cache_dir=tmp_path / "cache", workers=10)
+        assert all(r["status"] == "ok" for r in verified.reports.values())
+        return verified.stats
+
+    first = run()
+    assert (first["workers"], first["hashed"]) == (10, 10)
+    repeat = run()
+    assert (repeat["workers"], repeat["hashed"]) == (integrity.warm_workers(10), 0) and repeat["workers"] == 5
+    data = bytes([3]) * (1 << 17)
+    (site / "p3" / "lib.so").unlink()
+    (site / "p3" / "lib.so").write_bytes(data)  # the same bytes, a new file: its stat misses the cache
+    replaced = run()
+    assert (replaced["workers"], replaced["hashed"]) == (10, 1)

@@ -9,13 +9,13 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from megacpp_env.errors import MegacppEnvError
 from megacpp_env.snapshot import checkout_cache
 from megacpp_env.snapshot.scrub import Scrubber
+from megacpp_env.snapshot.tasks import map_threads
 
 if TYPE_CHECKING:
     from megacpp_env.snapshot.context import Context
@@ -143,8 +143,7 @@ def collect(
         tag = f"{key}|{source.name}@{source.commit}" if source else key
         return checkout_cache.cached(path, tag, cache_dir, full)
 
-    with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL, len(plan)), thread_name_prefix="checkout") as pool:
-        found = list(pool.map(one, plan))
+    found = map_threads(one, plan, workers=MAX_PARALLEL)
     return dict(sorted(zip((key for key, _p, _s in plan), found, strict=True)))
 
 

@@ -19,11 +19,12 @@ from typing import TYPE_CHECKING, Any
 from megacpp_env import __version__
 from megacpp_env.errors import MegacppEnvError
 from megacpp_env.snapshot import probe_cache, python_env, registry, system, torch_facts
-from megacpp_env.snapshot.context import Context, SnapshotOptions, default_cache_dir, in_thread, usable_cpus
+from megacpp_env.snapshot.context import Context, SnapshotOptions, default_cache_dir, usable_cpus
 from megacpp_env.snapshot.document import Snapshot
 from megacpp_env.snapshot.interpreter import choose_interpreter
 from megacpp_env.snapshot.parts import Parts
 from megacpp_env.snapshot.scrub import Scrubber
+from megacpp_env.snapshot.tasks import Task
 
 if TYPE_CHECKING:
     from megacpp_env.spec.model import Spec
@@ -143,7 +144,7 @@ def _context(opts: SnapshotOptions) -> Context:
         python=python,
         python_reason=chosen.reason,
         scrubber=Scrubber(environ),
-        probe=in_thread(probe_cache.run_probe, python, environ, _cache_dir(opts, environ)),
+        probe=Task(probe_cache.run_probe, python, environ, _cache_dir(opts, environ), name="snapshot-probe"),
         spec=_once(opts),
     )
 

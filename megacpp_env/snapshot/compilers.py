@@ -11,13 +11,13 @@ import os
 import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from megacpp_env.errors import ToolError
 from megacpp_env.fsutil import atomic_write_text
 from megacpp_env.snapshot.proc import run_program, which
+from megacpp_env.snapshot.tasks import Task
 
 if TYPE_CHECKING:
     from megacpp_env.snapshot.context import Context
@@ -130,21 +130,20 @@ def collect(
     env = {**environ, "PATH": path}
     cache = ToolCache(cache_dir / "tools.json" if cache_dir else None)
     out: dict[str, Any] = {}
-    with ThreadPoolExecutor(max_workers=len(TOOLS) + 1) as pool:
-        futures = {}
-        for name, (args, pattern) in TOOLS.items():
-            program = which(name, path=path)
-            if program is None:
-                out[name] = {"error": f"{name} not found"}
-            else:
-                futures[name] = pool.submit(probe_tool, program, args, pattern, env, cache)
-        ptxas, how = triton_ptxas(environ, site_dirs(), path)
-        if ptxas:
-            futures["triton_ptxas"] = pool.submit(probe_tool, ptxas, PTXAS_ARGS, PTXAS_RE, env, cache)
+    tasks: dict[str, Task[dict[str, Any]]] = {}
+    for name, (args, pattern) in TOOLS.items():
+        program = which(name, path=path)
+        if program is None:
+            out[name] = {"error": f"{name} not found"}
         else:
-            out["triton_ptxas"] = {"error": "no ptxas for Triton (TRITON_PTXAS_PATH unset, no bundled or PATH ptxas)"}
-        for name, future in futures.items():
-            out[name] = future.result()
+            tasks[name] = Task(probe_tool, program, args, pattern, env, cache, name=f"snapshot-{name}")
+    ptxas, how = triton_ptxas(environ, site_dirs(), path)
+    if ptxas:
+        tasks["triton_ptxas"] = Task(probe_tool, ptxas, PTXAS_ARGS, PTXAS_RE, env, cache, name="snapshot-ptxas")
+    else:
+        out["triton_ptxas"] = {"error": "no ptxas for Triton (TRITON_PTXAS_PATH unset, no bundled or PATH ptxas)"}
+    for name, task in tasks.items():
+        out[name] = task.result()
     cache.save()
     if how and "error" not in out["triton_ptxas"]:
         out["triton_ptxas"]["chosen_by"] = how

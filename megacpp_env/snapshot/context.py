@@ -8,16 +8,14 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
+
+from megacpp_env.snapshot.tasks import Task
 
 if TYPE_CHECKING:
-    from concurrent.futures import Future
-
     from megacpp_env.snapshot.probe import Probe
     from megacpp_env.snapshot.scrub import Scrubber
     from megacpp_env.spec.model import Spec
-
-T = TypeVar("T")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -51,15 +49,6 @@ def usable_cpus() -> int:
         return os.cpu_count() or 1
 
 
-def in_thread(fn: Callable[..., T], *args: Any, **kwargs: Any) -> Future[T]:
-    from concurrent.futures import ThreadPoolExecutor  # not before a snapshot starts (logging, ~6 ms)
-
-    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapshot")
-    future = pool.submit(fn, *args, **kwargs)
-    pool.shutdown(wait=False)
-    return future
-
-
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Context:
     opts: SnapshotOptions
@@ -67,7 +56,7 @@ class Context:
     python: str  # the inspected interpreter
     python_reason: str = ""  # why that one (interpreter.choose_interpreter)
     scrubber: Scrubber
-    probe: Future[Probe]  # the probe of the inspected interpreter, started first
+    probe: Task[Probe]  # the probe of the inspected interpreter, started first
     spec: Callable[[], Spec | None]  # loaded at most once, when first asked for
     launched: threading.Event = field(default_factory=threading.Event)  # the integrity workers started
 

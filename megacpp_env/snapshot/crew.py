@@ -55,10 +55,12 @@ class Crew:
     def size(self) -> int:
         return len(self.programs.procs)
 
-    def at_least_one(self) -> None:
-        """Start one worker if none was (before ``begin``)."""
-        if not self.programs.procs:
-            self.programs = self._start(1)
+    def grow(self, count: int) -> None:
+        """As many as ``count`` workers (before ``begin``): the others start now."""
+        if count > self.size:
+            self.programs.add([self._argv] * (count - self.size), [""] * (count - self.size), pass_fds=(self._read,))
+            if self._track is not None:
+                self._track(self.programs)
 
     def begin(self, setup: str, count: int) -> None:
         """Every worker gets ``setup`` (one line) and may claim the first ``count`` items at once.

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from megacpp_env.errors import ToolError, ToolNotFoundError
+from megacpp_env.snapshot.tasks import Task
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -85,10 +86,15 @@ class Programs:
     ``timeout``."""
 
     def __init__(self, argvs: Sequence[Sequence[str]], first: Sequence[str], *, pass_fds: Sequence[int] = ()) -> None:
-        self.argvs = [list(a) for a in argvs]
+        self.argvs: list[list[str]] = []
         self.procs: list[subprocess.Popen[str]] = []
+        self.add(argvs, first, pass_fds=pass_fds)
+
+    def add(self, argvs: Sequence[Sequence[str]], first: Sequence[str], *, pass_fds: Sequence[int] = ()) -> None:
+        """Start more programs, each on its first part; ``ToolError`` (every one killed) if one cannot start."""
+        self.argvs += [list(a) for a in argvs]
         try:
-            for argv, text in zip(self.argvs, first, strict=True):
+            for argv, text in zip(self.argvs[len(self.procs) :], first, strict=True):
                 proc = subprocess.Popen(
                     argv,
                     stdin=subprocess.PIPE,
@@ -133,7 +139,6 @@ class Programs:
     ) -> list[ProcResult]:
         """``meanwhile`` runs once every program's last part is being written (by a thread each:
         a program that reads it only later holds up none of the others)."""
-        from concurrent.futures import ThreadPoolExecutor
 
         def one(index: int) -> ProcResult:
             proc, argv = self.procs[index], self.argvs[index]
@@ -163,16 +168,18 @@ class Programs:
                 )
             return result
 
+        tasks = [Task(one, index, name="snapshot-program") for index in range(len(self.procs))]
         try:
-            with ThreadPoolExecutor(max_workers=max(1, len(self.procs))) as pool:
-                futures = [pool.submit(one, index) for index in range(len(self.procs))]
-                try:
-                    if meanwhile is not None:
-                        meanwhile()
-                except BaseException:
-                    self.stop()  # the threads' waits end with them
-                    raise
-                return [f.result() for f in futures]
+            try:
+                if meanwhile is not None:
+                    meanwhile()
+            except BaseException:
+                self.stop()  # the threads' waits end with them
+                raise
+            finally:
+                for task in tasks:
+                    task.exception()  # every one waited for before any is reaped or reported
+            return [task.result() for task in tasks]
         finally:
             for proc in self.procs:
                 _reap(proc)
