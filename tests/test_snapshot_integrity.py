@@ -653,16 +653,28 @@ def test_a_repeat_starts_half_the_workers_and_big_files_to_hash_start_them_all(t
         info.mkdir()
         (info / "RECORD").write_text(f"p{i}/lib.so,sha256={digest},{1 << 17}\np{i}-1.dist-info/RECORD,,\n")
         dists.append((f"p{i}", str(info)))
+    rows = []  # one distribution big enough to be split into units: the split must not follow the workers started
+    # many/a (900 rows) is split in two for a run of 10 workers (a target of ~455 rows), not for 5
+    for sub, count in (("a/x", 450), ("a/y", 450), ("b", 1800), ("c", 1800)):
+        (site / "many" / sub).mkdir(parents=True)
+        for j in range(count):
+            (site / "many" / sub / f"m{j}.py").write_bytes(b"")
+            rows.append(f"many/{sub}/m{j}.py,sha256=47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU,0")
+    (site / "many-1.dist-info").mkdir()
+    (site / "many-1.dist-info" / "RECORD").write_text("\n".join([*rows, "many-1.dist-info/RECORD,,"]) + "\n")
+    dists.append(("many", str(site / "many-1.dist-info")))
 
     def run() -> dict:
         verified = integrity.verify(dists, cache_dir=tmp_path / "cache", workers=10)
-        assert all(r["status"] == "ok" for r in verified.reports.values())
+        files = {key: (r["status"], r["files"]) for key, r in verified.reports.items()}
+        assert files == {**{f"p{i}": ("ok", 1) for i in range(10)}, "many": ("ok", 4500)}  # each once, every one
         return verified.stats
 
     first = run()
-    assert (first["workers"], first["hashed"]) == (10, 10)
-    repeat = run()
-    assert (repeat["workers"], repeat["hashed"]) == (integrity.warm_workers(10), 0) and repeat["workers"] == 5
+    assert (first["workers"], first["hashed"]) == (10, 10 + 4500)
+    repeat = run()  # every unit found its cache file (named by the unit): nothing hashed
+    assert (repeat["workers"], repeat["hashed"]) == (integrity.warm_workers(10), 0)
+    assert repeat["workers"] == 5
     data = bytes([3]) * (1 << 17)
     (site / "p3" / "lib.so").unlink()
     (site / "p3" / "lib.so").write_bytes(data)  # the same bytes, a new file: its stat misses the cache

@@ -527,7 +527,11 @@ def _setup_line(big: BigFiles, cache_dir: Path | None, *, mapped: bool = True) -
 def _units_line(units: Sequence[Unit]) -> str:
     """Each group once (torch's is split into dozens of units), then the units in claiming order."""
     index: dict[int, int] = {}
-    groups = [u.group.to_job() for u in units if index.setdefault(id(u.group), len(index)) == len(index) - 1]
+    groups: list[dict[str, Any]] = []
+    for unit in units:
+        if id(unit.group) not in index:
+            index[id(unit.group)] = len(groups)
+            groups.append(unit.group.to_job())
     return json.dumps({"groups": groups, "units": [u.to_job(index[id(u.group)]) for u in units]}) + "\n"
 
 
@@ -604,7 +608,8 @@ def _verify(
     try:
         records = read_records(dists, plan_file, big_files)
         seconds["read_records"] = round(time.perf_counter() - start, 3)
-        units = unit_order(group_records(records), crew.size, _cached_units(cache_dir))
+        # split for ``count``, not for the workers started: the split names the units' cache files
+        units = unit_order(group_records(records), count, _cached_units(cache_dir))
     except BaseException:
         crew.kill()
         raise
