@@ -177,3 +177,28 @@ def test_temporary_directory_names_are_not_tokens():
     for _ in range(2000):
         name = "/tmp/megacpp-bench-repro-" + "".join(rng.choice(alphabet) for _ in range(8)) + "/venv/bin/python"
         assert redact(name, tokens=True).text == name, name
+
+
+def _without_prefilter(monkeypatch, text: str, tokens: bool) -> tuple:
+    """``_scan`` with its prefilter matching everything: every check runs, as before it existed."""
+    import re
+
+    from megacpp_env import redact as module
+
+    with monkeypatch.context() as m:
+        m.setattr(module, "_CASED_TRIGGERS", re.compile(""))
+        m.setattr(module, "_UPPER_TRIGGERS", re.compile(""))
+        return module._scan.__wrapped__(text, tokens)
+
+
+@SETTINGS
+@given(st.one_of(plants().map(lambda p: p.value), st.text(max_size=80)), st.booleans())
+def test_the_prefilter_changes_no_result(text, tokens):
+    """A string holding none of the substrings that start a check is returned as it is: with the
+    prefilter or without it, every planted credential and any text give the same result."""
+    import pytest as _pytest
+
+    from megacpp_env import redact as module
+
+    with _pytest.MonkeyPatch.context() as monkeypatch:
+        assert module._scan.__wrapped__(text, tokens) == _without_prefilter(monkeypatch, text, tokens)

@@ -52,7 +52,8 @@ class Scrubber:
 
     def clean(self, text: str) -> str:
         found = redact(text)
-        self.remember(found.secrets)
+        if found.secrets:
+            self.remember(found.secrets)
         text = found.text
         for secret in self._secrets:
             if secret in text:
