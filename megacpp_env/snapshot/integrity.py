@@ -1,15 +1,16 @@
 """Integrity of installed distributions against their ``RECORD``: modified, removed, added files.
 
 The parent plans: it reads every RECORD once (bytes, for the RECORD hash and the top-level names
-each distribution owns), joins distributions that share a top-level name into *groups*, and deals
-the groups to one worker process per core (``integrity_worker.py``), which parse, stat, consult
-their hash cache and hash what the cache cannot vouch for, with no GIL shared between them.
-The big files (a RECORD size of ``BIG_FILE`` or more: the CUDA and torch libraries, about a hundred
-holding most of the bytes) are not part of any unit: the parent finds them in a first, cheap pass
-over the RECORDs, stats them against their own cache, and deals the ones to hash to the workers,
-longest first (``deal_files``; the units follow, ``deal_units``), so the largest starts at once in a
-worker of its own, as the hash floor deals them (``BigFiles``). One thread per worker: one hashing
-thread per core.
+each distribution owns), joins distributions that share a top-level name into *groups*, and splits
+the costly ones into *units*. Worker processes (``integrity_worker.py``, one per core, started
+before the RECORDs are read) parse, stat, consult their hash cache and hash what the cache cannot
+vouch for, with no GIL shared between them. They claim their work from one shared queue
+(``crew.py``), each item as a worker becomes free: first the big files (a RECORD size of
+``BIG_FILE`` or more: the CUDA and torch libraries, about a hundred holding most of the bytes),
+which the parent finds in a first, cheap pass over the RECORDs and checks against their own cache
+(``BigFiles``), largest first, so the largest starts at once; then the units, costliest first
+(``unit_order``). One hashing thread per worker: one per core. Where the last run left a plan
+(a repeat, most likely) half the workers start, the rest once big files turn out to need hashing.
 Files directly in a site directory that no RECORD names are reported as unowned here.
 """
 
