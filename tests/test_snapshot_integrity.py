@@ -680,3 +680,63 @@ def test_a_repeat_starts_half_the_workers_and_big_files_to_hash_start_them_all(t
     (site / "p3" / "lib.so").write_bytes(data)  # the same bytes, a new file: its stat misses the cache
     replaced = run()
     assert (replaced["workers"], replaced["hashed"]) == (10, 1)
+
+
+CLOSED_FD_CHILD = """
+import json, os, sys
+fd, site, out = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+os.close(fd)  # started with stdin, stdout or stderr closed: the queue's pipe may not take its number
+from megacpp_env.snapshot import integrity
+dists = sorted((p.name, str(p)) for p in __import__("pathlib").Path(site).glob("*.dist-info"))
+try:
+    verified = integrity.verify(dists, cache_dir=None, workers=2)
+    result = {k: [r["status"], r["files"]] for k, r in verified.reports.items()}
+except Exception as exc:
+    result = {"error": f"{type(exc).__name__}: {exc}"}
+with open(out, "w") as fh:
+    json.dump(result, fh)
+"""
+
+
+@pytest.mark.parametrize("closed", [0, 1, 2])
+def test_a_parent_started_with_a_standard_stream_closed_still_verifies(tmp_path, snap_venv, closed):
+    """The queue's pipe would otherwise get the closed stream's number, which a worker's own stdin,
+    stdout or stderr then takes: the workers read indices from their stdin (review finding)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    out = tmp_path / "out.json"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    argv = [sys.executable, "-c", CLOSED_FD_CHILD, str(closed), str(snap_venv.site), str(out)]
+    subprocess.run(argv, env=env, check=True, timeout=120, capture_output=closed != 0)
+    result = json.loads(out.read_text())
+    assert "error" not in result, result
+    assert [status for status, _files in result.values()] == ["ok", "ok"] and result["demo_pkg-1.0.dist-info"][1] >= 4
+
+
+def test_workers_that_cannot_start_leave_no_descriptor_open(tmp_path, monkeypatch, snap_venv):
+    from megacpp_env.errors import ToolError
+    from megacpp_env.snapshot import integrity
+
+    monkeypatch.setattr(integrity, "WORKER_ARGV", (str(tmp_path / "no-python"), "worker.py"))
+    dists = [(p.name, str(p)) for p in snap_venv.site.glob("*.dist-info")]
+    before = sorted(os.listdir("/proc/self/fd"))
+    for _ in range(3):
+        with pytest.raises(ToolError, match="could not start"):
+            integrity.verify(dists, cache_dir=None, workers=2)
+    assert sorted(os.listdir("/proc/self/fd")) == before
+
+
+def test_a_killed_workers_temporary_cache_file_is_pruned_once_old(tmp_path):
+    """A run stopped while a worker wrote its cache leaves ``.cache-*``; pruning removes it once it
+    is older than ``TEMP_AGE`` (a younger one may be another snapshot's, being written)."""
+    from megacpp_env.snapshot import integrity
+
+    old, young = tmp_path / ".cache-old", tmp_path / ".cache-young"
+    old.write_bytes(b"x")
+    young.write_bytes(b"x")
+    stale = time.time() - integrity.TEMP_AGE - 5
+    os.utime(old, (stale, stale))
+    integrity.prune_cache(tmp_path, frozenset())
+    assert not old.exists() and young.exists()

@@ -103,8 +103,8 @@ def take(
     before the collectors are imported: hashing the largest installed files is the critical path."""
     from megacpp_env.snapshot import early
 
-    early.start(python, use_cache=not getattr(args, "no_cache", False))
     try:
+        early.start(python, use_cache=not getattr(args, "no_cache", False))
         return _take(args, python, spec=spec, load_spec=load_spec)
     finally:
         early.discard()  # a run the snapshot did not take (another interpreter, an error) is stopped

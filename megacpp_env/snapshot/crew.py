@@ -16,14 +16,41 @@ units. A worker reads the units line when it first claims a unit.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import select
 from collections.abc import Callable, Sequence
 
+from megacpp_env.errors import ToolError
 from megacpp_env.snapshot.proc import ProcResult, Programs
 
 INDEX_BYTES = 4  # one little-endian index per claim
 WRITE_BATCH = select.PIPE_BUF // INDEX_BYTES  # indices per write: each write is atomic
+
+
+def _queue_pipe() -> tuple[int, int]:
+    """The queue's two ends, both numbered 3 or above: a process started with stdin, stdout or
+    stderr closed would get one of those numbers for an end, and a worker's own stdin, stdout or
+    stderr would then take its place (the worker reading indices from its stdin)."""
+    try:
+        read, write = os.pipe()
+    except OSError as exc:
+        raise ToolError(f"integrity: no pipe for the work queue: {exc.strerror or exc}") from None
+    ends, owned = [read, write], {read, write}
+    try:
+        for i, fd in enumerate(ends):
+            if fd < 3:
+                ends[i] = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
+                owned.add(ends[i])
+                owned.discard(fd)
+                os.close(fd)
+    except OSError as exc:
+        for fd in owned:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        raise ToolError(f"integrity: no pipe for the work queue: {exc.strerror or exc}") from None
+    return ends[0], ends[1]
 
 
 def encode(indices: range) -> list[bytes]:
@@ -39,11 +66,16 @@ class Crew:
     """``count`` workers (``argv`` plus the queue's read end) and the queue they claim from."""
 
     def __init__(self, argv: Sequence[str], count: int, track: Callable[[Programs], None] | None = None) -> None:
-        self._read, self._write = os.pipe()
+        self._read, self._write = _queue_pipe()
         self._argv = [*argv, str(self._read)]
         self._track = track
         self._queued = 0
-        self.programs = self._start(count)
+        try:
+            self.programs = self._start(count)
+        except BaseException:
+            self._close_read()
+            self._close_write()
+            raise
 
     def _start(self, count: int) -> Programs:
         programs = Programs([self._argv] * count, [""] * count, pass_fds=(self._read,))
@@ -80,7 +112,10 @@ class Crew:
                 self._close_write()
 
         self._close_read()
-        return self.programs.finish([line] * self.size, timeout=timeout, meanwhile=queue_rest)
+        try:
+            return self.programs.finish([line] * self.size, timeout=timeout, meanwhile=queue_rest)
+        finally:
+            self._close_write()  # also where the rest was never queued: no worker waits on the queue
 
     def _queue(self, count: int) -> None:
         indices = range(self._queued, self._queued + count)

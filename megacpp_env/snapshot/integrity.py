@@ -688,7 +688,9 @@ class _Gathered:
 
 
 def prune_cache(cache_dir: Path | None, keep: frozenset[str]) -> None:
-    """Drop the cache files of units that no longer exist (and those of the older JSON format)."""
+    """Drop the cache files of units that no longer exist (and those of the older JSON format), and
+    the temporary files of a worker killed while it wrote its cache (a stopped run), once older than
+    ``TEMP_AGE`` (a younger one may be another snapshot's, being written)."""
     if cache_dir is None:
         return
     try:
@@ -697,8 +699,19 @@ def prune_cache(cache_dir: Path | None, keep: frozenset[str]) -> None:
             for p in cache_dir.iterdir()
             if (p.suffix == ".bin" and p.stem not in keep and p.stem != BIG_CACHE)
             or (p.suffix == ".json" and p.name != PLAN_FILE)
+            or (p.name.startswith(".cache-") and _age(p) > TEMP_AGE)
         ]
     except OSError:
         return
     for path in stale:
         path.unlink(missing_ok=True)
+
+
+TEMP_AGE = 60.0  # seconds
+
+
+def _age(path: Path) -> float:
+    try:
+        return time.time() - path.stat().st_mtime
+    except OSError:
+        return 0.0

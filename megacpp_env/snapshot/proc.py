@@ -168,9 +168,11 @@ class Programs:
                 )
             return result
 
-        tasks = [Task(one, index, name="snapshot-program") for index in range(len(self.procs))]
+        tasks: list[Task[ProcResult]] = []
         try:
             try:
+                for index in range(len(self.procs)):
+                    tasks.append(Task(one, index, name="snapshot-program"))
                 if meanwhile is not None:
                     meanwhile()
             except BaseException:
