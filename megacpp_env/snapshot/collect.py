@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from megacpp_env import __version__
 from megacpp_env.errors import MegacppEnvError
 from megacpp_env.snapshot import probe_cache, python_env, registry, system, torch_facts
-from megacpp_env.snapshot.context import Context, SnapshotOptions, default_cache_dir, usable_cpus
+from megacpp_env.snapshot.context import SWITCH_INTERVAL, Context, SnapshotOptions, default_cache_dir, usable_cpus
 from megacpp_env.snapshot.document import Snapshot
 from megacpp_env.snapshot.interpreter import choose_interpreter
 from megacpp_env.snapshot.parts import Parts
@@ -33,7 +33,6 @@ __all__ = ["SnapshotOptions", "default_cache_dir", "take_snapshot", "usable_cpus
 
 LAUNCH_WAIT = 1.0
 PROGRESS_TICK = 0.1
-SWITCH_INTERVAL = 0.0005
 
 
 class _Bounded:

@@ -42,6 +42,12 @@ def default_cache_dir(environ: Mapping[str, str]) -> Path:
     return Path(base) / "megacpp-env"
 
 
+# The GIL switch interval while a snapshot runs (``collect.take_snapshot``, ``early.start``): its
+# threads mostly wait on I/O and subprocesses, and with the default 5 ms one that has waited can
+# stall behind another thread's Python work for the whole interval after every read.
+SWITCH_INTERVAL = 0.0005
+
+
 def usable_cpus() -> int:
     try:
         return len(os.sched_getaffinity(0))

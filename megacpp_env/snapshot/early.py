@@ -26,12 +26,11 @@ from pathlib import Path
 
 from megacpp_env.errors import SpecError
 from megacpp_env.snapshot import integrity
-from megacpp_env.snapshot.context import default_cache_dir, usable_cpus
+from megacpp_env.snapshot.context import SWITCH_INTERVAL, default_cache_dir, usable_cpus
 from megacpp_env.snapshot.interpreter import check_interpreter, choose_interpreter
 from megacpp_env.snapshot.proc import Programs
 
 FIRST_WAIT = 0.5  # seconds the verb waits for the big files to be dealt before it imports the rest
-SWITCH_INTERVAL = 0.0005  # collect's, set from here on: the verb's imports share the GIL with the run
 STOP_WAIT = 10.0  # seconds a killed run's thread is waited for
 
 
@@ -163,7 +162,7 @@ def start(python: str | None, *, use_cache: bool, environ: Mapping[str, str] = o
         workers=default_workers(),
     )
     _intervals.append(sys.getswitchinterval())
-    sys.setswitchinterval(SWITCH_INTERVAL)
+    sys.setswitchinterval(SWITCH_INTERVAL)  # from here on: the verb's imports share the GIL with the run
     run = Run(key).start()
     _runs.append(run)
     run.begun.wait(FIRST_WAIT)

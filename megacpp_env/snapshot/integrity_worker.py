@@ -342,8 +342,8 @@ def _hash_pending(
     pending: list[tuple[str, Entry, Key]], reports: dict[str, dict[str, Any]], stats: dict[str, int]
 ) -> dict[str, list[Any]]:
     pending.sort(key=lambda job: job[2][0], reverse=True)
-    files = [[path, digest.partition("=")[0], k[0]] for _key, (_r, path, digest, _s), k in pending]
-    digests = hash_files(files)
+    # one after another, largest first: one hashing thread per worker, one worker per core
+    digests = [hash_file(path, digest.partition("=")[0], k[0]) for _key, (_r, path, digest, _s), k in pending]
     fresh: dict[str, list[Any]] = {}
     for (key, (rel, path, digest, _size), k), got in zip(pending, digests, strict=True):
         stats["hashed"] += 1
@@ -437,12 +437,6 @@ def verify_group(group: dict[str, Any], cache_dir: str | None) -> dict[str, Any]
         keep.update(fresh)
         save_cache(cache_path, {"sig": signature(group), "hashes": keep, "warm": state if trusted else None})
     return {"reports": reports, "stats": stats}
-
-
-def hash_files(files: list[list[Any]], *, mapped: bool = False) -> list[str | None]:
-    """ "algo=digest" (None: unreadable) of each [path, algo, size], one after another in the order
-    given (largest first): one hashing thread per worker, one worker per core."""
-    return [hash_file(f[0], f[1], int(f[2]), mapped=mapped) for f in files]
 
 
 def _lower_priority(by: int) -> None:
