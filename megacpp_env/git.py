@@ -103,8 +103,9 @@ OFFLINE_CONFIG = {
 URL_SCHEMES = ("https", "http", "git", "ssh", "git+ssh", "ssh+git", "file")
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 _HELPER = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*::")  # <transport>::<address>: a remote helper
-# Options that make ``git diff`` output independent of the user's git configuration.
-_DIFF_STABLE = (
+# Options that make ``git diff`` output independent of the user's git configuration (the context
+# lines, the algorithm and its heuristic given as their defaults: a repository's config may set them).
+DIFF_STABLE = (
     "--binary",
     "--full-index",
     "--no-color",
@@ -116,6 +117,11 @@ _DIFF_STABLE = (
     "--ignore-submodules=dirty",
     "--submodule=short",
     "-O/dev/null",
+    "-U3",
+    "--inter-hunk-context=0",
+    "--diff-algorithm=myers",
+    "--indent-heuristic",
+    "--no-relative",
 )
 
 
@@ -133,14 +139,6 @@ class SubmoduleState:
 
     def to_dict(self) -> dict[str, Any]:
         return {"path": self.path, "expected": self.expected, "actual": self.actual, "matches": self.matches}
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Change:
-    """A path that differs from HEAD: ``M`` modified, ``A`` added (tracked), ``D`` deleted, ``?`` untracked."""
-
-    status: str
-    path: str
 
 
 def git_executable() -> str:
@@ -319,93 +317,6 @@ def git_path(path: Path, name: str) -> Path:
     return (Path(path) / rel).resolve()
 
 
-def changes(path: Path) -> tuple[Change, ...]:
-    """Tracked changes vs HEAD (staged or not) plus untracked, non-ignored files; submodules excluded."""
-    diff = run_git(
-        ["diff", "HEAD", "--name-status", "-z", "--no-renames", "--ignore-submodules=all", "--no-ext-diff"], path
-    ).stdout.split(b"\0")
-    out = [
-        Change(status=diff[i].decode()[:1], path=os.fsdecode(diff[i + 1]))
-        for i in range(0, len(diff) - 1, 2)
-        if diff[i]
-    ]
-    out += [Change(status="?", path=p) for p in untracked_files(path)]
-    return tuple(sorted(out, key=lambda c: c.path))
-
-
-def skip_worktree_files(path: Path) -> tuple[str, ...]:
-    """Tracked paths a sparse checkout leaves out of the worktree (``git ls-files -t``: tag ``S``)."""
-    raw = run_git(["ls-files", "-t", "-z"], path).stdout
-    return tuple(sorted(os.fsdecode(e[2:]) for e in raw.split(b"\0") if e.startswith(b"S ")))
-
-
-def untracked_files(path: Path) -> tuple[str, ...]:
-    raw = run_git(["ls-files", "--others", "--exclude-standard", "-z"], path).stdout
-    return tuple(sorted(os.fsdecode(p) for p in raw.split(b"\0") if p))
-
-
-def untracked_count(path: Path) -> int:
-    return len(untracked_files(path))
-
-
-def status_porcelain(path: Path) -> tuple[str, ...]:
-    """``git status --porcelain`` lines: tracked changes, untracked files, submodules that moved; not
-    the inside of a submodule (git would inspect it with the submodule's own configuration:
-    ``is_dirty`` inspects each one itself), nor ignored files."""
-    raw = run_git(["status", "--porcelain=v1", "-z", "--untracked-files=all", "--ignore-submodules=dirty"], path)
-    return tuple(os.fsdecode(p) for p in raw.stdout.split(b"\0") if p)
-
-
-def is_dirty(path: Path, *, submodule_contents: bool = True) -> bool:
-    """True when tracked files differ from HEAD, submodules moved or untracked files exist, in the
-    checkout or inside any initialised submodule (each read with its own neutralised config). With
-    ``submodule_contents=False`` a submodule counts only when it moved off its pinned commit."""
-    if status_porcelain(path):
-        return True
-    if not submodule_contents:
-        return False
-    return any(status_porcelain(Path(path) / s.path) for s in submodule_status(path) if s.actual is not None)
-
-
-def diff_bytes(path: Path) -> bytes:
-    out: bytes = run_git(["diff", "HEAD", *_DIFF_STABLE], path).stdout
-    return out
-
-
-def diff_hash(path: Path) -> str:
-    """sha256 of ``git diff HEAD --binary`` (config-independent options); untracked files not included."""
-    return hashlib.sha256(diff_bytes(path)).hexdigest()
-
-
-def untracked_hash(path: Path) -> str:
-    """sha256 over the sorted untracked entries' names and contents (what ``diff_hash`` cannot see).
-    An untracked nested repository counts by its HEAD; a FIFO, socket or device by its kind (never
-    opened: a FIFO would block)."""
-    h = hashlib.sha256()
-    for rel in untracked_files(path):
-        h.update(os.fsencode(rel) + b"\0" + _entry_digest(Path(path) / rel))
-    return h.hexdigest()
-
-
-def _entry_digest(file: Path) -> bytes:
-    try:
-        st = os.lstat(file)
-    except FileNotFoundError:
-        return b"gone"
-    if stat.S_ISLNK(st.st_mode):
-        return hashlib.sha256(os.fsencode(file.readlink())).digest()
-    if stat.S_ISDIR(st.st_mode):
-        return hashlib.sha256(b"repository:" + (head_commit(file) or "none").encode()).digest()
-    if not stat.S_ISREG(st.st_mode):
-        return hashlib.sha256(b"special:" + oct(stat.S_IFMT(st.st_mode)).encode()).digest()
-    h = hashlib.sha256()
-    fd = os.open(file, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    with os.fdopen(fd, "rb") as fh:
-        while chunk := fh.read(1 << 20):
-            h.update(chunk)
-    return h.digest()
-
-
 # ---- content, read without the index (flags, assume-unchanged, skip-worktree cannot hide a change) --
 
 
@@ -415,19 +326,27 @@ def object_format(path: Path) -> str:
     return fmt if fmt in ("sha1", "sha256") else "sha1"
 
 
-def tree_files(path: Path, rev: str) -> dict[str, tuple[str, str]]:
-    """Every file of ``rev``'s tree (replace refs and grafts off): path -> (mode, object id).
-    Submodules (gitlinks) are left out: ``submodule_status`` checks them."""
+def tree_entries(path: Path, rev: str) -> tuple[dict[str, tuple[str, str]], dict[str, str]]:
+    """``rev``'s tree in one read (replace refs and grafts off): (path -> (mode, blob id) of every
+    file and symlink, path -> commit of every submodule, i.e. gitlink)."""
     raw = run_git(["ls-tree", "-r", "-z", "--full-tree", rev], path).stdout
-    out: dict[str, tuple[str, str]] = {}
+    files: dict[str, tuple[str, str]] = {}
+    links: dict[str, str] = {}
     for entry in raw.split(b"\0"):
         if not entry:
             continue
         meta, name = entry.split(b"\t", 1)
         mode, kind, oid = meta.decode().split()
         if kind == "blob":
-            out[os.fsdecode(name)] = (mode, oid)
-    return out
+            files[os.fsdecode(name)] = (mode, oid)
+        elif kind == "commit":
+            links[os.fsdecode(name)] = oid
+    return files, links
+
+
+def tree_files(path: Path, rev: str) -> dict[str, tuple[str, str]]:
+    """Every file of ``rev``'s tree: path -> (mode, object id); submodules left out."""
+    return tree_entries(path, rev)[0]
 
 
 def blob_id(data: bytes, fmt: str = "sha1") -> str:
@@ -446,26 +365,10 @@ def worktree_entry(file: Path, fmt: str = "sha1") -> tuple[str, str] | None:
         return SYMLINK_MODE, blob_id(os.fsencode(os.readlink(file)), fmt)  # noqa: PTH115 (Path normalises './a//b')
     if not stat.S_ISREG(st.st_mode):
         return None
-    fd = os.open(file, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    fd = os.open(file, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     with os.fdopen(fd, "rb") as fh:
         data = fh.read()
     return ("100755" if st.st_mode & 0o111 else "100644"), blob_id(data, fmt)
-
-
-def content_changes(path: Path, rev: str) -> tuple[str, ...]:
-    """Tracked paths whose bytes or mode in the work tree differ from ``rev``'s tree, judged by
-    content alone: the index and its flags (assume-unchanged, skip-worktree), replace refs and
-    grafts play no part."""
-    fmt = object_format(path)
-    want = tree_files(path, rev)
-    return tuple(sorted(rel for rel, entry in want.items() if worktree_entry(Path(path) / rel, fmt) != entry))
-
-
-def untracked_strict(path: Path) -> tuple[str, ...]:
-    """Untracked files, ignoring only what the checkout's own ``.gitignore`` files say (they are
-    content-checked); ``.git/info/exclude`` and ``core.excludesFile`` cannot hide anything here."""
-    raw = run_git(["ls-files", "--others", "-z", "--exclude-per-directory=.gitignore"], path).stdout
-    return tuple(sorted(os.fsdecode(p) for p in raw.split(b"\0") if p))
 
 
 def show_file(path: Path, rel: str, rev: str = "HEAD") -> bytes | None:
@@ -483,13 +386,7 @@ def file_mode(path: Path, rel: str, rev: str = "HEAD") -> str | None:
 
 def gitlinks(path: Path, rev: str = "HEAD") -> dict[str, str]:
     """Submodule path -> pinned commit, read from the tree at ``rev`` (not from .gitmodules)."""
-    raw = run_git(["ls-tree", "-r", "-z", "--full-tree", rev], path).stdout
-    out: dict[str, str] = {}
-    for entry in raw.split(b"\0"):
-        if entry.startswith(GITLINK_MODE.encode()):
-            meta, name = entry.split(b"\t", 1)
-            out[os.fsdecode(name)] = meta.split()[2].decode()
-    return out
+    return tree_entries(path, rev)[1]
 
 
 def submodule_status(path: Path, *, prefix: str = "") -> tuple[SubmoduleState, ...]:
@@ -507,8 +404,9 @@ def submodule_status(path: Path, *, prefix: str = "") -> tuple[SubmoduleState, .
 
 
 def remote_urls(path: Path) -> dict[str, str]:
-    """Remote name -> fetch URL, credentials stripped."""
-    proc = run_git(["config", "--get-regexp", r"^remote\..*\.url$"], path, check=False)
+    """Remote name -> fetch URL, credentials stripped: from the repository's own config file only
+    (``--local``, includes not followed), so what a cache keys on (that file) is all it depends on."""
+    proc = run_git(["config", "--local", "--no-includes", "--get-regexp", r"^remote\..*\.url$"], path, check=False)
     out: dict[str, str] = {}
     for line in proc.stdout.decode("utf-8", "replace").splitlines():
         key, _, url = line.partition(" ")

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from megacpp_env import git, layout
 from megacpp_env.errors import RefusedError, VerificationError
 from megacpp_env.fsutil import atomic_symlink, atomic_write_bytes, atomic_write_text, sha256_bytes, sha256_file
+from megacpp_env.worktree import content
 from megacpp_env.worktree.manifest import (
     FILES_DIR,
     MANIFEST_NAME,
@@ -121,7 +122,7 @@ def _refuse_foreign_changes(root: Path, m: Manifest) -> None:
     """Local changes outside the overlay would be recorded as part of it (and then pass
     ``verify-checkout``): refuse instead."""
     mine = {f.path for f in m.files}
-    foreign = [c.path for c in git.changes(root) if c.path not in mine]
+    foreign = [c.path for c in content.read(root).delta.changes() if c.path not in mine]
     if foreign:
         shown = ", ".join(foreign[:10]) + (f" and {len(foreign) - 10} more" if len(foreign) > 10 else "")
         raise RefusedError(
@@ -158,11 +159,12 @@ def _finish(root: Path, m: Manifest, created_dirs: tuple[str, ...]) -> None:
     """Record the applied state (keeping the directories apply created, for ``restore``)."""
     write_journal(root, Journal(name=m.name, commit=m.commit, state="applied", created_dirs=created_dirs))
     mine = {f.path for f in m.files}
+    tree = content.read(root)
     record = OverlayRecord(
         name=m.name,
-        diff_hash=git.diff_hash(root),
-        untracked_hash=git.untracked_hash(root),
-        paths=tuple(sorted(c.path for c in git.changes(root) if c.path in mine)),  # what it changed, nothing else
+        diff_hash=tree.diff_hash(),
+        untracked_hash=tree.untracked_hash(),
+        paths=tuple(sorted(c.path for c in tree.delta.changes() if c.path in mine)),  # what it changed, nothing else
     )
     record_overlay(root, record, source=m.source, commit=m.commit)
 
@@ -183,8 +185,9 @@ def restore_overlay(overlay_dir: Path | str, checkout: Path | str, *, force: boo
             "(pass --force to restore upstream bytes anyway)"
         )
     _restore_files(root, m, st.journal.created_dirs if st.journal else ())
+    new = set(content.read(root).delta.untracked) if st.stray_temp_files else set()
     for rel in st.stray_temp_files:
-        if rel in git.untracked_files(root):
+        if rel in new:
             (root / rel).unlink(missing_ok=True)
     journal_path(root).unlink(missing_ok=True)
     record_overlay(root, None)
@@ -254,13 +257,13 @@ def new_overlay(
         raise RefusedError(f"{overlay_dir / MANIFEST_NAME} exists; pass --force to capture it again")
     if not git.is_git_checkout(root) or git.head_commit(root) is None:
         raise RefusedError(f"{root} is not a git checkout with a commit; nothing to compare with")
-    files = tuple(_capture(root, c) for c in git.changes(root))
+    files = tuple(_capture(root, c) for c in content.read(root).delta.changes())
     m = Manifest(name=name, source=source, commit=git.head_commit(root) or "", files=files)
     _write_overlay(overlay_dir, root, m)
     return m
 
 
-def _capture(root: Path, change: git.Change) -> OverlayFile:
+def _capture(root: Path, change: content.Change) -> OverlayFile:
     rel = check_rel_path(change.path)
     p = root / rel
     if change.status == "D":

@@ -12,7 +12,7 @@ from megacpp_env.checkout import checkout_source, inspect_checkout, verify_check
 from megacpp_env.errors import RefusedError, ToolError
 from megacpp_env.worktree.provenance import PROVENANCE_NAME, OverlayRecord, record_overlay
 from tests.conftest import REPO_ROOT
-from tests.fixtures.git_repos import commit_all, one_line_error, run_smoke_script, write_files
+from tests.fixtures.git_repos import commit_all, git_status, one_line_error, run_smoke_script, write_files
 
 
 def test_checkout_by_sha_with_submodule(upstream, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -41,7 +41,7 @@ def test_provenance_record(upstream, tmp_path: Path) -> None:  # type: ignore[no
     assert record["submodules"] == {"third_party/lib": upstream.sub_commit}
     assert record["tool"].startswith("megacpp-env ")
     assert record["overlay"] is None
-    assert git.status_porcelain(dest) == ()  # the record is excluded via .git/info/exclude
+    assert git_status(dest) == ()  # the record is excluded via .git/info/exclude
 
 
 def test_checkout_is_idempotent(upstream, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -161,7 +161,7 @@ def _plant(dest: Path, trick: str) -> None:
         with open(dest / "README.md", "a") as fh:
             fh.write("x\n")
         _git(dest, "update-index", f"--{trick}", "README.md")
-        assert git.status_porcelain(dest) == ()  # git itself no longer sees the change
+        assert git_status(dest) == ()  # git itself no longer sees the change
     elif trick == "info-exclude":
         (dest / "evil.py").write_text("import os\n")
         with open(dest / ".git" / "info" / "exclude", "a") as fh:

@@ -12,6 +12,7 @@ import pytest
 from megacpp_env import git
 from megacpp_env.snapshot import checkouts
 from megacpp_env.snapshot.envvars import Scrubber
+from megacpp_env.worktree import content
 from tests.fixtures.git_repos import FILE_OK, commit_all, make_repo, write_files
 
 
@@ -85,8 +86,8 @@ def test_inspected_again_after_a_change(repo, collect, change):
         git.add_exclude(repo, "/.megacpp-checkout.json")
     facts = run(repo)
     assert "diff" in calls
-    assert facts["head"] == git.head_commit(repo) and facts["diff_hash"] == git.diff_hash(repo)
-    assert facts["untracked_hash"] == git.untracked_hash(repo) and facts.get("remotes") == git.remote_urls(repo)
+    assert facts["head"] == git.head_commit(repo) and facts["diff_hash"] == content.read(repo).diff_hash()
+    assert facts["untracked_hash"] == content.read(repo).untracked_hash() and facts.get("remotes") == git.remote_urls(repo)
 
 
 def test_a_change_inside_the_racy_window_is_not_cached(repo, tmp_path, monkeypatch):

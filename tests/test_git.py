@@ -9,6 +9,7 @@ import pytest
 from megacpp_env import git
 from megacpp_env.errors import ToolError
 from megacpp_env.redact import strip_url_credentials
+from megacpp_env.worktree import content
 from tests.fixtures.git_repos import make_repo, write_files
 
 
@@ -18,10 +19,11 @@ def test_head_and_clean_repo(tmp_path: Path) -> None:
     assert git.head_commit(repo) == sha
     assert git.is_git_checkout(repo)
     assert not git.is_git_checkout(repo / "missing")
-    assert not git.is_dirty(repo)
-    assert git.untracked_count(repo) == 0
-    assert git.diff_bytes(repo) == b""
-    assert git.diff_hash(repo) == hashlib.sha256(b"").hexdigest()
+    tree = content.read(repo)
+    assert not content.is_dirty(repo) and not tree.delta.dirty
+    assert tree.delta.untracked == ()
+    assert tree.diff() == b""
+    assert tree.diff_hash() == hashlib.sha256(b"").hexdigest()
 
 
 def test_subdirectory_is_not_a_checkout_top(tmp_path: Path) -> None:
@@ -34,30 +36,32 @@ def test_changes_dirty_and_diff_hash(tmp_path: Path) -> None:
     make_repo(repo, {"a.txt": "a\n", "b.txt": "b\n", "c.bin": b"\x00\x01"})
     write_files(repo, {"a.txt": "A\n", "new/n.txt": "n\n", "c.bin": b"\x00\x02"})
     (repo / "b.txt").unlink()
-    assert git.is_dirty(repo)
-    assert [(c.status, c.path) for c in git.changes(repo)] == [
+    assert content.is_dirty(repo)
+    tree = content.read(repo)
+    assert [(c.status, c.path) for c in tree.delta.changes()] == [
         ("M", "a.txt"),
         ("D", "b.txt"),
         ("M", "c.bin"),
         ("?", "new/n.txt"),
     ]
-    diff = git.diff_bytes(repo)
+    diff = tree.diff()
     assert b"GIT binary patch" in diff
-    assert git.diff_hash(repo) == hashlib.sha256(diff).hexdigest()
-    assert git.untracked_files(repo) == ("new/n.txt",)
-    before = git.untracked_hash(repo)
+    assert tree.diff_hash() == hashlib.sha256(diff).hexdigest()
+    assert tree.delta.untracked == ("new/n.txt",)
+    before = tree.untracked_hash()
     write_files(repo, {"new/n.txt": "changed\n"})
-    assert git.untracked_hash(repo) != before
+    assert content.read(repo).untracked_hash() != before
 
 
 def test_diff_hash_ignores_user_diff_config(tmp_path: Path) -> None:
     repo = tmp_path / "r"
     make_repo(repo, {"a.txt": "a\n"})
     write_files(repo, {"a.txt": "b\n"})
-    first = git.diff_hash(repo)
-    git.run_git(["config", "diff.noprefix", "true"], repo)
-    git.run_git(["config", "color.diff", "always"], repo)
-    assert git.diff_hash(repo) == first
+    first = content.read(repo).diff_hash()
+    for key, value in (("diff.noprefix", "true"), ("color.diff", "always"), ("diff.context", "9"),
+                       ("diff.algorithm", "histogram"), ("diff.relative", "true"), ("diff.mnemonicPrefix", "true")):
+        git.run_git(["config", key, value], repo)
+    assert content.read(repo).diff_hash() == first
 
 
 def test_show_file_and_mode(tmp_path: Path) -> None:
@@ -123,13 +127,13 @@ def test_local_url_detection() -> None:
     assert not git.is_local_url("git@example.invalid:x.git")
 
 
-def test_add_exclude_once(tmp_path: Path) -> None:
+def test_add_exclude_once_and_the_judge_ignores_it(tmp_path: Path) -> None:
     repo = tmp_path / "r"
     make_repo(repo, {"a": "a"})
     assert git.add_exclude(repo, "/x.json")
     assert not git.add_exclude(repo, "/x.json")
     (repo / "x.json").write_text("{}")
-    assert not git.is_dirty(repo)
+    assert content.is_dirty(repo)  # .git/info/exclude hides nothing from the worktree judge
 
 
 def test_every_command_is_logged(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

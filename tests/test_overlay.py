@@ -16,7 +16,7 @@ from megacpp_env.overlay import apply_overlay, new_overlay, restore_overlay, ver
 from megacpp_env.worktree.manifest import JOURNAL_NAME, Manifest, OverlayFile, dump_manifest, load_manifest
 from megacpp_env.worktree.status import overlay_status
 from tests.conftest import REPO_ROOT
-from tests.fixtures.git_repos import one_line_error, write_files
+from tests.fixtures.git_repos import git_status, one_line_error, write_files
 
 PATCHED = {
     "pkg/core.py": b"def f():\n    return 42\n",
@@ -219,7 +219,7 @@ def test_sigkill_midway_is_reported_and_restore_repairs(overlay_setup, kill_afte
     assert restored.state == "clean"
     assert _tree(target) == pristine  # byte-identical upstream files, new files and dirs gone
     assert not (target / "pkg/extra").exists()
-    assert git.status_porcelain(target) == ()
+    assert git_status(target) == ()
     assert verify_checkout(target, upstream.source(), overlay_dir=odir).ok
     assert apply_overlay(odir, target).state == "applied"
 
@@ -350,8 +350,8 @@ def test_apply_to_a_hand_made_clone_records_a_minimal_provenance(overlay_setup, 
     assert v.ok, v.problems
     prov = v.state.provenance
     assert prov is not None and prov.source == "demo" and prov.commit == upstream.commit and prov.url == upstream.url
-    assert git.status_porcelain(clone) != ()  # the overlay's files; the record itself stays excluded
-    assert ".megacpp-checkout.json" not in "".join(git.status_porcelain(clone))
+    assert git_status(clone) != ()  # the overlay's files; the record itself stays excluded
+    assert ".megacpp-checkout.json" not in "".join(git_status(clone))
 
 
 # ---- local changes outside the overlay ----------------------------------------------------------
@@ -469,7 +469,7 @@ def test_cli_overlay_to_defaults_to_the_spec_checkout(smoke_spec: Path, capsys: 
     assert main(["overlay", "verify", "smoke-ext", *spec]) == 0
     assert main(["overlay", "status", "smoke-ext", *spec]) == 0
     assert main(["overlay", "restore", "smoke-ext", *spec]) == 0
-    assert git.status_porcelain(dest) == ()
+    assert git_status(dest) == ()
 
 
 def test_cli_overlay_without_spec_needs_to(overlay_setup, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]

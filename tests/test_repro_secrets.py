@@ -23,6 +23,7 @@ from megacpp_env.repro.objects import ObjectStore
 from megacpp_env.repro.trees import recreate
 from megacpp_env.snapshot.checkouts import inspect_one
 from megacpp_env.snapshot.envvars import Scrubber
+from megacpp_env.worktree import content
 from tests.fixtures.git_repos import FILE_OK, make_repo, write_files
 
 SECRET = "Zq8pW3xR7vN2mK5t"  # planted everywhere below; must appear in nothing stored
@@ -161,12 +162,12 @@ def test_a_benign_patch_and_untracked_file_are_stored_and_recreated_byte_for_byt
     write_files(work, {"cfg.py": BENIGN_PATCH, "conf/local.yaml": BENIGN_UNTRACKED})
     cap, store = _capture(work, tmp_path)
     assert cap.problems == () and cap.skipped == () and cap.diff is not None
-    assert diff_secret_reason(git.diff_bytes(work)) == ""
+    assert diff_secret_reason(content.read(work).diff()) == ""
     assert content_secret_reason(BENIGN_UNTRACKED, path="conf/local.yaml") == ""
     dest = tmp_path / "again" / "proj"
     dest.parent.mkdir()
     assert recreate(cap, dest, store, {}) == []
-    assert git.diff_bytes(dest) == git.diff_bytes(work)
+    assert content.read(dest).diff() == content.read(work).diff()
     assert (dest / "cfg.py").read_bytes() == BENIGN_PATCH.encode()
     assert (dest / "conf/local.yaml").read_bytes() == BENIGN_UNTRACKED.encode()
 

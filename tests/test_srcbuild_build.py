@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from megacpp_env import git
 from megacpp_env.commands import build_source as build_source_cmd
 from megacpp_env.errors import RefusedError
 from megacpp_env.sourceplans import mirror_requests, plan_of, target_plans
@@ -25,6 +24,7 @@ from megacpp_env.srcbuild.collect import collect
 from megacpp_env.srcbuild.jobs import GIB, Resources
 from megacpp_env.srcbuild.mirror import mirror_sources
 from megacpp_env.srcbuild.run import StepFailedError
+from megacpp_env.worktree import content
 from tests.fixtures.srcbuild import REPO_ROOT, make_scratch_venv, two_source_spec
 
 OVERLAY_PATHS = ["megacpp_smoke_ext/__init__.py", "megacpp_smoke_ext/overlay_info.py"]
@@ -59,7 +59,7 @@ def test_verb_builds_the_smoke_extension_with_its_overlay(smoke_mirror, scratch_
         "42 overlay:smoke-ext"
     )
     checkout = Path(report["checkout"])
-    assert sorted(c.path for c in git.changes(checkout)) == OVERLAY_PATHS  # build leftovers removed
+    assert sorted(c.path for c in content.read(checkout).delta.changes()) == OVERLAY_PATHS  # build leftovers removed
     assert not (checkout / "build").exists()
     assert report["jobs"]["env"] == {} and report["jobs"]["max_jobs"] >= 1
 

@@ -28,6 +28,7 @@ from megacpp_env.facts.registry import read_registry
 from megacpp_env.facts.scan import artifact_manifests, components, scan_build
 from megacpp_env.facts.sdist import find_record
 from megacpp_env.fsutil import read_regular, read_regular_text, sha256_file
+from megacpp_env.worktree import content
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -129,8 +130,8 @@ def _tree(req: ExtractRequest) -> Iterator[tuple[Path, ReadFrom]]:
     if not origin.is_dir():
         raise VerificationError(f"{origin}: neither a directory nor an sdist (.tar.gz)")
     if git.is_git_checkout(origin):
-        absent = git.skip_worktree_files(origin)
-        yield origin, ReadFrom(kind="git", head=git.head_commit(origin) or "", absent=_declared(req, absent))
+        tree = content.read(origin)  # by content: no index flag or ignore file hides a change
+        yield origin, ReadFrom(kind="git", head=tree.head or "", absent=_declared(req, tree.delta.deleted))
     else:
         yield origin, ReadFrom(kind="dir", path=origin.name)
 
@@ -152,8 +153,19 @@ def _declared(req: ExtractRequest, absent: tuple[str, ...]) -> tuple[str, ...]:
     return absent
 
 
+def _clean(root: Path, absent: tuple[str, ...]) -> bool:
+    """The checkout's bytes are its HEAD's, but for the declared absent paths; every initialised
+    submodule at its pinned commit, with its own HEAD's bytes."""
+    tree = content.read(root)
+    d = tree.delta
+    subs = [s for s in tree.submodules if s.actual is not None]
+    if d.modified or d.added or d.untracked or set(d.deleted) - set(absent) or not all(s.matches for s in subs):
+        return False
+    return not any(content.read(root / s.path).delta.dirty for s in subs)
+
+
 def _verified(req: ExtractRequest, root: Path, read_from: ReadFrom, sdist_version: str) -> bool:
-    if read_from.kind == "git" and read_from.head == req.commit and not git.is_dirty(root, submodule_contents=False):
+    if read_from.kind == "git" and read_from.head == req.commit and _clean(root, read_from.absent):
         if req.unverified:
             raise RefusedError(f"{root} is a clean checkout at the pin {req.commit[:12]}: drop --unverified")
         return True

@@ -33,6 +33,7 @@ from megacpp_env.snapshot.diff import DiffReport, diff_snapshots
 from megacpp_env.snapshot.document import Snapshot
 from megacpp_env.snapshot.interpreter import interpreter_for
 from megacpp_env.snapshot.proc import run_program
+from megacpp_env.worktree import content
 
 if TYPE_CHECKING:
     from megacpp_env.spec.model import Spec
@@ -113,7 +114,7 @@ def _inside(path: str, root: Path) -> bool:
 
 def _tracked_changes(worktree: Path) -> list[str]:
     try:
-        return [c.path for c in git.changes(worktree) if c.status != "?"]
+        return [c.path for c in content.read(worktree).delta.changes() if c.status != "?"]
     except MegacppEnvError:
         return []
 

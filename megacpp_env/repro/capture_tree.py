@@ -18,12 +18,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from megacpp_env import git
 from megacpp_env.errors import MegacppEnvError
 from megacpp_env.fsutil import sha256_bytes
 from megacpp_env.redact import credential_file_reason, credential_reason, diff_secret_reason
 from megacpp_env.repro.document import CheckoutCapture, Skipped, SubmoduleCommit, UntrackedFile
 from megacpp_env.repro.objects import ObjectStore
+from megacpp_env.worktree import content
 from megacpp_env.worktree.provenance import PROVENANCE_NAME
 
 MAX_FILE = 256 << 20
@@ -55,10 +55,11 @@ def _with(base: CheckoutCapture, **changes: Any) -> CheckoutCapture:
 
 
 def _capture(base: CheckoutCapture, path: Path, entry: Mapping[str, Any], store: ObjectStore) -> CheckoutCapture:
-    head = git.head_commit(path)
-    diff = git.diff_bytes(path) if head else b""
-    untracked, skipped = _untracked(path, store)
-    untracked_hash = git.untracked_hash(path)
+    tree = content.read(path)
+    head = tree.head
+    diff = tree.diff()
+    untracked, skipped = _untracked(path, tree.delta.untracked, store)
+    untracked_hash = tree.untracked_hash()
     problems = []
     same = (head, sha256_bytes(diff) if head else None, untracked_hash)
     if same != (entry.get("head"), entry.get("diff_hash"), entry.get("untracked_hash")):
@@ -96,10 +97,12 @@ def _capture(base: CheckoutCapture, path: Path, entry: Mapping[str, Any], store:
     )
 
 
-def _untracked(root: Path, store: ObjectStore) -> tuple[tuple[UntrackedFile, ...], tuple[Skipped, ...]]:
+def _untracked(
+    root: Path, files: tuple[str, ...], store: ObjectStore
+) -> tuple[tuple[UntrackedFile, ...], tuple[Skipped, ...]]:
     kept: list[UntrackedFile] = []
     skipped: list[Skipped] = []
-    for rel in git.untracked_files(root):
+    for rel in files:
         found = _one(root, rel, store)
         if isinstance(found, UntrackedFile):
             kept.append(found)

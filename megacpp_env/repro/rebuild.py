@@ -24,6 +24,7 @@ from megacpp_env.fsutil import sha256_file
 from megacpp_env.pip import run_pip
 from megacpp_env.repro.pyenv import install_wheel
 from megacpp_env.srcbuild.build import pip_wheel
+from megacpp_env.worktree import content
 from megacpp_env.worktree.buildrecord import CHECKOUT_TOKEN, BuildRecord, env_for, portable_env, write_build_record
 
 WHEELS_DIR = ("megacpp-env", "wheels")
@@ -82,7 +83,8 @@ def build_and_install(
     """Build ``checkout``, install the wheel into the environment at ``prefix`` (``installer``: the
     golden's), and write its build record there."""
     checkout = checkout.resolve()
-    state = (git.head_commit(checkout) or "", git.diff_hash(checkout), git.untracked_hash(checkout))
+    tree = content.read(checkout)
+    state = (tree.head or "", tree.diff_hash(), tree.untracked_hash())
     env = reproducible_env(checkout, build_env)
     wheel = build_wheel(checkout, python, env, wheels_dir(prefix))
     install_wheel(python, wheel, installer)

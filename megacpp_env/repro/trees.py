@@ -22,6 +22,7 @@ from megacpp_env.records import read_json
 from megacpp_env.repro.document import CheckoutCapture, UntrackedFile
 from megacpp_env.repro.objects import ObjectStore
 from megacpp_env.repro.outcome import Unrecreated
+from megacpp_env.worktree import content
 from megacpp_env.worktree.provenance import PROVENANCE_NAME
 
 
@@ -132,7 +133,8 @@ def _prove(cap: CheckoutCapture, dest: Path) -> list[Unrecreated]:
         for s in cap.skipped
     ]
     want = (cap.head, cap.diff or sha256_bytes(b""), None if skipped else cap.untracked_hash)
-    got = (git.head_commit(dest), git.diff_hash(dest), None if skipped else git.untracked_hash(dest))
+    tree = content.read(dest)
+    got = (tree.head, tree.diff_hash(), None if skipped else tree.untracked_hash())
     if got == want:
         return skipped
     return [*skipped, _fail(cap, f"re-created but not identical: (head, diff, untracked) {got} != golden {want}",

@@ -1,7 +1,8 @@
 """The training repository the snapshot is taken for: ``--repo PATH``, by default the git work tree
 of the working directory. Its commit, branch, whether it has local changes, and a digest of those
-changes (``git diff HEAD --binary`` with the options that make it independent of git configuration;
-untracked files are counted, not hashed: a training tree can hold gigabytes of them).
+changes, judged by content like every checkout (``worktree.content``: no index flag or ignore
+setting hides a change; untracked files are counted, not hashed: a training tree can hold gigabytes
+of them).
 
 Recorded outside the digest (an unhashed area): the digest says whether the *environment* is the
 same, so a golden check or a bisect across commits of the training code keeps comparing the
@@ -26,24 +27,27 @@ EMPTY_DIFF = "sha256:" + hashlib.sha256(b"").hexdigest()
 def collect(path: Path) -> dict[str, Any]:
     """The repository containing ``path``; ``{"path": ..., "git": false}`` when there is none."""
     from megacpp_env import git
+    from megacpp_env.worktree import content
 
     top = git.toplevel(path)
     if top is None:
         return {"path": str(path), "git": False}
     try:
         status = git.branch_status(top)
-        digest = "sha256:" + git.diff_hash(top) if status.changed and status.commit else EMPTY_DIFF
+        tree = content.read(top)
+        changed = len(tree.delta.changed) + len(tree.delta.added)
+        digest = "sha256:" + tree.diff_hash() if changed and tree.head else EMPTY_DIFF
         remotes = git.remote_urls(top)
-    except MegacppEnvError as exc:
+    except (MegacppEnvError, OSError) as exc:
         return {"path": str(top), "git": True, "error": str(exc)}
     return {
         "path": str(top),
         "git": True,
-        "commit": status.commit,
+        "commit": tree.head,
         "branch": status.branch,
-        "dirty": bool(status.changed or status.untracked),
-        "changed": status.changed,
-        "untracked": status.untracked,
+        "dirty": tree.delta.dirty,
+        "changed": changed,
+        "untracked": len(tree.delta.untracked),
         "diff_digest": digest,
         "remotes": remotes,
     }

@@ -12,13 +12,16 @@ from typing import Any
 from megacpp_env import git
 from megacpp_env.fsutil import sha256_bytes, sha256_file
 from megacpp_env.records import as_dict
+from megacpp_env.worktree import content
 from megacpp_env.worktree.manifest import FILES_DIR, Journal, Manifest, OverlayFile, load_manifest, read_journal
-from megacpp_env.worktree.provenance import PROVENANCE_NAME, Provenance, read_provenance
+from megacpp_env.worktree.provenance import Provenance, read_provenance
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class CheckoutState:
-    """What a directory is, as far as git can tell. ``expected`` is the pin it is compared with."""
+    """What a directory is, judged by content (``worktree.content``): every field but ``head``
+    comes from the bytes on disk against the commit's tree, never from git's index or ignore
+    settings. ``expected`` is the pin it is compared with."""
 
     path: str
     has_git: bool
@@ -26,12 +29,13 @@ class CheckoutState:
     expected: str | None = None
     source: str | None = None
     dirty: bool = False
-    diff_hash: str | None = None
+    diff_hash: str | None = None  # sha256 of the content diff against HEAD (content.diff_bytes)
     untracked: int = 0
     untracked_hash: str | None = None
-    changed: tuple[str, ...] = ()  # paths that differ from HEAD (tracked or untracked), sorted
+    changed: tuple[str, ...] = ()  # paths that differ from HEAD (tracked or new), sorted
     content_changed: tuple[str, ...] = ()  # tracked paths whose bytes/mode differ from HEAD's tree
-    untracked_files: tuple[str, ...] = ()  # untracked, hidden only by the checkout's own .gitignore
+    untracked_files: tuple[str, ...] = ()  # paths HEAD's tree does not have (untracked, added, in a bare submodule dir)
+    index_flags: dict[str, tuple[str, ...]] | None = None  # assume-unchanged / skip-worktree paths (findings)
     submodules: tuple[git.SubmoduleState, ...] = ()
     provenance: Provenance | None = None
 
@@ -47,58 +51,79 @@ class CheckoutState:
 
     def to_dict(self) -> dict[str, Any]:
         out = as_dict(self)
+        if not self.index_flags:  # only when set: a clean checkout's facts are what they always were
+            out.pop("index_flags", None)
         overlay = self.provenance.overlay if self.provenance else None
         return {**out, "matches_pin": self.matches_pin, "overlay": overlay.to_dict() if overlay else None}
 
 
 def checkout_state(path: Path | str, *, pin: str | None = None, name: str | None = None) -> CheckoutState:
-    """Everything ``verify-checkout`` and ``snapshot`` need to know about a checkout. Without a
-    ``pin`` (or ``name``) the provenance record's commit (and source) is used."""
+    """Everything ``verify-checkout``, ``build-source`` and ``snapshot`` need to know about a checkout.
+    Without a ``pin`` (or ``name``) the provenance record's commit (and source) is used."""
     path = Path(path)
     prov = read_provenance(path)
     expected = pin if pin is not None else (prov.commit if prov else None)
     name = name if name is not None else (prov.source if prov else None)
     if not git.is_git_checkout(path):
         return CheckoutState(path=str(path), has_git=False, expected=expected, source=name, provenance=prov)
-    head = git.head_commit(path)
-    submodules = git.submodule_status(path)
-    content, untracked = _content_changes(path, head, submodules)
+    tree = content.read(path)
+    own = _Judged.of(tree)
+    inner = [_Judged.of(content.read(path / s.path), f"{s.path}/") for s in tree.submodules if s.actual is not None]
+    bare = [p for s in tree.submodules if s.actual is None for p in _stand_ins(path, s.path)]
+    parts = [own, *inner]
+    moved = any(s.actual is not None and not s.matches for s in tree.submodules)
+    flags = {k: tuple(sorted(p for j in parts for p in getattr(j, k))) for k in ("assume_unchanged", "skip_worktree")}
     return CheckoutState(
         path=str(path),
         has_git=True,
-        head=head,
+        head=tree.head,
         expected=expected,
         source=name,
-        dirty=bool(content or untracked or (git.is_dirty(path) if head else False)),
-        content_changed=content,
-        untracked_files=untracked,
-        diff_hash=git.diff_hash(path) if head else None,
-        untracked=git.untracked_count(path),
-        untracked_hash=git.untracked_hash(path),
-        changed=tuple(c.path for c in git.changes(path)) if head else (),
-        submodules=submodules,
+        dirty=bool(moved or bare or any(j.changed or j.new for j in parts)),
+        content_changed=tuple(sorted(p for j in parts for p in j.changed)),
+        untracked_files=tuple(sorted([*(p for j in parts for p in j.new), *bare])),
+        diff_hash=tree.diff_hash() if tree.head else None,
+        untracked=len(own.new),
+        untracked_hash=tree.untracked_hash(),
+        changed=tuple(sorted({*own.changed, *own.new})),
+        index_flags={k: v for k, v in flags.items() if v} or None,
+        submodules=tree.submodules,
         provenance=prov,
     )
 
 
-def _content_changes(
-    path: Path, head: str | None, submodules: tuple[git.SubmoduleState, ...]
-) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(tracked paths whose bytes/mode differ from the commit, untracked paths) of the checkout and of
-    every initialised submodule (against the submodule's own HEAD; its paths prefixed), by content."""
-    content = list(git.content_changes(path, head)) if head else []
-    untracked = [p for p in git.untracked_strict(path) if not _own(p)]
-    for sub in submodules:
-        if sub.actual is not None:
-            root = path / sub.path
-            content += (f"{sub.path}/{p}" for p in git.content_changes(root, sub.actual))
-            untracked += (f"{sub.path}/{p}" for p in git.untracked_strict(root))
-    return tuple(sorted(content)), tuple(sorted(untracked))
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _Judged:
+    """One repository's part of a checkout (the top, or a submodule: paths prefixed)."""
+
+    changed: tuple[str, ...]
+    new: tuple[str, ...]
+    assume_unchanged: tuple[str, ...]
+    skip_worktree: tuple[str, ...]
+
+    @classmethod
+    def of(cls, tree: content.Worktree, prefix: str = "") -> _Judged:
+        d = tree.delta
+        return cls(
+            changed=tuple(prefix + p for p in d.changed),
+            new=tuple(prefix + p for p in d.new),
+            assume_unchanged=tuple(prefix + p for p in d.assume_unchanged),
+            skip_worktree=tuple(prefix + p for p in d.skip_worktree),
+        )
 
 
-def _own(rel: str) -> bool:
-    """The tool's own record (and an interrupted write of it) beside a checkout's files."""
-    return rel == PROVENANCE_NAME or (rel.startswith(f".{PROVENANCE_NAME}.") and rel.endswith(".tmp"))
+def _stand_ins(root: Path, rel: str) -> list[str]:
+    """What lies where a submodule that is not initialised belongs: every entry below its directory
+    (git lists none of them: the path is a gitlink), or the path itself when it is not a directory.
+    An empty directory (git's own placeholder) holds none."""
+    top = root / rel
+    if top.is_symlink() or (top.exists() and not top.is_dir()):
+        return [rel]
+    out: list[str] = []
+    for here, dirs, files in os.walk(top):
+        names = [*files, *(d for d in dirs if Path(here, d).is_symlink())]
+        out += (Path(here, n).relative_to(root).as_posix() for n in names)
+    return sorted(out)
 
 
 # ---- overlays -----------------------------------------------------------------------------------
