@@ -244,7 +244,7 @@ def nvml_check(tmp: Path) -> dict[str, Any]:
     """NVML read in a child interpreter (the collector's way), then in this process without the
     fixed-facts cache and twice with it (miss, hit): the facts must agree all four ways."""
     sys.path[:0] = [str(REPO), str(REPO / "vendor")]
-    from megacpp_env.snapshot import gpu
+    from megacpp_env.snapshot.collectors import gpu
 
     out: dict[str, Any] = {}
     facts = []

@@ -6,7 +6,7 @@ Runs with the repository, the standard library and nvidia-ml-py only (no network
 installed: ``PYTHONPATH=. python benchmarks/gpu_facts_check.py`` from the repository root works).
 
 1. SM count, per GPU, three ways: the snapshot's (NVML's CUDA core count / the FP32-cores-per-SM
-   table of ``megacpp_env/snapshot/gpu_facts.py``), NVML's own ``multiprocessorCount``
+   table of ``megacpp_env/snapshot/collectors/gpu_facts.py``), NVML's own ``multiprocessorCount``
    (``nvmlDeviceGetAttributes_v2``; NVML documents it for MIG devices only) and the CUDA driver's
    ``CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT`` (libcuda.so.1 through ctypes; the reference),
    matched by PCI bus id.
@@ -32,7 +32,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from megacpp_env.snapshot import container, gpu, gpu_facts, scheduler, system
+from megacpp_env.snapshot.collectors import container, gpu, gpu_facts, scheduler, system
 
 CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16
 

@@ -254,26 +254,19 @@ def _wants_json(args: argparse.Namespace) -> bool:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args_list = canonical_argv(sys.argv[1:] if argv is None else argv)
-    if _chosen_verb(args_list) == "snapshot" and not {"-h", "--help", "--schema"} & set(args_list):
-        from megacpp_env.snapshot import nvml_child
-
-        nvml_child.prestart()  # pynvml's import in a child, beside this one's (the gpu collector takes it)
-        try:
-            return _main(args_list)
-        finally:
-            nvml_child.discard()
-    return _main(args_list)
+    return _main(canonical_argv(sys.argv[1:] if argv is None else argv))
 
 
 def entry() -> NoReturn:
-    """The program (the console script, ``python -m megacpp_env``): ``main``, then exit. A snapshot
-    skips the interpreter's teardown: its document is written, synced and closed, its children are
-    reaped, and freeing what it held took 0.02 s of a 0.3 s repeat on the H200 (docs/BENCHMARKS.md)."""
+    """The program (the console script, ``python -m megacpp_env``): ``main``, then exit. A verb whose
+    module says ``FAST_EXIT = True`` (``snapshot``: its document is written, synced and closed, its
+    children reaped) skips the interpreter's teardown: freeing what it held took 0.02 s of a 0.3 s
+    repeat on the H200 (docs/BENCHMARKS.md)."""
     code = main()
-    if _chosen_verb(canonical_argv(sys.argv[1:])) == "snapshot":
+    verb = _chosen_verb(canonical_argv(sys.argv[1:]))
+    if verb is not None and getattr(sys.modules.get(f"megacpp_env.commands.{VERBS[verb][0]}"), "FAST_EXIT", False):
         for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(OSError, ValueError):
+            with contextlib.suppress(OSError, ValueError, AttributeError):
                 stream.flush()
         os._exit(code)
     sys.exit(code)

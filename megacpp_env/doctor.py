@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 from megacpp_env import layout
 from megacpp_env.lock.pylock import Lock, LockedPackage, LockFormatError, read_pylock
+from megacpp_env.snapshot.collectors.runtime import HOOK_GLOB
 from megacpp_env.snapshot.diff import Finding, show
 from megacpp_env.snapshot.document import Snapshot, load_snapshot
-from megacpp_env.snapshot.runtime import HOOK_GLOB
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from megacpp_env import git
-from megacpp_env.snapshot import checkouts
-from megacpp_env.snapshot.envvars import Scrubber
+from megacpp_env.snapshot.collectors import checkouts
+from megacpp_env.snapshot.collectors.envvars import Scrubber
 from megacpp_env.worktree import content
 from tests.fixtures.git_repos import FILE_OK, commit_all, make_repo, write_files
 
@@ -27,7 +27,7 @@ def repo(tmp_path):
 @pytest.fixture
 def collect(tmp_path, monkeypatch):
     """Collect one checkout with a private cache; the racy window is off (tested on its own below)."""
-    from megacpp_env.snapshot import checkout_cache
+    from megacpp_env.snapshot.verify import checkout_cache
 
     monkeypatch.setattr(checkout_cache, "RACY_NS", -(10**18))
     calls: list[str] = []
@@ -92,7 +92,7 @@ def test_inspected_again_after_a_change(repo, collect, change):
 
 def test_a_change_inside_the_racy_window_is_not_cached(repo, tmp_path, monkeypatch):
     """With the real window: a tree changed a moment ago is inspected again next time."""
-    from megacpp_env.snapshot import checkout_cache
+    from megacpp_env.snapshot.verify import checkout_cache
 
     calls = []
     monkeypatch.setattr(checkout_cache, "signature", lambda *a: (calls.append(1), ("same", time.time_ns()))[1])

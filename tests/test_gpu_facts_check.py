@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from megacpp_env.snapshot.gpu_facts import SMI_QUERY, parse_smi
+from megacpp_env.snapshot.collectors.gpu_facts import SMI_QUERY, parse_smi
 from tests.conftest import REPO_ROOT
 from tests.test_snapshot_gpu import SMI_ROW
 

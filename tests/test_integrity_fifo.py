@@ -7,7 +7,7 @@ import os
 import threading
 from pathlib import Path
 
-from megacpp_env.snapshot.integrity_worker import hash_file, read_record
+from megacpp_env.snapshot.verify.integrity_worker import hash_file, read_record
 
 
 def _returns_within(fn, seconds: float = 10.0):

@@ -187,14 +187,14 @@ def _static_name(arg: ast.expr, module: str, package: str) -> tuple[str, bool]:
 
 def registry_modules(text: str) -> list[str]:
     """The collector modules ``snapshot/registry.py`` names (``Collector(module=...)``), resolved as
-    ``Collector.start`` resolves them: a bare name is ``megacpp_env.snapshot.<name>``."""
+    ``Collector.start`` resolves them: a bare name is ``megacpp_env.snapshot.collectors.<name>``."""
     out = []
     for node in ast.walk(ast.parse(text)):
         if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "Collector":
             for kw in node.keywords:
                 if kw.arg == "module" and isinstance(kw.value, ast.Constant) and isinstance(kw.value.value, str):
                     name = kw.value.value
-                    out.append(name if "." in name else f"{PACKAGE}.snapshot.{name}")
+                    out.append(name if "." in name else f"{PACKAGE}.snapshot.collectors.{name}")
     return out
 
 
@@ -405,7 +405,7 @@ def test_every_importlib_load_is_read_or_declared(sources) -> None:
     assert dynamic_loads(sources)[1] == []
     loaded = {(e.source, e.target) for e in dynamic_loads(sources)[0]}
     assert ("megacpp_env.cli", "megacpp_env.commands.build") in loaded  # f"megacpp_env.commands.{module}"
-    assert ("megacpp_env.snapshot.registry", "megacpp_env.snapshot.python_env") in loaded  # Collector(module=...)
+    assert ("megacpp_env.snapshot.registry", "megacpp_env.snapshot.collectors.python_env") in loaded  # Collector(module=...)
     assert ("megacpp_env.rules", "megacpp_env.rules.gb10") in loaded  # pkgutil.iter_modules(__path__)
 
 
@@ -548,9 +548,9 @@ def test_a_registry_loading_a_plugin_that_imports_it_is_a_circle(sources, contra
             ("megacpp_env.rules", "megacpp_env.rules.gb10"),
         ),
         (  # a DYNAMIC_LOADS registry entry: snapshot/registry.py loads the compilers collector
-            "megacpp_env.snapshot.compilers",
+            "megacpp_env.snapshot.collectors.compilers",
             "def f():\n    from megacpp_env.snapshot import registry\n",
-            ("megacpp_env.snapshot.compilers", "megacpp_env.snapshot.registry"),
+            ("megacpp_env.snapshot.collectors.compilers", "megacpp_env.snapshot.registry"),
         ),
         (  # a package-prefixed f-string: cli loads commands.<verb>
             "megacpp_env.commands.lock",

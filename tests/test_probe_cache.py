@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-from megacpp_env.snapshot import probe_cache, python_env
+from megacpp_env.snapshot.collectors import python_env
+from megacpp_env.snapshot.verify import probe_cache
 from tests.fixtures.snapshot import make_wheel
 
 

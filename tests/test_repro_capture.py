@@ -17,8 +17,8 @@ from megacpp_env.repro.capture_tree import capture_checkout
 from megacpp_env.repro.document import Capture, CaptureFormatError, load_capture
 from megacpp_env.repro.objects import ObjectStore
 from megacpp_env.repro.trees import recreate
-from megacpp_env.snapshot.checkouts import inspect_one
-from megacpp_env.snapshot.envvars import Scrubber
+from megacpp_env.snapshot.collectors.checkouts import inspect_one
+from megacpp_env.snapshot.collectors.envvars import Scrubber
 from megacpp_env.worktree import content
 from tests.fixtures.git_repos import FILE_OK, commit_all, make_repo, write_files
 

@@ -21,8 +21,8 @@ from megacpp_env.redact import REDACTED, content_secret_reason, diff_secret_reas
 from megacpp_env.repro.capture_tree import capture_checkout
 from megacpp_env.repro.objects import ObjectStore
 from megacpp_env.repro.trees import recreate
-from megacpp_env.snapshot.checkouts import inspect_one
-from megacpp_env.snapshot.envvars import Scrubber
+from megacpp_env.snapshot.collectors.checkouts import inspect_one
+from megacpp_env.snapshot.collectors.envvars import Scrubber
 from megacpp_env.worktree import content
 from tests.fixtures.git_repos import FILE_OK, make_repo, write_files
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from megacpp_env.snapshot import gpu, integrity, torch_facts
 from megacpp_env.snapshot.collect import take_snapshot
+from megacpp_env.snapshot.collectors import gpu, torch_facts
+from megacpp_env.snapshot.verify import integrity
 from tests.fixtures.snapshot import make_wheel
 
 
@@ -54,7 +55,7 @@ def test_loaded_libraries_map_to_the_wheel_that_installed_them(snap_venv, tmp_pa
 def test_dist_key_is_packagings_canonical_name():
     from packaging.utils import canonicalize_name
 
-    from megacpp_env.snapshot.python_env import dist_key
+    from megacpp_env.snapshot.collectors.python_env import dist_key
 
     for name in ("Demo_Pkg", "zope.interface", "nvidia-cuda-runtime-cu12", "A__b--C..d", "torch", "PyYAML"):
         assert dist_key(name) == canonicalize_name(name)

@@ -10,10 +10,10 @@ import pytest
 
 from megacpp_env.cli import main
 from megacpp_env.errors import SpecError
-from megacpp_env.snapshot import container, repo, scheduler, system
 from megacpp_env.snapshot.collect import take_snapshot
+from megacpp_env.snapshot.collectors import container, repo, scheduler, system
+from megacpp_env.snapshot.collectors.envvars import Scrubber
 from megacpp_env.snapshot.diff import diff_snapshots
-from megacpp_env.snapshot.envvars import Scrubber
 from tests.fixtures.git_repos import commit_all, make_repo, one_line_error
 
 # ---- the training repository ------------------------------------------------------------------
@@ -49,9 +49,9 @@ def test_repo_local_changes_change_the_diff_digest(training):
 
     git.run_git(["add", "-A"], training)
     staged = repo.collect(training)
-    # train.py, notes.txt (now added) and one staged rename, whose original path ("? trap.yaml",
-    # spelled like an untracked entry) is not counted again
-    assert (staged["changed"], staged["untracked"]) == (3, 0)
+    # by content (no rename detection): train.py modified, notes.txt and conf/renamed.yaml added, and
+    # "? trap.yaml" (spelled like an untracked entry) deleted
+    assert (staged["changed"], staged["untracked"]) == (4, 0)
 
 
 def test_repo_detached_head_and_no_repository(training, tmp_path):

@@ -11,7 +11,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from megacpp_env.snapshot import early
+from megacpp_env.snapshot.verify import early
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parent.parent
 WATCHED_CLI = textwrap.dedent(
     """
     import json, sys
-    from megacpp_env.snapshot import early
+    from megacpp_env.snapshot.verify import early
     seen = {}
     start, take = early.start, early.take
     def watched_start(*args, **kwargs):
@@ -64,7 +64,7 @@ def test_the_verb_starts_verifying_before_it_imports_the_collectors_and_the_coll
 def test_an_early_run_for_another_interpreter_is_stopped_and_not_taken(tmp_path, snap_venv):
     """Started for one interpreter, asked for by a collector of another: the collector gets
     nothing (it verifies its own), the run's workers are killed and reaped, its thread ends."""
-    from megacpp_env.snapshot.integrity import Verified
+    from megacpp_env.snapshot.verify.integrity import Verified
 
     early.start(str(snap_venv.python), use_cache=False, environ={"PATH": os.environ["PATH"]})
     (run,) = early._runs

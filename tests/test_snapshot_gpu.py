@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from megacpp_env.snapshot import gpu, gpu_facts
+from megacpp_env.snapshot.collectors import gpu, gpu_facts
+from megacpp_env.snapshot.collectors.gpu_facts import CORES_PER_SM, SMI_MINIMAL, SMI_QUERY, parse_smi, sm_count, split
 from megacpp_env.snapshot.diff import diff_snapshots
 from megacpp_env.snapshot.document import Snapshot
-from megacpp_env.snapshot.gpu_facts import CORES_PER_SM, SMI_MINIMAL, SMI_QUERY, parse_smi, sm_count, split
 
 DATA = Path(__file__).parent / "data" / "gpu"
 

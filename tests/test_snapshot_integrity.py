@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from megacpp_env.snapshot import gpu
 from megacpp_env.snapshot.collect import take_snapshot
+from megacpp_env.snapshot.collectors import gpu
 from megacpp_env.snapshot.diff import diff_snapshots
 
 
@@ -124,7 +124,7 @@ def test_runs_with_no_gpu_no_git_no_compilers(snap_options, tmp_path, monkeypatc
 
 
 def test_split_units_find_the_same_drift(snap_options, snap_venv, monkeypatch):
-    from megacpp_env.snapshot import integrity
+    from megacpp_env.snapshot.verify import integrity
 
     whole = take_snapshot(snap_options(workers=1))
     monkeypatch.setattr(integrity, "SPLIT_MIN", 1)  # split demo_pkg into ops/, data/ and the rest
@@ -187,7 +187,7 @@ def test_the_planner_orders_work_by_bytes_not_rows():
     """Two distributions of 10 rows each: one holds six 3 MiB files, the other ten small files;
     500 rows of small files in a third. From an empty cache the 18 MiB are claimed first; with every
     unit cached (a repeat: a stat per row), rows decide and the 500 rows go first."""
-    from megacpp_env.snapshot import integrity
+    from megacpp_env.snapshot.verify import integrity
 
     def record(key: str, rows: list[tuple[str, int]]) -> integrity.DistRecord:
         text = "".join(f"{path},sha256=x,{size}\n" for path, size in rows)
@@ -211,7 +211,7 @@ def test_the_planner_orders_work_by_bytes_not_rows():
 
 
 def test_big_rows_are_the_parents_and_weigh_nothing_in_the_deal():
-    from megacpp_env.snapshot import integrity
+    from megacpp_env.snapshot.verify import integrity
 
     huge = 2 << 30
     rows = [
@@ -233,7 +233,7 @@ def test_big_files_hashed_by_the_parent_find_the_same_drift(snap_options, snap_v
     """Every file made "big": the parent's threads and its cache see what the workers see."""
     import re
 
-    from megacpp_env.snapshot import integrity
+    from megacpp_env.snapshot.verify import integrity
 
     whole = take_snapshot(snap_options())
     monkeypatch.setattr(integrity, "BIG_FILE", 1)
@@ -259,7 +259,7 @@ def test_big_files_hashed_by_the_parent_find_the_same_drift(snap_options, snap_v
 def test_deep_split_units_find_the_same_drift(snap_options, snap_venv, monkeypatch, tmp_path):
     """Directories split down to the fourth level (a unit's ``only`` with its big subdirectories
     excluded): the same files checked, the same edits and strays found."""
-    from megacpp_env.snapshot import integrity
+    from megacpp_env.snapshot.verify import integrity
     from tests.fixtures.snapshot import make_wheel
 
     files = {
@@ -291,7 +291,7 @@ def test_deep_split_units_find_the_same_drift(snap_options, snap_venv, monkeypat
 
 
 def test_units_split_a_costly_directory_one_level_down():
-    from megacpp_env.snapshot import integrity
+    from megacpp_env.snapshot.verify import integrity
 
     rows = [f"t/inc/big/f{i}.h" for i in range(900)] + [f"t/inc/small/f{i}.h" for i in range(50)]
     rows += [f"t/inc/f{i}.h" for i in range(450)] + [f"t/mod/f{i}.py" for i in range(10)]
@@ -307,7 +307,7 @@ def test_units_split_a_costly_directory_one_level_down():
 def _plan_by_rows(text: str) -> tuple[dict[str, int], dict[str, int]]:
     """The planner's counts the slow way, one row at a time (the reference ``from_text`` must equal):
     rows under each second-, third- and fourth-level directory, and their bytes in rows."""
-    from megacpp_env.snapshot import integrity
+    from megacpp_env.snapshot.verify import integrity
 
     subdirs: dict[str, int] = {}
     heavy = {"": 0}
@@ -334,7 +334,7 @@ def test_the_planners_counts_equal_a_row_by_row_count(seed):
     RECORDs (deep trees, quoted names with commas, CRLF, sizes around the thresholds) is the same."""
     import random
 
-    from megacpp_env.snapshot import integrity
+    from megacpp_env.snapshot.verify import integrity
 
     rnd = random.Random(seed)
     names = ["a", "b", "inc", "ops", "x y", "z.d"]
@@ -359,7 +359,7 @@ def test_the_planners_counts_equal_a_row_by_row_count(seed):
 def test_a_units_id_does_not_depend_on_the_cache():
     """The units name their cache files: the same split whether a full run hashes every file or a
     repeat finds every unit cached (a split that moved would make a repeat cold)."""
-    from megacpp_env.snapshot import integrity
+    from megacpp_env.snapshot.verify import integrity
 
     rows = [f"t/inc/big/f{i}.h,sha256=x,100" for i in range(900)] + [f"t/mod/f{i}.py,sha256=x,100" for i in range(500)]
     rec = integrity.DistRecord.from_text("t", "/site/t.dist-info", ("\n".join(rows) + "\n").encode())
@@ -372,8 +372,8 @@ def test_a_units_id_does_not_depend_on_the_cache():
 
 def _claimed(unit):
     """What a worker verifies when it claims ``unit``: the units line as the parent sends it, read back."""
-    from megacpp_env.snapshot import integrity
-    from megacpp_env.snapshot import integrity_worker as one
+    from megacpp_env.snapshot.verify import integrity
+    from megacpp_env.snapshot.verify import integrity_worker as one
 
     return one.claimed(json.loads(integrity._units_line([unit])), 0)
 
@@ -396,8 +396,8 @@ def test_the_workers_claim_every_item_once_from_the_shared_queue():
     in order, and a worker held up by its first item (the largest file) leaves the rest to the others."""
     import sys
 
-    from megacpp_env.snapshot import integrity
-    from megacpp_env.snapshot.crew import Crew
+    from megacpp_env.snapshot.verify import integrity
+    from megacpp_env.snapshot.verify.crew import Crew
 
     argv = [sys.executable, "-c", QUEUE_CLAIMER, "0.5", str(integrity.WORKER.parent)]
     crew = Crew(argv, 4)
@@ -451,8 +451,8 @@ def test_only_the_largest_files_worker_keeps_its_priority_in_a_full_run(tmp_path
     (nothing to hash) changes no priority."""
     import os
 
-    from megacpp_env.snapshot import integrity
-    from megacpp_env.snapshot.crew import Crew
+    from megacpp_env.snapshot.verify import integrity
+    from megacpp_env.snapshot.verify.crew import Crew
 
     files = []
     for i, size in enumerate((3 << 20, 2 << 20, 1 << 20)):
@@ -475,7 +475,7 @@ def test_only_the_largest_files_worker_keeps_its_priority_in_a_full_run(tmp_path
 
 def _cold_reading_every_row(group, only, exclude):
     """``integrity_worker.cold`` as it was: every row of the group's RECORDs parsed for every unit."""
-    from megacpp_env.snapshot import integrity_worker as one
+    from megacpp_env.snapshot.verify import integrity_worker as one
 
     location = group["location"]
     dirs: list = []
@@ -495,8 +495,8 @@ def test_a_unit_parses_its_own_rows_and_finds_what_reading_every_row_finds(tmp_p
     """A unit parses only the rows under its part of the tree (torch's units parsed all of torch's
     RECORD each): the same rows to check, strays and owners, recorded files, for every unit of a
     split group, with rows written ``./``, ``a/../``, ``a//b`` and (second case) quoted rows."""
-    from megacpp_env.snapshot import integrity
-    from megacpp_env.snapshot import integrity_worker as one
+    from megacpp_env.snapshot.verify import integrity
+    from megacpp_env.snapshot.verify import integrity_worker as one
 
     site = tmp_path / "site"
     rows = []
@@ -569,7 +569,7 @@ def test_a_worker_killed_by_sigbus_makes_the_run_start_again_without_maps(tmp_pa
     import sys
 
     from megacpp_env.errors import ToolError
-    from megacpp_env.snapshot import integrity
+    from megacpp_env.snapshot.verify import integrity
 
     site = tmp_path / "site"
     (site / "p").mkdir(parents=True)
@@ -613,7 +613,7 @@ def test_a_record_that_appears_after_the_workers_were_counted_still_gets_one(tmp
     verified, none is dropped."""
     import re
 
-    from megacpp_env.snapshot import integrity
+    from megacpp_env.snapshot.verify import integrity
 
     site = tmp_path / "site"
     (site / "p").mkdir(parents=True)
@@ -638,7 +638,7 @@ def test_a_repeat_starts_half_the_workers_and_big_files_to_hash_start_them_all(t
     import hashlib
     import re
 
-    from megacpp_env.snapshot import integrity
+    from megacpp_env.snapshot.verify import integrity
 
     monkeypatch.setattr(integrity, "BIG_FILE", 1 << 16)
     monkeypatch.setattr(integrity, "BIG_RE", re.compile(r",(\d+)\r?$", re.MULTILINE))
@@ -686,7 +686,7 @@ CLOSED_FD_CHILD = """
 import json, os, sys
 fd, site, out = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 os.close(fd)  # started with stdin, stdout or stderr closed: the queue's pipe may not take its number
-from megacpp_env.snapshot import integrity
+from megacpp_env.snapshot.verify import integrity
 dists = sorted((p.name, str(p)) for p in __import__("pathlib").Path(site).glob("*.dist-info"))
 try:
     verified = integrity.verify(dists, cache_dir=None, workers=2)
@@ -717,7 +717,7 @@ def test_a_parent_started_with_a_standard_stream_closed_still_verifies(tmp_path,
 
 def test_workers_that_cannot_start_leave_no_descriptor_open(tmp_path, monkeypatch, snap_venv):
     from megacpp_env.errors import ToolError
-    from megacpp_env.snapshot import integrity
+    from megacpp_env.snapshot.verify import integrity
 
     monkeypatch.setattr(integrity, "WORKER_ARGV", (str(tmp_path / "no-python"), "worker.py"))
     dists = [(p.name, str(p)) for p in snap_venv.site.glob("*.dist-info")]
@@ -731,7 +731,7 @@ def test_workers_that_cannot_start_leave_no_descriptor_open(tmp_path, monkeypatc
 def test_a_killed_workers_temporary_cache_file_is_pruned_once_old(tmp_path):
     """A run stopped while a worker wrote its cache leaves ``.cache-*``; pruning removes it once it
     is older than ``TEMP_AGE`` (a younger one may be another snapshot's, being written)."""
-    from megacpp_env.snapshot import integrity
+    from megacpp_env.snapshot.verify import integrity
 
     old, young = tmp_path / ".cache-old", tmp_path / ".cache-young"
     old.write_bytes(b"x")

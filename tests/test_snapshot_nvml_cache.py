@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from megacpp_env.snapshot import gpu, nvml
+from megacpp_env.snapshot.collectors import gpu, nvml
 
 DATA = Path(__file__).parent / "data" / "gpu"
 CLOCK = {1: "graphics", 2: "sm", 3: "memory"}
@@ -238,7 +238,7 @@ def test_the_child_started_early_is_taken_once_and_one_left_over_is_reaped(tmp_p
     is not used; one nobody took is killed and reaped."""
     import sys
 
-    from megacpp_env.snapshot import nvml_child
+    from megacpp_env.snapshot.collectors import nvml_child
 
     raw = recorded("nvml-hgx-h100x8.json")
     fake_dir = tmp_path / "fake"

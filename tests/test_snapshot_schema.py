@@ -15,8 +15,8 @@ import pytest
 from megacpp_env.cli import main
 from megacpp_env.snapshot import registry
 from megacpp_env.snapshot.collect import take_snapshot
+from megacpp_env.snapshot.collectors.gpu_facts import split
 from megacpp_env.snapshot.document import SCHEMA, SCHEMA_VERSION, Snapshot, json_schema
-from megacpp_env.snapshot.gpu_facts import split
 from tests.conftest import REPO_ROOT
 from tests.fixtures.git_repos import make_repo
 from tests.fixtures.snapshot_schema import assert_valid_snapshot, schema_errors
@@ -82,7 +82,7 @@ def test_a_real_snapshot_validates(snap_options, tmp_path, monkeypatch, _snapsho
     (tmp_path / "train" / "train.py").write_text("x = 2\n")
     environ = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
     environ |= {"SLURM_JOB_ID": "1", "SLURM_CPUS_PER_TASK": "4"}
-    from megacpp_env.snapshot import torch_facts
+    from megacpp_env.snapshot.collectors import torch_facts
 
     def broken(*_args: object, **_kw: object) -> None:
         raise OSError("disk on fire")

@@ -8,7 +8,7 @@ import json
 from megacpp_env import git
 from megacpp_env.cli import main
 from megacpp_env.redact import REDACTED, is_secret_name, strip_url_credentials
-from megacpp_env.snapshot import envvars
+from megacpp_env.snapshot.collectors import envvars
 from tests.fixtures.git_repos import make_repo
 
 SECRETS = {

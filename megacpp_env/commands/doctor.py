@@ -6,15 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from megacpp_env.commands._common import (
-    add_json,
-    add_python,
-    checked_python,
-    inspected_python,
-    load,
-    say_inspected_python,
-    take,
-)
+from megacpp_env.commands._common import add_json, add_python, checked_python, load
+from megacpp_env.commands._snapshot import inspected_python, say_inspected_python, take
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -17,11 +17,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from megacpp_env.commands._common import add_ignore, add_json, add_python, checked_python, load_optional, take
+from megacpp_env.commands._common import add_ignore, add_json, add_python, checked_python, load_optional
+from megacpp_env.commands._snapshot import take
 
 if TYPE_CHECKING:
     from megacpp_env.snapshot.document import Snapshot
     from megacpp_env.spec.model import Spec
+
+# The program exits without the interpreter's teardown once this verb is done (``cli.entry``): its
+# document is written and synced, its children reaped.
+FAST_EXIT = True
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -23,7 +23,8 @@ from megacpp_env.repro import pyenv, rebuild
 from megacpp_env.repro.document import Capture, DistCapture
 from megacpp_env.repro.outcome import Unrecreated
 from megacpp_env.repro.portable import Roots
-from megacpp_env.snapshot.python_env import dist_key, run_probe
+from megacpp_env.snapshot.collectors.python_env import dist_key
+from megacpp_env.snapshot.probe import run_probe
 
 Say = Callable[[str], None]
 

@@ -50,7 +50,7 @@ class SnapshotSession:
 
 def session(request: SnapshotRequest) -> SnapshotSession:
     """Everything ``megacpp-env snapshot`` does apart from printing (see the module docstring)."""
-    from megacpp_env.snapshot.repo import check_repo
+    from megacpp_env.snapshot.collectors.repo import check_repo
 
     repo = check_repo(request.repo) if request.repo is not None else None
     output = check_output(request.output) if request.output else None

@@ -1,14 +1,15 @@
 """Run the registered collectors (``snapshot.registry``) and assemble a ``Snapshot``.
 
-The probe of the inspected interpreter runs first (every other collector needs its site
-directories); then each collector runs in its own daemon thread with its own deadline. One that
-fails or runs past its deadline leaves ``{"error": why}`` in its area and never stops the others.
+The plan (``snapshot.plan``) is resolved and launched first, unless the verb did it already; the
+probe of the inspected interpreter runs next (every other collector needs its site directories);
+then each collector runs in its own daemon thread with its own deadline. One that fails or runs
+past its deadline leaves ``{"error": why}`` in its area and never stops the others (the verb then
+exits non-zero: ``document.errors``). What the caches discarded goes to ``live.cache``.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import os
 import sys
 import threading
 import time
@@ -18,18 +19,20 @@ from typing import TYPE_CHECKING, Any
 
 from megacpp_env import __version__
 from megacpp_env.errors import MegacppEnvError
-from megacpp_env.snapshot import probe_cache, python_env, registry, system, torch_facts
-from megacpp_env.snapshot.context import SWITCH_INTERVAL, Context, SnapshotOptions, default_cache_dir, usable_cpus
+from megacpp_env.snapshot import registry
+from megacpp_env.snapshot.collectors import python_env, system, torch_facts
+from megacpp_env.snapshot.context import Context, SnapshotOptions, usable_cpus
 from megacpp_env.snapshot.document import Snapshot
-from megacpp_env.snapshot.interpreter import choose_interpreter
 from megacpp_env.snapshot.parts import Parts
+from megacpp_env.snapshot.plan import Launched, SnapshotPlan, launch, resolve
 from megacpp_env.snapshot.scrub import Scrubber
 from megacpp_env.snapshot.tasks import Task
+from megacpp_env.snapshot.verify import probe_cache
 
 if TYPE_CHECKING:
     from megacpp_env.spec.model import Spec
 
-__all__ = ["SnapshotOptions", "default_cache_dir", "take_snapshot", "usable_cpus"]
+__all__ = ["SnapshotOptions", "take_snapshot", "usable_cpus"]
 
 LAUNCH_WAIT = 1.0
 PROGRESS_TICK = 0.1
@@ -98,7 +101,7 @@ def _jobs(ctx: Context) -> dict[str, Callable[[], Any]]:
     critical path, and their imports and Python work would share the GIL with it."""
 
     def later(fn: Callable[[], Any]) -> Callable[[], Any]:
-        return lambda: (ctx.launched.wait(LAUNCH_WAIT), fn())[1]
+        return lambda: (ctx.verifying.wait(LAUNCH_WAIT), fn())[1]
 
     jobs = {}
     for c in registry.collectors():
@@ -121,40 +124,35 @@ def _once(opts: SnapshotOptions) -> Callable[[], Spec | None]:
     return get
 
 
-def take_snapshot(opts: SnapshotOptions) -> Snapshot:
-    """Collect every area. The GIL switch interval is lowered meanwhile: the threads mostly wait on
-    I/O and subprocesses, and with the default 5 ms one that has waited can stall behind another
-    thread's Python work (an import, YAML parsing) for the whole interval after every read."""
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(SWITCH_INTERVAL)
-    try:
-        return _take(opts)
-    finally:
-        sys.setswitchinterval(interval)
+def take_snapshot(
+    opts: SnapshotOptions, *, plan: SnapshotPlan | None = None, started: Launched | None = None
+) -> Snapshot:
+    """Collect every area, with ``plan`` and what it ``started`` (``plan.launch``), or a plan of
+    ``opts`` launched here. The GIL switch interval is lowered meanwhile (``launch``): the threads
+    mostly wait on I/O and subprocesses, and with the default 5 ms one that has waited can stall
+    behind another thread's Python work (an import, YAML parsing) for the whole interval after
+    every read."""
+    plan = plan if plan is not None else resolve(opts)
+    if started is not None:
+        return _take(plan, started)
+    with launch(plan) as launched:
+        return _take(plan, launched)
 
 
-def _context(opts: SnapshotOptions) -> Context:
-    environ = dict(os.environ if opts.environ is None else opts.environ)
-    chosen = choose_interpreter(opts.python, environ)
-    python = chosen.path
+def _context(plan: SnapshotPlan, started: Launched) -> Context:
     return Context(
-        opts=opts,
-        environ=environ,
-        python=python,
-        python_reason=chosen.reason,
-        scrubber=Scrubber(environ),
-        probe=Task(probe_cache.run_probe, python, environ, _cache_dir(opts, environ), name="snapshot-probe"),
-        spec=_once(opts),
+        plan=plan,
+        started=started,
+        scrubber=Scrubber(plan.environ),
+        probe=Task(probe_cache.run_probe, plan.python, plan.environ, plan.cache, name="snapshot-probe"),
+        spec=_once(plan.opts),
     )
 
 
-def _cache_dir(opts: SnapshotOptions, environ: Mapping[str, str]) -> Path | None:
-    return (opts.cache_dir or default_cache_dir(environ)) if opts.use_cache else None
-
-
-def _take(opts: SnapshotOptions) -> Snapshot:
-    started = time.perf_counter()
-    ctx = _context(opts)
+def _take(plan: SnapshotPlan, started: Launched) -> Snapshot:
+    begun = time.perf_counter()
+    opts = plan.opts
+    ctx = _context(plan, started)
     timeouts = {**{c.area: c.timeout for c in registry.collectors()}, **opts.timeouts}
     runs = _run_all(_jobs(ctx), timeouts, opts.on_progress)
     facts: dict[str, Any] = {}
@@ -163,10 +161,13 @@ def _take(opts: SnapshotOptions) -> Snapshot:
     for name, run in runs.items():
         timing[name] = run.seconds
         _place(name, {"error": run.error} if run.error else run.result, facts, live)
-    _python_result(facts, timing)
+    notes = _python_result(facts, timing)
+    notes = [*plan.notes, *ctx.probe_notes(), *notes, *ctx.notes]
+    if notes:
+        live["cache"] = {"notes": sorted(set(notes))}
     facts = ctx.scrubber.clean_tree(dict(sorted(facts.items())))
     live = ctx.scrubber.clean_tree(dict(sorted(live.items())))
-    timing["total"] = round(time.perf_counter() - started, 3)
+    timing["total"] = round(time.perf_counter() - begun, 3)
     return Snapshot(facts=facts, live=live, host=_host(ctx), timing=timing)
 
 
@@ -180,17 +181,18 @@ def _place(area: str, result: Any, facts: dict[str, Any], live: dict[str, Any]) 
         live[area] = result
 
 
-def _python_result(facts: dict[str, Any], timing: dict[str, Any]) -> None:
-    """The python collector returns its facts with timings and a file -> distribution map, which
-    attributes torch's loaded libraries to the distributions that installed them."""
+def _python_result(facts: dict[str, Any], timing: dict[str, Any]) -> list[str]:
+    """The python collector returns its facts with timings, cache notes and a file -> distribution
+    map, which attributes torch's loaded libraries to the distributions that installed them."""
     result = facts.get("python")
     if not isinstance(result, python_env.PythonResult):
-        return
+        return []
     facts["python"] = result.facts
     timing["integrity"] = result.stats
     timing["probe"] = result.probe_seconds
     if isinstance(facts.get("torch"), dict):
         torch_facts.attach_libraries(facts["torch"], result.owner_of, result.facts["distributions"])
+    return list(result.notes)
 
 
 def _cwd() -> str | None:

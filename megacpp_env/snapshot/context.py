@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from megacpp_env.snapshot.tasks import Task
 
 if TYPE_CHECKING:
+    from megacpp_env.snapshot.plan import Launched, SnapshotPlan
     from megacpp_env.snapshot.probe import Probe
     from megacpp_env.snapshot.scrub import Scrubber
     from megacpp_env.spec.model import Spec
@@ -35,13 +36,6 @@ class SnapshotOptions:
     on_progress: Callable[[tuple[str, ...], float], None] | None = None  # (areas still running, seconds)
 
 
-def default_cache_dir(environ: Mapping[str, str]) -> Path:
-    if environ.get("MEGACPP_ENV_CACHE_DIR"):
-        return Path(environ["MEGACPP_ENV_CACHE_DIR"])
-    base = environ.get("XDG_CACHE_HOME") or str(Path(environ.get("HOME", "~")).expanduser() / ".cache")
-    return Path(base) / "megacpp-env"
-
-
 # The GIL switch interval while a snapshot runs (``collect.take_snapshot``, ``early.start``): its
 # threads mostly wait on I/O and subprocesses, and with the default 5 ms one that has waited can
 # stall behind another thread's Python work for the whole interval after every read.
@@ -57,14 +51,35 @@ def usable_cpus() -> int:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Context:
-    opts: SnapshotOptions
-    environ: Mapping[str, str]
-    python: str  # the inspected interpreter
-    python_reason: str = ""  # why that one (interpreter.choose_interpreter)
+    plan: SnapshotPlan  # the interpreter, cache, workers, environment: resolved once
+    started: Launched  # what the plan launched (the speculative run, the NVML child), taken once each
     scrubber: Scrubber
     probe: Task[Probe]  # the probe of the inspected interpreter, started first
     spec: Callable[[], Spec | None]  # loaded at most once, when first asked for
-    launched: threading.Event = field(default_factory=threading.Event)  # the integrity workers started
+    verifying: threading.Event = field(default_factory=threading.Event)  # the integrity workers have their work
+    notes: list[str] = field(default_factory=list)  # cache files the collectors discarded (``live.cache``)
+
+    def probe_notes(self) -> list[str]:
+        """What the probe's cache discarded (once it has run)."""
+        return list(self.probe.result().notes) if self.probe.done() and self.probe.exception() is None else []
+
+    @property
+    def opts(self) -> SnapshotOptions:
+        return self.plan.opts
+
+    @property
+    def environ(self) -> Mapping[str, str]:
+        return self.plan.environ
+
+    @property
+    def python(self) -> str:
+        """The inspected interpreter."""
+        return self.plan.python
+
+    @property
+    def python_reason(self) -> str:
+        """Why that one (``interpreter.choose_interpreter``)."""
+        return self.plan.interpreter.reason
 
     def sites(self) -> list[str]:
         return self.probe.result().site_dirs if self.probe.exception() is None else []
@@ -79,8 +94,3 @@ class Context:
     def scripts(self) -> str:
         """The inspected interpreter's scripts directory (its compilers and tools come first on PATH)."""
         return str(Path(self.python).absolute().parent)
-
-    @property
-    def cache_dir(self) -> Path | None:
-        """The tool's hash cache, or None with ``--no-cache``."""
-        return (self.opts.cache_dir or default_cache_dir(self.environ)) if self.opts.use_cache else None

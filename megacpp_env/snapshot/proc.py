@@ -71,6 +71,56 @@ def run_program(
     return result
 
 
+def dialogue(
+    argv: Sequence[str],
+    reply: Callable[[str], str],
+    *,
+    timeout: float,
+    env: Mapping[str, str] | None = None,
+) -> tuple[str, str]:
+    """Run ``argv``, read the first line it prints, answer it with ``reply(line)`` on its stdin, and
+    return (first line, the rest of its stdout). ``ToolError`` on a failure to start, a non-zero
+    exit, or ``timeout`` (the program is killed and reaped)."""
+    name = Path(argv[0]).name
+    try:
+        proc = subprocess.Popen(
+            list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            errors="replace", env=dict(env) if env is not None else None,
+        )  # fmt: skip
+    except FileNotFoundError:
+        raise ToolNotFoundError(f"{name} not found") from None
+    except OSError as exc:
+        raise ToolError(f"{name} could not run: {exc.strerror or exc}") from None
+    fired = threading.Event()
+
+    def expire() -> None:
+        fired.set()
+        proc.kill()
+
+    timer = threading.Timer(timeout, expire)
+    timer.daemon = True
+    timer.start()
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()
+        answer = reply(first) if first.endswith("\n") else ""
+        try:
+            rest, err = proc.communicate(answer)
+        except (BrokenPipeError, OSError):
+            rest, err = proc.communicate()
+    finally:
+        timer.cancel()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    if fired.is_set():
+        raise ToolError(f"{name} timed out after {timeout:g}s")
+    if proc.returncode != 0:
+        detail = err.strip().splitlines()[-1:] or [f"exit {proc.returncode}"]
+        raise ToolError(f"{name} failed (exit {proc.returncode}): {detail[0][:200]}")
+    return first, rest
+
+
 class ProgramFailedError(ToolError):
     """A program of ``Programs`` exited non-zero (``returncode``: negative for the signal that killed it)."""
 

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from megacpp_env.snapshot.context import Context
 
 SEVERITIES = ("error", "warning", "info", "note")
-PACKAGE = "megacpp_env.snapshot"  # the only package a collector's module is loaded from
+PACKAGE = "megacpp_env.snapshot.collectors"  # the only package a collector's module is loaded from
 MODULE_RE = re.compile(r"[a-z_][a-z0-9_]*")
 HOST_AREA = "host"  # not collected as a fact: host differences are notes
 
@@ -35,6 +35,7 @@ class Collector:
     module: str  # megacpp_env.snapshot.<module>, one identifier: defines start(ctx)
     timeout: float  # seconds; past it the area records {"error": "timed out after ..."}
     severity: str  # of a difference in this area, in diff (one of SEVERITIES)
+    label: str = ""  # what a snapshot still running is waiting for, on the progress line (default: the area)
     hashed: bool = True  # counts in the snapshot's digest (False: the whole area goes under ``live``)
     # waits (at most a second) until the integrity workers have their work: the planning before that
     # is GIL-bound and on the critical path, and this collector's import and Python work would share
@@ -64,17 +65,27 @@ class Collector:
 COLLECTORS: tuple[Collector, ...] = (
     # python starts the integrity workers; gpu reads NVML in a child (``nvml_child``, started before
     # the verb): neither waits; every other collector waits until the workers have their work
-    Collector(area="python", module="python_env", timeout=900.0, severity="error"),
-    Collector(area="checkouts", module="checkouts", timeout=120.0, severity="error", after_launch=True),
-    Collector(area="torch", module="torch_facts", timeout=240.0, severity="error", after_launch=True),
-    Collector(area="gpu", module="gpu", timeout=30.0, severity="warning"),
+    Collector(area="python", label="verifying installed files", module="python_env", timeout=900.0, severity="error"),
+    Collector(
+        area="checkouts", label="checkouts", module="checkouts", timeout=120.0, severity="error", after_launch=True
+    ),
+    Collector(area="torch", label="torch", module="torch_facts", timeout=240.0, severity="error", after_launch=True),
+    Collector(area="gpu", label="GPUs", module="gpu", timeout=30.0, severity="warning"),
     Collector(area="compilers", module="compilers", timeout=30.0, severity="warning", after_launch=True),
     Collector(area="runtime", module="runtime", timeout=10.0, severity="warning", after_launch=True),
     Collector(area="env", module="envvars", timeout=10.0, severity="warning", after_launch=True),
     Collector(area="scheduler", module="scheduler", timeout=10.0, severity="warning", after_launch=True),
     Collector(area="system", module="system", timeout=10.0, severity="info", after_launch=True),
     Collector(area="container", module="container", timeout=10.0, severity="note", hashed=False, after_launch=True),
-    Collector(area="repo", module="repo", timeout=60.0, severity="note", hashed=False, after_launch=True),
+    Collector(
+        area="repo",
+        label="training repository",
+        module="repo",
+        timeout=60.0,
+        severity="note",
+        hashed=False,
+        after_launch=True,
+    ),
 )
 
 
@@ -88,6 +99,12 @@ def areas() -> tuple[str, ...]:
 
 def by_area(area: str) -> Collector | None:
     return next((c for c in collectors() if c.area == area), None)
+
+
+def label(area: str) -> str:
+    """What the progress line says a snapshot is waiting for while ``area`` runs."""
+    found = by_area(area)
+    return (found.label or found.area) if found else area
 
 
 def severity_of(area: str) -> str:

@@ -28,6 +28,9 @@ class Task(Generic[T]):
         except BaseException as exc:  # handed to whoever asks for the result
             self._error = exc
 
+    def done(self) -> bool:
+        return not self._thread.is_alive()
+
     def exception(self) -> BaseException | None:
         """Waits; what the call raised, or None."""
         self._thread.join()

@@ -17,6 +17,7 @@ from git's own view of the work tree, which a user or an attacker can blind:
 """
 
 # os.path on purpose: every tracked file of a checkout is read once per inspection.
+# ruff: noqa: PTH114
 
 from __future__ import annotations
 
@@ -129,27 +130,71 @@ def own_record(rel: str) -> bool:
     return rel == PROVENANCE_NAME or (rel.startswith(f".{PROVENANCE_NAME}.") and rel.endswith(".tmp"))
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Listing:
+    """What a judgement reads, listed without reading any file's bytes: the commit's files and
+    submodules, the index, what is new on disk, what a tracked ``.gitignore`` hides. A cache of a
+    judgement keys on the stats of exactly these (``snapshot.verify.checkout_cache``)."""
+
+    files: dict[str, tuple[str, str]]  # the commit's files: path -> (mode, blob id)
+    gitlinks: dict[str, str]  # the commit's submodules: path -> commit
+    index: Index
+    untracked: tuple[str, ...]
+    ignored_dirs: tuple[str, ...]
+
+    @property
+    def indexed(self) -> frozenset[str]:
+        """In the index but not in the commit (nor a submodule)."""
+        return self.index.paths - self.files.keys() - self.gitlinks.keys()
+
+
+def listing(path: Path | str, rev: str) -> Listing:
+    path = Path(path)
+    files, gitlinks = git.tree_entries(path, rev)
+    index = read_index(path)
+    untracked, ignored = _untracked(path, frozenset(files) | (index.paths - gitlinks.keys()))
+    return Listing(files=files, gitlinks=gitlinks, index=index, untracked=tuple(untracked), ignored_dirs=tuple(ignored))
+
+
+def _linked_dirs(root: Path, files: Iterable[str]) -> frozenset[str]:
+    """The directories of the commit's files that are symbolic links on disk (a file under one is
+    read through the link, from wherever it points: never the commit's own)."""
+    dirs = {posixpath.dirname(f) for f in files} - {""}
+    parents = {p for d in dirs for p in _ancestors(d)}
+    return frozenset(d for d in parents if os.path.islink(root / d))
+
+
+def _ancestors(rel: str) -> Iterable[str]:
+    while rel:
+        yield rel
+        rel = posixpath.dirname(rel)
+
+
+def _under(rel: str, dirs: frozenset[str]) -> bool:
+    return any(parent in dirs for parent in _ancestors(posixpath.dirname(rel)))
+
+
 def delta(path: Path | str, rev: str) -> Delta:
     """The work tree at ``path`` against ``rev`` (a commit of its repository), by content. Submodules
     (gitlinks) are left out: ``git.submodule_status`` and a delta of each submodule judge them."""
     path = Path(path)
     fmt = git.object_format(path)
-    want, gitlinks = git.tree_entries(path, rev)
+    found = listing(path, rev)
     modified: list[str] = []
     deleted: list[str] = []
-    for rel, entry in want.items():
+    linked = _linked_dirs(path, found.files)
+    for rel, entry in found.files.items():
+        if linked and _under(rel, linked):  # beyond a symbolic link: not where the commit puts it
+            (modified if os.path.lexists(path / rel) else deleted).append(rel)
+            continue
         got = git.worktree_entry(path / rel, fmt)
         if got != entry:
             (modified if got is not None or os.path.lexists(path / rel) else deleted).append(rel)
-    tracked = frozenset(want)
-    index = read_index(path)
-    indexed = index.paths - tracked - gitlinks.keys()
-    added = sorted(p for p in indexed if os.path.lexists(path / p))
-    untracked, ignored_dirs = _untracked(path, tracked | indexed)
+    added = sorted(p for p in found.indexed if os.path.lexists(path / p))
     return Delta(
-        tracked=tuple(sorted(want)), modified=tuple(sorted(modified)), deleted=tuple(sorted(deleted)),
-        added=tuple(added), untracked=tuple(untracked), ignored_dirs=tuple(ignored_dirs),
-        assume_unchanged=index.assume_unchanged, skip_worktree=index.skip_worktree,
+        tracked=tuple(sorted(found.files)), modified=tuple(sorted(modified)), deleted=tuple(sorted(deleted)),
+        added=tuple(added), untracked=found.untracked, ignored_dirs=found.ignored_dirs,
+        assume_unchanged=found.index.assume_unchanged, skip_worktree=found.index.skip_worktree,
     )  # fmt: skip
 
 

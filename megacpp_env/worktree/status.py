@@ -4,6 +4,7 @@ through ``megacpp_env.git``. The pin to compare with is passed in: no spec is ne
 
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -36,6 +37,9 @@ class CheckoutState:
     content_changed: tuple[str, ...] = ()  # tracked paths whose bytes/mode differ from HEAD's tree
     untracked_files: tuple[str, ...] = ()  # paths HEAD's tree does not have (untracked, added, in a bare submodule dir)
     index_flags: dict[str, tuple[str, ...]] | None = None  # assume-unchanged / skip-worktree paths (findings)
+    # the content of what differs inside submodules (each one's diff and new files) and of what
+    # lies in a submodule directory that is not initialised: None when there is none
+    submodules_hash: str | None = None
     submodules: tuple[git.SubmoduleState, ...] = ()
     provenance: Provenance | None = None
 
@@ -51,8 +55,9 @@ class CheckoutState:
 
     def to_dict(self) -> dict[str, Any]:
         out = as_dict(self)
-        if not self.index_flags:  # only when set: a clean checkout's facts are what they always were
-            out.pop("index_flags", None)
+        for name in ("index_flags", "submodules_hash"):  # only when set: a clean checkout's facts are unchanged
+            if not out.get(name):
+                out.pop(name, None)
         overlay = self.provenance.overlay if self.provenance else None
         return {**out, "matches_pin": self.matches_pin, "overlay": overlay.to_dict() if overlay else None}
 
@@ -68,7 +73,8 @@ def checkout_state(path: Path | str, *, pin: str | None = None, name: str | None
         return CheckoutState(path=str(path), has_git=False, expected=expected, source=name, provenance=prov)
     tree = content.read(path)
     own = _Judged.of(tree)
-    inner = [_Judged.of(content.read(path / s.path), f"{s.path}/") for s in tree.submodules if s.actual is not None]
+    subs = [(s.path, content.read(path / s.path)) for s in tree.submodules if s.actual is not None]
+    inner = [_Judged.of(t, f"{rel}/") for rel, t in subs]
     bare = [p for s in tree.submodules if s.actual is None for p in _stand_ins(path, s.path)]
     parts = [own, *inner]
     moved = any(s.actual is not None and not s.matches for s in tree.submodules)
@@ -87,6 +93,7 @@ def checkout_state(path: Path | str, *, pin: str | None = None, name: str | None
         untracked_hash=tree.untracked_hash(),
         changed=tuple(sorted({*own.changed, *own.new})),
         index_flags={k: v for k, v in flags.items() if v} or None,
+        submodules_hash=_inner_hash(path, subs, bare),
         submodules=tree.submodules,
         provenance=prov,
     )
@@ -110,6 +117,19 @@ class _Judged:
             assume_unchanged=tuple(prefix + p for p in d.assume_unchanged),
             skip_worktree=tuple(prefix + p for p in d.skip_worktree),
         )
+
+
+def _inner_hash(root: Path, subs: list[tuple[str, content.Worktree]], bare: list[str]) -> str | None:
+    """sha256 over every dirty submodule's diff and new files, and the entries in a submodule
+    directory that is not initialised; None when there are none (a clean checkout's facts stay)."""
+    dirty = [(rel, t) for rel, t in subs if t.delta.dirty]
+    if not dirty and not bare:
+        return None
+    h = hashlib.sha256()
+    for rel, t in dirty:
+        h.update(f"{rel}\0".encode() + t.diff() + b"\0" + t.untracked_hash().encode())
+    h.update(content.untracked_hash(root, bare).encode())
+    return h.hexdigest()
 
 
 def _stand_ins(root: Path, rel: str) -> list[str]:

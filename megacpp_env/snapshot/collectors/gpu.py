@@ -17,12 +17,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from megacpp_env.errors import ToolError, ToolNotFoundError
-from megacpp_env.snapshot import gpu_facts, nvml_child
+from megacpp_env.snapshot.collectors import gpu_facts, nvml_child
 from megacpp_env.snapshot.parts import Parts
 from megacpp_env.snapshot.proc import run_program
 
 if TYPE_CHECKING:
     from megacpp_env.snapshot.context import Context
+    from megacpp_env.snapshot.plan import Cache
 
 hash_uuid = gpu_facts.hash_uuid  # kept importable from here
 # NVML's answers when the driver's library is absent or not loaded: no NVIDIA GPU on this machine.
@@ -59,17 +60,19 @@ class ApartFailedError(Exception):
     """The separate process gave no answer (not an NVML error): read in this process instead."""
 
 
-def read_apart(cache_file: Path | None) -> dict[str, Any]:
-    """``nvml.read`` in a child interpreter (``nvml_child``: the one ``cli.main`` started early, or a
-    new one): importing pynvml (~0.1 s of Python on the H200) would hold this process's GIL, which
-    the snapshot's critical path needs. NVML's own errors are raised here again under their class
-    names (``NO_DRIVER_ERRORS`` is by name)."""
+def read_apart(cache: Cache | None, child: subprocess.Popen[str] | None = None) -> dict[str, Any]:
+    """``nvml.read`` in a child interpreter (``nvml_child``: the one the plan launched, or a new
+    one): importing pynvml (~0.1 s of Python on the H200) would hold this process's GIL, which the
+    snapshot's critical path needs. NVML's own errors are raised here again under their class
+    names (``NO_DRIVER_ERRORS`` is by name); a child that could not load megacpp-env's reader is
+    no answer (``ApartFailedError``: read here instead), never "nvidia-ml-py not installed"."""
     try:
-        proc = nvml_child.take() or nvml_child.spawn()
+        proc = child or nvml_child.spawn()
     except OSError as exc:
         raise ApartFailedError(str(exc)) from None
+    ask = {"cache_file": str(cache.file(NVML_CACHE)) if cache else "", "key": cache.key.hex() if cache else ""}
     try:
-        out, _err = proc.communicate(json.dumps({"cache_file": str(cache_file or "")}) + "\n", timeout=APART_TIMEOUT)
+        out, _err = proc.communicate(json.dumps(ask) + "\n", timeout=APART_TIMEOUT)
         data = json.loads(out)
     except subprocess.TimeoutExpired:
         nvml_child.reap(proc)
@@ -78,6 +81,8 @@ def read_apart(cache_file: Path | None) -> dict[str, Any]:
         raise ApartFailedError(str(exc)) from None
     if not isinstance(data, dict):
         raise ApartFailedError("no reading")
+    if data.get("tool_error"):
+        raise ApartFailedError(f"the child could not load megacpp-env's NVML reader: {data['tool_error']}")
     if "raw" in data and isinstance(data["raw"], dict):
         raw: dict[str, Any] = data["raw"]
         return raw
@@ -87,20 +92,21 @@ def read_apart(cache_file: Path | None) -> dict[str, Any]:
     raise type(str(data.get("error_type") or "NVMLError"), (Exception,), {})(str(data.get("error", "")))
 
 
-def read_nvml(cache_dir: Path | None = None) -> dict[str, Any]:
+def read_nvml(cache: Cache | None = None, child: subprocess.Popen[str] | None = None) -> dict[str, Any]:
     """NVML's reading: in a process of its own (``read_apart``) unless pynvml is already imported
     here (a caller's, or a test's stand-in) or that process gives no answer."""
-    cache_file = cache_dir / NVML_CACHE if cache_dir is not None else None
     if "pynvml" not in sys.modules:
         try:
-            return read_apart(cache_file)
+            return read_apart(cache, child)
         except ApartFailedError:
             pass
+    elif child is not None:
+        nvml_child.reap(child)
     import pynvml  # loads libnvidia-ml.so.1 on nvmlInit
 
-    from megacpp_env.snapshot import nvml
+    from megacpp_env.snapshot.collectors import nvml
 
-    return nvml.read(pynvml, cache_file)
+    return nvml.read(pynvml, cache.file(NVML_CACHE) if cache else None, key=cache.key if cache else None)
 
 
 def read_smi() -> dict[str, Any]:
@@ -134,10 +140,10 @@ def finish(raw: dict[str, Any], *, nvml_error: str = "") -> Parts:
     return Parts(facts=facts, live=live)
 
 
-def collect(cache_dir: Path | None = None) -> Parts:
+def collect(cache: Cache | None = None, child: subprocess.Popen[str] | None = None) -> Parts:
     """NVML, else nvidia-smi (see the module docstring for what no GPU and a failure record)."""
     try:
-        return finish(read_nvml(cache_dir))
+        return finish(read_nvml(cache, child))
     except ImportError:
         reason, no_driver = "nvml: nvidia-ml-py not installed", True
     except Exception as exc:  # NVMLError subclasses vary by version; any failure falls back
@@ -155,4 +161,4 @@ def collect(cache_dir: Path | None = None) -> Parts:
 
 
 def start(ctx: Context) -> Callable[[], Parts]:
-    return lambda: collect(ctx.cache_dir)
+    return lambda: collect(ctx.plan.cache, ctx.started.take_nvml())

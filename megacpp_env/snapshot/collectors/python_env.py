@@ -14,86 +14,18 @@ from __future__ import annotations
 import json
 import os
 import re
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from megacpp_env.errors import ToolError
-from megacpp_env.snapshot import early, integrity
 from megacpp_env.snapshot.probe import Probe  # kept importable from here
-from megacpp_env.snapshot.proc import run_program
 from megacpp_env.snapshot.scrub import Scrubber
+from megacpp_env.snapshot.verify import early, integrity
 
 if TYPE_CHECKING:
     from megacpp_env.snapshot.context import Context
-
-PROBE = r"""
-import json, os, platform, sys, sysconfig
-del sys.path[0]  # '' (the current directory) that -c puts first: not part of the environment
-out = {
-    "executable": sys.executable,
-    "version": platform.python_version(),
-    "implementation": platform.python_implementation(),
-    "prefix": sys.prefix,
-    "base_prefix": getattr(sys, "base_prefix", sys.prefix),
-    "sys_path": [p for p in sys.path if p],
-    "purelib": sysconfig.get_path("purelib"),
-    "platlib": sysconfig.get_path("platlib"),
-    "scripts": sysconfig.get_path("scripts"),
-    "markers": {
-        "implementation_name": sys.implementation.name,
-        "os_name": os.name,
-        "platform_machine": platform.machine(),
-        "platform_python_implementation": platform.python_implementation(),
-        "platform_system": platform.system(),
-        "python_full_version": platform.python_version(),
-        "python_version": ".".join(platform.python_version_tuple()[:2]),
-        "sys_platform": sys.platform,
-    },
-    "distributions": [],
-}
-def head(d):
-    text = d.read_text("METADATA") or d.read_text("PKG-INFO") or ""
-    name = version = ""
-    for line in text.splitlines():
-        if not line.strip():
-            break
-        if line.startswith("Name:") and not name:
-            name = line[5:].strip()
-        elif line.startswith("Version:") and not version:
-            version = line[8:].strip()
-    return name, version
-try:
-    from importlib import metadata
-    for d in metadata.distributions():
-        p = getattr(d, "_path", None)
-        if p is not None:
-            name, version = head(d)
-            out["distributions"].append({"name": name, "version": version, "path": os.path.abspath(str(p))})
-except Exception as exc:
-    out["error"] = "importlib.metadata: %s" % exc
-rt = sys.modules.get("megacpp_env.runtime")
-if rt is not None and "megacpp_env.runtime.hook" in sys.modules:  # the .pth hook ran at start-up
-    try:
-        out["runtime"] = rt.status()
-    except Exception as exc:
-        out["runtime"] = {"error": "%s: %s" % (type(exc).__name__, exc)}
-sys.stdout.write(json.dumps(out))
-"""
-PROBE_TIMEOUT = 60.0
-
-
-def run_probe(python: str, environ: Mapping[str, str]) -> Probe:
-    env = {k: v for k, v in environ.items() if k not in ("PYTHONHOME", "PYTHONSTARTUP")}
-    start = time.perf_counter()
-    result = run_program([python, "-c", PROBE], timeout=PROBE_TIMEOUT, env=env)
-    try:
-        return Probe(data=json.loads(result.stdout), seconds=round(time.perf_counter() - start, 3))
-    except ValueError:
-        raise ToolError(f"{python}: the probe printed no JSON: {result.first_line[:200]}") from None
-
+    from megacpp_env.snapshot.plan import Cache
 
 NAME_SEPARATORS = re.compile(r"[-_.]+")
 
@@ -145,6 +77,7 @@ class PythonResult:
     stats: dict[str, int]
     owner_of: Callable[[str], str | None]  # installed path -> dist key (for torch's loaded libraries)
     probe_seconds: float
+    notes: tuple[str, ...] = ()  # the integrity caches discarded (``live.cache``)
 
 
 def _split_shadowed(probe: Probe) -> tuple[dict[str, Mapping[str, Any]], dict[str, list[dict[str, str]]]]:
@@ -161,16 +94,17 @@ def _split_shadowed(probe: Probe) -> tuple[dict[str, Mapping[str, Any]], dict[st
 
 
 def _verified(
-    paths: dict[str, str], speculative: integrity.Verified | None, cache_dir: Path | None, workers: int
+    paths: dict[str, str], speculative: integrity.Verified | None, cache: Cache | None, workers: int
 ) -> integrity.Verified:
     """Reuse the speculative run for every active dist it covered; verify the rest now."""
     missing = [(p, p) for p in paths if speculative is None or p not in speculative.attempted]
     verified = speculative
+    records, key = (cache.records, cache.key) if cache else (None, None)
     if missing:
-        extra = integrity.verify(missing, cache_dir=cache_dir, workers=workers)
+        extra = integrity.verify(missing, cache_dir=records, key=key, workers=workers)
         verified = extra if verified is None else verified.merged(extra)
     assert verified is not None
-    integrity.prune_cache(cache_dir, verified.group_ids)
+    integrity.prune_cache(records, verified.group_ids)
     return verified.restricted(set(paths))
 
 
@@ -178,8 +112,7 @@ def collect(
     probe: Probe,
     scrubber: Scrubber,
     *,
-    python: str,
-    cache_dir: Path | None,
+    cache: Cache | None,
     workers: int,
     speculative: Callable[[], integrity.Verified | None] = lambda: None,
 ) -> PythonResult:
@@ -187,7 +120,7 @@ def collect(
     active, shadowed = _split_shadowed(probe)
     dists = {k: dist_facts(e, scrubber) for k, e in active.items()}
     paths = {str(e["path"]): k for k, e in active.items()}
-    verified = _verified(paths, speculative(), early.cache_dir_for(cache_dir, python), workers)
+    verified = _verified(paths, speculative(), cache, workers)
     sha = verified.record_sha256
     for path, key in paths.items():
         dists[key]["integrity"] = verified.reports.get(path) or {"status": "no RECORD"}
@@ -205,15 +138,16 @@ def collect(
         stats=verified.stats,
         probe_seconds=probe.seconds,
         owner_of=lambda p: paths.get(verified.owner_of(p) or ""),
+        notes=verified.notes,
     )
 
 
 def start(ctx: Context) -> Callable[[], PythonResult]:
-    """Verification starts at once on the venv's own site-packages (``early.Run``), while the probe
-    runs, unless the snapshot verb started it already for the same interpreter (``early.take``);
-    the collector then checks what the probe found against what was verified."""
-    key = early.Key(python=ctx.python, cache_dir=ctx.cache_dir, workers=ctx.opts.workers or early.default_workers())
-    run = early.take(key) or early.Run(key).start()
+    """Verification started on the venv's own site-packages when the plan was launched
+    (``early.Run``), while the probe runs; the collector takes it (or starts one) and checks what
+    the probe found against what was verified."""
+    plan = ctx.plan
+    run = ctx.started.take_run() or early.Run(python=plan.python, cache=plan.cache, workers=plan.workers).start()
 
     def speculated() -> integrity.Verified | None:
         try:
@@ -223,14 +157,7 @@ def start(ctx: Context) -> Callable[[], PythonResult]:
 
     def job() -> PythonResult:
         run.launched.wait()
-        ctx.launched.set()
-        return collect(
-            ctx.probe.result(),
-            ctx.scrubber,
-            python=ctx.python,
-            cache_dir=ctx.cache_dir,
-            workers=key.workers,
-            speculative=speculated,
-        )
+        ctx.verifying.set()
+        return collect(ctx.probe.result(), ctx.scrubber, cache=plan.cache, workers=plan.workers, speculative=speculated)
 
     return job

@@ -13,12 +13,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from megacpp_env.errors import MegacppEnvError
-from megacpp_env.snapshot import checkout_cache
 from megacpp_env.snapshot.scrub import Scrubber
 from megacpp_env.snapshot.tasks import map_threads
+from megacpp_env.snapshot.verify import checkout_cache
 
 if TYPE_CHECKING:
     from megacpp_env.snapshot.context import Context
+    from megacpp_env.snapshot.plan import Cache
     from megacpp_env.spec.model import Source, Spec
 
 MAX_PARALLEL = 8
@@ -126,7 +127,8 @@ def collect(
     paths: Sequence[Path],
     environ: Mapping[str, str],
     scrubber: Scrubber,
-    cache_dir: Path | None = None,
+    cache: Cache | None = None,
+    notes: list[str] | None = None,
 ) -> dict[str, Any]:
     """Checkouts by source name (or real path): how a path is spelled never changes the facts.
     Each checkout is inspected in its own thread (its git calls are processes: they overlap), and
@@ -141,11 +143,11 @@ def collect(
         if source is not None and source.overlay:  # the overlay's own files are part of its status
             return full()
         tag = f"{key}|{source.name}@{source.commit}" if source else key
-        return checkout_cache.cached(path, tag, cache_dir, full)
+        return checkout_cache.cached(path, tag, cache, full, environ=environ, notes=notes if notes is not None else [])
 
     found = map_threads(one, plan, workers=MAX_PARALLEL)
     return dict(sorted(zip((key for key, _p, _s in plan), found, strict=True)))
 
 
 def start(ctx: Context) -> Callable[[], dict[str, Any]]:
-    return lambda: collect(ctx.spec(), ctx.opts.paths, ctx.environ, ctx.scrubber, ctx.cache_dir)
+    return lambda: collect(ctx.spec(), ctx.opts.paths, ctx.environ, ctx.scrubber, ctx.plan.cache, ctx.notes)

@@ -6,19 +6,19 @@ failing (no library, no driver) raises.
 The facts no setting can change (``FIXED``: model, PCI address, compute capability, cores, SMs,
 maximum clocks and PCIe link, the topology) may be kept in a cache file, keyed by the driver
 version, the kernel's boot id and every GPU's UUID: a new driver, a reboot or another set of GPUs
-reads them again. Everything ``nvidia-smi`` can set (power limit, application clocks, persistence,
+reads them again. The cache file is sealed and checked before use (``cachefile``); one that fails
+is discarded and the facts read again. Everything ``nvidia-smi`` can set (power limit, application clocks, persistence,
 compute, ECC and MIG modes, NVLink state) and the live readings are read on every call.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from megacpp_env.fsutil import atomic_write_text
+from megacpp_env.snapshot.verify import cachefile
 
 BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
 CACHE_FORMAT = 1
@@ -156,21 +156,43 @@ def _boot_id(path: Path) -> str | None:
         return None
 
 
-def _load_fixed(cache_file: Path, key: dict[str, Any]) -> dict[str, Any] | None:
-    """The cached ``FIXED`` facts when the file holds them for exactly ``key``, else None."""
+CACHE_LIMIT = 1 << 20
+
+
+def _load_fixed(cache_file: Path, key: dict[str, Any], seal: bytes | None) -> dict[str, Any] | None:
+    """The cached ``FIXED`` facts when the sealed file holds them for exactly ``key``, else None."""
+    entry = cachefile.read(str(cache_file), seal, CACHE_LIMIT)
     try:
-        stored = json.loads(cache_file.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        stored = json.loads(entry.payload) if entry.payload is not None else None
+    except ValueError:
         return None
     if not isinstance(stored, dict) or stored.get("key") != key or not isinstance(stored.get("fixed"), dict):
         return None
     fixed: dict[str, Any] = stored["fixed"]
     devices = fixed.get("devices")
-    ok = isinstance(devices, list) and len(devices) == len(key["uuids"]) and all(isinstance(d, dict) for d in devices)
-    return fixed if ok and isinstance(fixed.get("topology"), dict) else None
+    ok = isinstance(devices, list) and len(devices) == len(key["uuids"]) and all(_fixed_device(d) for d in devices)
+    ok = ok and isinstance(fixed.get("topology"), dict) and all(type(v) is int for v in fixed["topology"].values())
+    return (
+        fixed
+        if ok and (fixed.get("cuda_driver_version") is None or type(fixed["cuda_driver_version"]) is int)
+        else None
+    )
 
 
-def read(nvml: Any, cache_file: Path | None = None, boot_id_file: Path = BOOT_ID) -> dict[str, Any]:
+def _fixed_device(device: Any) -> bool:
+    """A device's cached facts: only ``FIXED`` keys, plain values."""
+    return isinstance(device, dict) and set(device) <= set(FIXED) and all(
+        v is None
+        or type(v) in (str, int, float)
+        or (isinstance(v, list) and all(type(x) is int for x in v))
+        or (isinstance(v, dict) and all(type(k) is str and type(x) is int for k, x in v.items()))
+        for v in device.values()
+    )  # fmt: skip
+
+
+def read(
+    nvml: Any, cache_file: Path | None = None, boot_id_file: Path = BOOT_ID, *, key: bytes | None = None
+) -> dict[str, Any]:
     """The raw reading of every GPU NVML sees. Raises whatever ``nvmlInit`` raises (no library, no
     driver); the caller decides what that means. With ``cache_file``, the ``FIXED`` facts are read
     from it while the driver, the boot id and the GPUs' UUIDs match, and stored there otherwise."""
@@ -180,9 +202,9 @@ def read(nvml: Any, cache_file: Path | None = None, boot_id_file: Path = BOOT_ID
         handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(int(nvml.nvmlDeviceGetCount()))]
         driver = text(nvml.nvmlSystemGetDriverVersion())
         boot = _boot_id(boot_id_file) if cache_file is not None else None
-        key = {"format": CACHE_FORMAT, "driver": driver, "boot_id": boot,
-               "uuids": [text(nvml.nvmlDeviceGetUUID(h)) for h in handles]}  # fmt: skip
-        fixed = _load_fixed(cache_file, key) if cache_file is not None and boot else None
+        cache_key = {"format": CACHE_FORMAT, "driver": driver, "boot_id": boot,
+                     "uuids": [text(nvml.nvmlDeviceGetUUID(h)) for h in handles]}  # fmt: skip
+        fixed = _load_fixed(cache_file, cache_key, key) if cache_file is not None and boot else None
         if fixed is None:
             cuda = r.get("nvmlSystemGetCudaDriverVersion")
             fixed = {
@@ -190,9 +212,9 @@ def read(nvml: Any, cache_file: Path | None = None, boot_id_file: Path = BOOT_ID
                 "devices": [read_fixed(r, h) for h in handles],
                 "topology": read_topology(r, handles),
             }
-            if cache_file is not None and boot:
-                with contextlib.suppress(OSError):  # an unwritable cache only costs the next snapshot the queries
-                    atomic_write_text(cache_file, json.dumps({"key": key, "fixed": fixed}, sort_keys=True))
+            if cache_file is not None and boot:  # an unwritable cache only costs the next snapshot the queries
+                payload = json.dumps({"key": cache_key, "fixed": fixed}, sort_keys=True).encode()
+                cachefile.write(str(cache_file), payload, key)
         return {
             "source": "nvml",
             "driver_version": driver,

@@ -12,6 +12,11 @@ which the parent finds in a first, cheap pass over the RECORDs and checks agains
 (``unit_order``). One hashing thread per worker: one per core. Where the last run left a plan
 (a repeat, most likely) half the workers start, the rest once big files turn out to need hashing.
 Files directly in a site directory that no RECORD names are reported as unowned here.
+
+Every cache (the plan, the big files' hashes, the workers' unit caches) is sealed and validated
+before use (``cachefile``); what was discarded is noted (``Verified.notes``), never trusted. A
+RECORD row that cannot be read is a finding of its distribution (``malformed``, ``outside``), not a
+failure of the run.
 """
 
 # os.path on purpose: ~50,000 paths per snapshot.
@@ -35,10 +40,10 @@ from pathlib import Path
 from typing import Any
 
 from megacpp_env.errors import ToolError
-from megacpp_env.fsutil import atomic_write_text
-from megacpp_env.snapshot import integrity_worker as one
-from megacpp_env.snapshot.crew import Crew
 from megacpp_env.snapshot.proc import ProcResult, ProgramFailedError, Programs
+from megacpp_env.snapshot.verify import cachefile
+from megacpp_env.snapshot.verify import integrity_worker as one
+from megacpp_env.snapshot.verify.crew import Crew
 
 WORKER = Path(__file__).with_name("integrity_worker.py")
 WORKER_TIMEOUT = 900.0
@@ -65,8 +70,19 @@ class DistRecord:
     def text(self) -> str:
         return Path(self.dist_info, "RECORD").read_bytes().decode("utf-8", errors="replace")
 
-    def to_plan(self, stat: list[int]) -> list[Any]:
-        return [stat, self.sha256, sorted(self.tops), self.lines, self.subdirs, self.heavy, self.big]
+    def to_plan(self, stat: list[int]) -> PlanEntry:
+        return PlanEntry(
+            stat=tuple(stat), sha256=self.sha256, tops=tuple(sorted(self.tops)), lines=self.lines,
+            subdirs=self.subdirs, heavy=self.heavy, big=tuple((r, d, n) for r, d, n in self.big),
+        )  # fmt: skip
+
+    @classmethod
+    def from_plan(cls, key: str, dist_info: str, entry: PlanEntry) -> DistRecord:
+        return cls(
+            key=key, dist_info=dist_info, location=os.path.dirname(dist_info), sha256=entry.sha256,
+            tops=frozenset(entry.tops), lines=entry.lines, subdirs=dict(entry.subdirs), heavy=dict(entry.heavy),
+            big=[list(row) for row in entry.big],
+        )  # fmt: skip
 
     def big_paths(self) -> list[str]:
         return [os.path.join(self.location, rel) for rel, _d, _s in self.big]
@@ -104,6 +120,44 @@ class DistRecord:
         )
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PlanEntry:
+    """What the plan keeps of one RECORD while its stat is unchanged (``read_records``): the RECORD's
+    sha256 (the units' cache signature), its top-level names, rows, subdirectories and weights, and
+    its big rows (path, "algo=digest", size), the expected digests of the big files."""
+
+    stat: tuple[int, ...]  # size, mtime_ns, inode, ctime_ns of the RECORD
+    sha256: str
+    tops: tuple[str, ...]
+    lines: int
+    subdirs: dict[str, int]
+    heavy: dict[str, int]
+    big: tuple[tuple[str, str, int], ...]
+
+    def to_json(self) -> list[Any]:
+        return [list(self.stat), self.sha256, list(self.tops), self.lines, self.subdirs, self.heavy,
+                [list(b) for b in self.big]]  # fmt: skip
+
+    @classmethod
+    def from_json(cls, raw: Any) -> PlanEntry | None:
+        """The entry, or None when ``raw`` has any other shape (a plan file from another version)."""
+        try:
+            stat, sha, tops, lines, subdirs, heavy, big = raw
+            ints = all(type(n) is int for n in (*stat, lines, *subdirs.values(), *heavy.values()))
+            strs = all(type(t) is str for t in (sha, *tops, *subdirs, *heavy))
+            rows = tuple((r, d, n) for r, d, n in big)
+            ok = all(type(r) is str and type(d) is str and type(n) is int and n >= BIG_FILE for r, d, n in rows)
+            if not (ints and strs and ok and len(stat) == 4 and SHA256_RE.fullmatch(sha)):
+                return None
+            return cls(stat=tuple(stat), sha256=sha, tops=tuple(tops), lines=lines, subdirs=dict(subdirs),
+                       heavy=dict(heavy), big=rows)  # fmt: skip
+        except (TypeError, ValueError, AttributeError):
+            return None
+
+
+SHA256_RE = re.compile(r"[0-9a-f]{64}")
+
+
 @dataclass(kw_only=True, slots=True, eq=False)  # by identity: ``group_records`` removes merged ones from a list
 class Group:
     id: str
@@ -133,9 +187,10 @@ class Group:
         """The group as one unit of work, or, when costlier than ``target`` (torch: ~15,000 files),
         one unit per big second-level directory plus the rest; a directory costlier than ``target``
         itself (torch/include: ~9,000 headers, 7,800 of them in ATen) is split the same way one
-        level down, to the fourth. So no worker is the long pole, with a cold cache or a warm one (a stat per row)."""
+        level down, to the fourth. So no worker is the long pole, with a cold cache or a warm one (a stat per row).
+        The whole group, or its rest, holds the group's RECORD findings (``findings``)."""
         if self.cost <= target:
-            return [Unit(id=self.id, group=self, weight=self.weight, heavy=self.cost - self.weight)]
+            return [Unit(id=self.id, group=self, weight=self.weight, heavy=self.cost - self.weight, findings=True)]
         counts: dict[str, list[int]] = {}
         for d in self.dists:
             for prefix, n in d.subdirs.items():
@@ -149,7 +204,10 @@ class Group:
             self.weight - sum(u.weight for u in units),
             self.cost - self.weight - sum(u.heavy for u in units),
         )
-        return [*units, Unit(id=f"{self.id}-rest", group=self, exclude=tuple(chosen), weight=rest, heavy=rest_heavy)]
+        rest_unit = Unit(
+            id=f"{self.id}-rest", group=self, exclude=tuple(chosen), weight=rest, heavy=rest_heavy, findings=True
+        )
+        return [*units, rest_unit]
 
     def _split(self, prefix: str, counts: dict[str, list[int]], target: int) -> list[Unit]:
         """``prefix`` as one unit, or its big subdirectories (split again, the same way) and the
@@ -200,20 +258,27 @@ class Unit:
     heavy: int = 0  # bytes recorded / BYTES_PER_ROW: the extra cost of hashing them
     only: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
+    findings: bool = False  # reads every row of the group's RECORDs once, for the malformed and outside ones
 
     def to_job(self, group: int) -> dict[str, Any]:
         """The unit as the units line carries it: ``group`` indexes the line's groups."""
-        return {"id": self.id, "group": group, "only": list(self.only), "exclude": list(self.exclude)}
+        out = {"id": self.id, "group": group, "only": list(self.only), "exclude": list(self.exclude)}
+        return {**out, "findings": True} if self.findings else out
+
+
+FINDINGS = ("malformed", "outside")  # RECORD rows that cannot be verified: reported only where there are some
 
 
 def report_dict(raw: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"files": raw["files"]}
-    for name in ("modified", "removed", "added"):
-        items = sorted(raw[name])
+    for name in ("modified", "removed", "added", *FINDINGS):
+        items = sorted(raw.get(name) or [])
+        if name in FINDINGS and not items:
+            continue
         out[name] = items[:LIST_CAP]
         if len(items) > LIST_CAP:
             out[f"{name}_count"] = len(items)
-    out["status"] = "drifted" if any(raw[n] for n in ("modified", "removed", "added")) else "ok"
+    out["status"] = "drifted" if any(raw.get(n) for n in ("modified", "removed", "added", *FINDINGS)) else "ok"
     return out
 
 
@@ -221,7 +286,7 @@ MAX_DEPTH = 3  # slashes in the deepest prefix split: "top/a/b/c"
 # a row's directory chain, the plain names up to its last "/" ("t/a/b/" of "t/a/b/f.py", after a
 # leading newline and quote; a name with a comma or quote ends it): rows are counted per chain
 CHAIN_RE = re.compile(r'\n"?((?:[^/,\n"]+/)+)')
-BIG_RE = re.compile(r",(\d{5,})\r?$", re.MULTILINE)  # a row's size, when it has 5 digits or more
+BIG_RE = re.compile(r",(\d{5,19})\r?$", re.MULTILINE)  # a row's size, 5 to 19 digits (more: malformed, the worker's)
 # A row's cost is about that of hashing 32 KiB (open, fstat, stat against the cache): the planner
 # deals work by cost, so a worker holding the big CUDA libraries gets fewer of them.
 BYTES_PER_ROW = 32 << 10
@@ -229,7 +294,7 @@ SPLIT_MIN = 400
 PLAN_FILE = "plan-3.json"  # plan.json held row counts only, plan-2.json no big files nor third levels
 BIG_FILE = 4 << 20  # rows of this size or more are hashed by the parent (``BigFiles``)
 BIG_CACHE = "big-files"  # their hash cache: <cache dir>/big-files.bin
-SIMPLE_REL = re.compile(r"[^\\\"\n,/.][^\\\"\n,]*")  # a path the worker joins as is (no quotes, no normalizing)
+SIMPLE_REL = re.compile(r"[^\\\"\n,/.\0][^\\\"\n,\0]*")  # a path joined as is (no quotes, no normalizing, no NUL)
 
 
 def big_rows(text: str) -> list[list[Any]]:
@@ -276,40 +341,29 @@ class _BigOnly:
 
 def read_records(
     dists: Sequence[tuple[str, str]],
-    plan_file: Path | None = None,
+    plan: Plan | None = None,
     on_big: Callable[[Sequence[DistRecord | _BigOnly]], None] | None = None,
 ) -> list[DistRecord]:
-    """(key, dist-info dir) -> DistRecord, for those that have a RECORD. With ``plan_file``, a
-    RECORD whose stat is unchanged since the last run is not read again (the plan is cached).
-    ``on_big`` gets every RECORD's big rows after a first, cheap pass (before the rest is parsed)."""
-    plan = load_plan(plan_file)
-    fresh: dict[str, list[Any]] = {}
+    """(key, dist-info dir) -> DistRecord, for those that have a RECORD (a regular file: a FIFO is
+    never waited on). With ``plan``, a RECORD whose stat is unchanged since the last run is not read
+    again. ``on_big`` gets every RECORD's big rows after a first, cheap pass (before the rest is parsed)."""
+    known = plan.entries if plan is not None else {}
+    fresh: dict[str, PlanEntry] = {}
     out = []
     read: list[tuple[str, str, list[int], bytes, list[list[Any]]]] = []
     for key, dist_info in dists:  # first pass: the big files, handed to ``on_big`` before the rest
         path = Path(dist_info, "RECORD")
         stat = _stat(path)
-        hit = plan.get(dist_info)
+        hit = known.get(dist_info)
         if stat is None:
             continue
-        if hit is not None and hit[0] == stat:
-            rec = DistRecord(
-                key=key,
-                dist_info=dist_info,
-                location=os.path.dirname(dist_info),
-                sha256=hit[1],
-                tops=frozenset(hit[2]),
-                lines=hit[3],
-                subdirs=hit[4],
-                heavy=hit[5],
-                big=hit[6],
-            )
-            fresh[dist_info] = rec.to_plan(stat)
+        if hit is not None and list(hit.stat) == stat:
+            rec = DistRecord.from_plan(key, dist_info, hit)
+            fresh[dist_info] = hit
             out.append(rec)
         else:
-            try:
-                data = path.read_bytes()
-            except OSError:
+            data = _read_regular(path)
+            if data is None:
                 continue
             read.append((key, dist_info, stat, data, big_rows(data.decode("utf-8", errors="replace"))))
     if on_big is not None:
@@ -318,27 +372,59 @@ def read_records(
         rec = DistRecord.from_text(key, dist_info, data, big)
         fresh[dist_info] = rec.to_plan(stat)
         out.append(rec)
-    if plan_file is not None and any(plan.get(k) != v for k, v in fresh.items()):
-        kept = {k: v for k, v in plan.items() if k not in fresh and Path(k).is_dir()}
-        _save_plan(plan_file, {**kept, **fresh})
+    if plan is not None and any(known.get(k) != v for k, v in fresh.items()):
+        kept = {k: v for k, v in known.items() if k not in fresh and Path(k).is_dir()}
+        plan.save({**kept, **fresh})
     return out
 
 
-def load_plan(plan_file: Path | None) -> dict[str, list[Any]]:
-    if plan_file is None:
-        return {}
+def _read_regular(path: Path) -> bytes | None:
+    """A RECORD's bytes; None when it is no regular file or cannot be read."""
     try:
-        data = json.loads(plan_file.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def _save_plan(plan_file: Path, plan: dict[str, list[Any]]) -> None:
-    try:
-        atomic_write_text(plan_file, json.dumps(plan, sort_keys=True))
+        fd = one.open_regular(str(path))
     except OSError:
-        return
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        return fh.read()
+
+
+PLAN_LIMIT = 256 << 20  # bytes of the plan file: ~1 KB per distribution
+
+
+class Plan:
+    """The plan file (``PLAN_FILE``): a sealed JSON map dist-info dir -> ``PlanEntry``, read once.
+    An entry of another shape is dropped; a file that fails its seal is discarded (``notes``)."""
+
+    def __init__(self, path: Path, key: bytes | None, notes: list[str]) -> None:
+        self.path, self.key, self.notes = path, key, notes
+        entry = cachefile.read(str(path), key, PLAN_LIMIT)
+        self.entries: dict[str, PlanEntry] = {}
+        if entry.note:
+            notes.append(entry.note)
+        if entry.payload is None:
+            return
+        try:
+            raw = json.loads(entry.payload)
+        except ValueError:
+            raw = None
+        if not isinstance(raw, dict):
+            notes.append(f"{path.name}: not a plan: discarded")
+            return
+        for dist_info, value in raw.items():
+            found = PlanEntry.from_json(value)
+            if found is not None and isinstance(dist_info, str):
+                self.entries[dist_info] = found
+
+    @property
+    def exists(self) -> bool:
+        """A plan was left by an earlier run (a repeat, most likely)."""
+        return bool(self.entries)
+
+    def save(self, entries: dict[str, PlanEntry]) -> None:
+        text = json.dumps({k: v.to_json() for k, v in entries.items()}, sort_keys=True)
+        note = cachefile.write(str(self.path), text.encode(), self.key)
+        if note:
+            self.notes.append(note)
 
 
 def group_records(records: Sequence[DistRecord]) -> list[Group]:
@@ -382,8 +468,9 @@ class BigFiles:
     H200 16 hashing threads beside 16 workers of 2 threads each shared the cores with them and the
     largest file (a third of a second alone) took a second."""
 
-    def __init__(self, cache_dir: Path | None) -> None:
+    def __init__(self, cache_dir: Path | None, key: bytes | None, notes: list[str]) -> None:
         self.path = str(cache_dir / f"{BIG_CACHE}.bin") if cache_dir else None
+        self.key, self.notes = key, notes
         self.hashes: dict[str, list[Any]] = {}
         self.reports: dict[str, dict[str, Any]] = {}
         self.pending: list[tuple[str, one.Entry, one.Key]] = []
@@ -393,7 +480,7 @@ class BigFiles:
     def add(self, records: Sequence[DistRecord | _BigOnly]) -> None:
         if not any(r.big for r in records):
             return
-        hashes = one.load_cache(self.path).get("hashes")
+        hashes = one.load_cache(self.path, self.key, self.notes).get("hashes")
         self.hashes = hashes if isinstance(hashes, dict) else {}
         for rec in records:
             entries = [(rel, os.path.join(rec.location, rel), digest, size) for rel, digest, size in rec.big]
@@ -422,6 +509,9 @@ class BigFiles:
             if got is None:
                 self.reports[key]["removed"].append(rel)
                 continue
+            if got == one.CHANGING:  # changed under every reading: not the file RECORD names; not cached
+                self.reports[key]["modified"].append(rel)
+                continue
             fresh[path] = [*k, got]
             if got != digest:
                 self.reports[key]["modified"].append(rel)
@@ -432,7 +522,7 @@ class BigFiles:
             # another call's entries are kept while their files exist (speculative run, then the rest)
             kept = {p: v for p, v in self.hashes.items() if p in self.seen or (p not in fresh and os.path.lexists(p))}
             if fresh or kept != self.hashes:
-                one.save_cache(self.path, {"hashes": {**kept, **fresh}})
+                one.save_cache(self.path, {"hashes": {**kept, **fresh}}, self.key, self.notes)
         return self.reports
 
 
@@ -445,6 +535,7 @@ class Verified:
     stats: dict[str, Any]
     records: tuple[DistRecord, ...]
     group_ids: frozenset[str]
+    notes: tuple[str, ...] = ()  # cache files discarded (never trusted), for the snapshot's live section
 
     @property
     def record_sha256(self) -> dict[str, str]:
@@ -467,6 +558,7 @@ class Verified:
             stats={**self.stats, **stats},
             records=self.records + other.records,
             group_ids=self.group_ids | other.group_ids,
+            notes=self.notes + other.notes,
         )
 
     def restricted(self, keys: set[str]) -> Verified:
@@ -476,6 +568,7 @@ class Verified:
             stats=self.stats,
             records=tuple(r for r in self.records if r.key in keys),
             group_ids=self.group_ids,
+            notes=self.notes,
         )
 
 
@@ -518,8 +611,11 @@ WARM_WORKERS = 4
 def _setup_line(big: BigFiles, cache_dir: Path | None, *, mapped: bool = True) -> str:
     """What every worker starts with: the big files to claim (one hashing thread per worker: as
     many as cores, so the largest file has a core to itself; the kernel's readahead keeps a cold
-    read going while it hashes)."""
-    part: dict[str, Any] = {"hash": big.jobs(), "cache_dir": str(cache_dir) if cache_dir else None, "mapped": mapped}
+    read going while it hashes), the cache directory and its key."""
+    part: dict[str, Any] = {
+        "hash": big.jobs(), "cache_dir": str(cache_dir) if cache_dir and big.key else None,
+        "key": big.key.hex() if cache_dir and big.key else None, "mapped": mapped,
+    }  # fmt: skip
     if big.pending:  # the largest file's worker keeps its core: every other worker yields to it
         part["nice"] = YIELD_NICE
     return json.dumps(part) + "\n"
@@ -559,6 +655,7 @@ def verify(
     *,
     cache_dir: Path | None,
     workers: int,
+    key: bytes | None = None,
     launched: threading.Event | None = None,
     begun: threading.Event | None = None,
     track: Callable[[Programs], None] | None = None,
@@ -568,31 +665,35 @@ def verify(
     their units once planned; ``begun`` is set once they have the big files, ``launched`` once they
     have all their work (the GIL-bound planning is done); ``track`` is told of every set of workers
     started (so a caller can kill them). The big files are hashed from memory maps; a worker
-    killed by SIGBUS (a mapped file truncated under it) makes the whole run start again without them."""
+    killed by SIGBUS (a mapped file truncated under it) makes the whole run start again without them.
+    ``key`` seals the caches in ``cache_dir`` (``cachefile``); without one nothing is cached."""
     events = _Events(launched=launched, begun=begun, track=track)
+    cache = cache_dir if key is not None else None
     try:
-        return _verify(dists, cache_dir=cache_dir, workers=workers, events=events, mapped=True)
+        return _verify(dists, cache_dir=cache, key=key, workers=workers, events=events, mapped=True)
     except ProgramFailedError as exc:
         if exc.returncode != -signal.SIGBUS:
             raise
-    return _verify(dists, cache_dir=cache_dir, workers=workers, events=events, mapped=False)
+    return _verify(dists, cache_dir=cache, key=key, workers=workers, events=events, mapped=False)
 
 
 def _verify(
     dists: Sequence[tuple[str, str]],
     *,
     cache_dir: Path | None,
+    key: bytes | None,
     workers: int,
     events: _Events,
     mapped: bool,
 ) -> Verified:
     start = time.perf_counter()
-    big = BigFiles(cache_dir)
+    notes: list[str] = []
+    big = BigFiles(cache_dir, key, notes)
     seconds: dict[str, float] = {}
     # started first, one per RECORD at most: their interpreters start while the RECORDs are read
     count = min(workers, sum(os.path.isfile(os.path.join(d, "RECORD")) for _k, d in dists))
-    plan_file = cache_dir / PLAN_FILE if cache_dir else None
-    planned = plan_file is not None and os.path.isfile(plan_file)
+    plan = Plan(cache_dir / PLAN_FILE, key, notes) if cache_dir else None
+    planned = plan is not None and plan.exists
     crew = Crew(WORKER_ARGV, min(count, warm_workers(workers)) if planned else count, events.track)
 
     def big_files(first: Sequence[DistRecord | _BigOnly]) -> None:
@@ -607,7 +708,7 @@ def _verify(
             events.begun.set()
 
     try:
-        records = read_records(dists, plan_file, big_files)
+        records = read_records(dists, plan, big_files)
         seconds["read_records"] = round(time.perf_counter() - start, 3)
         # split for ``count``, not for the workers started: the split names the units' cache files
         units = unit_order(group_records(records), count, _cached_units(cache_dir))
@@ -619,12 +720,12 @@ def _verify(
         events.launched.set()
     results = crew.finish(_units_line(units), len(units), timeout=WORKER_TIMEOUT)
     seconds["workers_done"] = round(time.perf_counter() - start, 3)
-    gathered = _Gathered(workers=crew.size)
+    gathered = _Gathered(workers=crew.size, notes=notes)
     for result in results:
         gathered.add(result)
     gathered.check(units)
-    for key, part in big.finish(gathered.digests, gathered.stats).items():
-        gathered.merge(key, part, ("modified", "removed"))
+    for dist, part in big.finish(gathered.digests, gathered.stats).items():
+        gathered.merge(dist, part, ("modified", "removed"))
     stats = {
         **gathered.stats,
         "seconds": {**seconds, **gathered.seconds(), "total": round(time.perf_counter() - start, 3)},
@@ -635,13 +736,15 @@ def _verify(
         stats=stats,
         records=tuple(records),
         group_ids=frozenset(u.id for u in units),
+        notes=tuple(dict.fromkeys(notes)),
     )
 
 
 class _Gathered:
     """The workers' results, merged: reports per distribution key, counts, the big files' digests."""
 
-    def __init__(self, *, workers: int) -> None:
+    def __init__(self, *, workers: int, notes: list[str]) -> None:
+        self.notes = notes
         self.raw: dict[str, dict[str, Any]] = {}
         self.stats: dict[str, Any] = {"files": 0, "hashed": 0, "cache_hits": 0, "bytes_hashed": 0, "walked": 0}
         self.stats["workers"] = workers
@@ -657,12 +760,13 @@ class _Gathered:
             self.digests.update((int(i), d) for i, d in data["digests"])
             self.each.append(float(data["seconds"]))
             self.hashing.append(float(data["hash_seconds"]))
+            self.notes.extend(str(n) for n in data.get("notes") or ())
         except (ValueError, KeyError, TypeError):
             raise ToolError(f"integrity worker printed no result: {result.stderr.strip()[-300:]}") from None
         for unit_id, group in groups.items():
             self.units.add(unit_id)
             for key, part in group["reports"].items():
-                self.merge(key, part, ("modified", "removed", "added"))
+                self.merge(key, part, ("modified", "removed", "added", *FINDINGS))
             for name in ("files", "hashed", "cache_hits", "bytes_hashed", "walked"):
                 self.stats[name] += group["stats"][name]
 
@@ -670,7 +774,7 @@ class _Gathered:
         into = self.raw.setdefault(key, {"files": 0, "modified": [], "removed": [], "added": []})
         into["files"] += part["files"]
         for name in names:
-            into[name] += part[name]
+            into.setdefault(name, []).extend(part.get(name) or ())
 
     def check(self, units: Sequence[Unit]) -> None:
         """Every unit was verified by some worker (a worker that lost one would leave files unchecked)."""
@@ -688,30 +792,35 @@ class _Gathered:
 
 
 def prune_cache(cache_dir: Path | None, keep: frozenset[str]) -> None:
-    """Drop the cache files of units that no longer exist (and those of the older JSON format), and
-    the temporary files of a worker killed while it wrote its cache (a stopped run), once older than
-    ``TEMP_AGE`` (a younger one may be another snapshot's, being written)."""
+    """Drop the cache files of units that no longer exist (and those of older formats), and the
+    temporary files of a worker killed while it wrote its cache (a stopped run), once older than
+    ``TEMP_AGE`` (a younger one may be another snapshot's, being written). Only regular files are
+    removed: anything else named like an entry (a directory, a FIFO) is left alone, and never read."""
     if cache_dir is None:
         return
     try:
-        stale = [
-            p
-            for p in cache_dir.iterdir()
-            if (p.suffix == ".bin" and p.stem not in keep and p.stem != BIG_CACHE)
-            or (p.suffix == ".json" and p.name != PLAN_FILE)
-            or (p.name.startswith(".cache-") and _age(p) > TEMP_AGE)
-        ]
+        entries = list(os.scandir(cache_dir))
     except OSError:
         return
-    for path in stale:
-        path.unlink(missing_ok=True)
+    for entry in entries:
+        name = entry.name
+        stale = (
+            (name.endswith(".bin") and name[:-4] not in keep and name[:-4] != BIG_CACHE)
+            or (name.endswith(".json") and name != PLAN_FILE)
+            or (name.startswith(".cache-") and _age(entry) > TEMP_AGE)
+        )
+        try:
+            if stale and entry.is_file(follow_symlinks=False):
+                os.unlink(entry.path)  # noqa: PTH108 (a DirEntry's path)
+        except OSError:
+            continue
 
 
 TEMP_AGE = 60.0  # seconds
 
 
-def _age(path: Path) -> float:
+def _age(entry: os.DirEntry[str]) -> float:
     try:
-        return time.time() - path.stat().st_mtime
+        return time.time() - entry.stat(follow_symlinks=False).st_mtime
     except OSError:
         return 0.0

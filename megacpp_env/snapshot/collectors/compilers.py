@@ -6,6 +6,7 @@ cmake/ninja live). Each tool is time-bounded; a missing one records why.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -15,12 +16,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from megacpp_env.errors import ToolError
-from megacpp_env.fsutil import atomic_write_text
 from megacpp_env.snapshot.proc import run_program, which
 from megacpp_env.snapshot.tasks import Task
+from megacpp_env.snapshot.verify import cachefile
 
 if TYPE_CHECKING:
     from megacpp_env.snapshot.context import Context
+    from megacpp_env.snapshot.plan import Cache
 
 # name -> (argv after the program, regex whose group 1 is the version)
 TOOLS: dict[str, tuple[tuple[str, ...], str]] = {
@@ -42,35 +44,48 @@ def search_path(environ: Mapping[str, str], scripts_dir: str) -> str:
 
 
 class ToolCache:
-    """Version output per executable, keyed on the resolved file's (size, mtime, inode, ctime):
-    ``nvcc --version`` alone costs a quarter of a second, and a compiler only changes when its file
-    does. Only successful probes are kept."""
+    """Version output per executable: ``nvcc --version`` alone costs a quarter of a second, and a
+    compiled program's ``--version`` only changes when its file does. Keyed on the resolved file's
+    (size, mtime, inode, ctime, mode) and the environment it runs with; only an ELF executable is
+    cached (a script's answer depends on what it runs: always asked). Kept sealed (``cachefile``);
+    only successful probes are kept."""
 
-    def __init__(self, path: Path | None) -> None:
-        self.path = path
+    def __init__(self, cache: Cache | None, environ: Mapping[str, str], notes: list[str]) -> None:
+        self.cache, self.notes = cache, notes
+        kept = sorted((k, v) for k, v in environ.items() if k not in VOLATILE)
+        self.env = hashlib.sha256(json.dumps(kept).encode()).hexdigest()
         self.entries: dict[str, Any] = {}
         self.lock = threading.Lock()
         self.dirty = False
-        if path is not None:
+        if cache is not None:
+            entry = cachefile.read(str(cache.file(TOOLS_CACHE)), cache.key, TOOLS_LIMIT)
+            notes += [entry.note] if entry.note else []
             try:
-                data = json.loads(path.read_text(encoding="utf-8"))
-                self.entries = data if isinstance(data, dict) else {}
-            except (OSError, ValueError):
-                self.entries = {}
+                data = json.loads(entry.payload) if entry.payload is not None else {}
+            except ValueError:
+                data = {}
+            self.entries = data if isinstance(data, dict) else {}
 
-    @staticmethod
-    def key(program: str, args: Sequence[str]) -> tuple[str, list[Any]] | None:
+    def key(self, program: str, args: Sequence[str]) -> tuple[str, list[Any]] | None:
         try:
             real = os.path.realpath(program)
             st = Path(real).stat()
+            with open(real, "rb") as fh:
+                elf = fh.read(4) == b"\x7fELF"
         except OSError:
             return None
-        return f"{program}\0{real}\0{' '.join(args)}", [st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns]
+        if not elf:
+            return None
+        stat = [st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns, st.st_mode]
+        return f"{program}\0{real}\0{' '.join(args)}\0{self.env}", stat
 
     def get(self, program: str, args: Sequence[str]) -> dict[str, Any] | None:
         k = self.key(program, args)
         hit = self.entries.get(k[0]) if k else None
-        return dict(hit["result"]) if k and isinstance(hit, dict) and hit.get("stat") == k[1] else None
+        if not (k and isinstance(hit, dict) and hit.get("stat") == k[1] and isinstance(hit.get("result"), dict)):
+            return None
+        result = hit["result"]
+        return dict(result) if all(isinstance(v, str) for v in result.values()) else None
 
     def put(self, program: str, args: Sequence[str], result: dict[str, Any]) -> None:
         k = self.key(program, args)
@@ -80,11 +95,16 @@ class ToolCache:
                 self.dirty = True
 
     def save(self) -> None:
-        if self.path is not None and self.dirty:
-            try:
-                atomic_write_text(self.path, json.dumps(self.entries, sort_keys=True))
-            except OSError:
-                return
+        if self.cache is not None and self.dirty:
+            payload = json.dumps(self.entries, sort_keys=True).encode()
+            note = cachefile.write(str(self.cache.file(TOOLS_CACHE)), payload, self.cache.key)
+            self.notes += [note] if note else []
+
+
+TOOLS_CACHE = "tools-2.json"
+# Variables that do not change what a program prints (the shell's bookkeeping).
+VOLATILE = frozenset({"PWD", "OLDPWD", "SHLVL", "_", "TERM", "COLUMNS", "LINES", "SSH_TTY", "SSH_CONNECTION"})
+TOOLS_LIMIT = 16 << 20
 
 
 def probe_tool(
@@ -123,12 +143,13 @@ def collect(
     environ: Mapping[str, str],
     scripts_dir: str,
     site_dirs: Callable[[], Sequence[str]],
-    cache_dir: Path | None = None,
+    cache: Cache | None = None,
+    notes: list[str] | None = None,
 ) -> dict[str, Any]:
     """``site_dirs`` is called (it may wait for the probe) only to find Triton's bundled ptxas."""
     path = search_path(environ, scripts_dir)
     env = {**environ, "PATH": path}
-    cache = ToolCache(cache_dir / "tools.json" if cache_dir else None)
+    tools = ToolCache(cache, environ, notes if notes is not None else [])
     out: dict[str, Any] = {}
     tasks: dict[str, Task[dict[str, Any]]] = {}
     for name, (args, pattern) in TOOLS.items():
@@ -136,19 +157,19 @@ def collect(
         if program is None:
             out[name] = {"error": f"{name} not found"}
         else:
-            tasks[name] = Task(probe_tool, program, args, pattern, env, cache, name=f"snapshot-{name}")
+            tasks[name] = Task(probe_tool, program, args, pattern, env, tools, name=f"snapshot-{name}")
     ptxas, how = triton_ptxas(environ, site_dirs(), path)
     if ptxas:
-        tasks["triton_ptxas"] = Task(probe_tool, ptxas, PTXAS_ARGS, PTXAS_RE, env, cache, name="snapshot-ptxas")
+        tasks["triton_ptxas"] = Task(probe_tool, ptxas, PTXAS_ARGS, PTXAS_RE, env, tools, name="snapshot-ptxas")
     else:
         out["triton_ptxas"] = {"error": "no ptxas for Triton (TRITON_PTXAS_PATH unset, no bundled or PATH ptxas)"}
     for name, task in tasks.items():
         out[name] = task.result()
-    cache.save()
+    tools.save()
     if how and "error" not in out["triton_ptxas"]:
         out["triton_ptxas"]["chosen_by"] = how
     return dict(sorted(out.items()))
 
 
 def start(ctx: Context) -> Callable[[], dict[str, Any]]:
-    return lambda: collect(ctx.environ, ctx.scripts, ctx.sites, ctx.cache_dir)
+    return lambda: collect(ctx.environ, ctx.scripts, ctx.sites, ctx.plan.cache, ctx.notes)
