@@ -1,9 +1,11 @@
-"""A checkout's facts are reused while its stat signature holds, and inspected again after any change
-a snapshot must see: a tracked file edited (again), an untracked file, a commit, a remote, a
-provenance record. Checkouts with submodules are always inspected in full."""
+"""A checkout's facts are reused while the stat signature of everything the judge read holds (and
+no git command runs then), and inspected again after any change a snapshot must see: a tracked file
+edited (again), an untracked file, a commit, a remote, a provenance record, an index flag, a change
+inside a submodule."""
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -12,6 +14,7 @@ import pytest
 from megacpp_env import git
 from megacpp_env.snapshot.collectors import checkouts
 from megacpp_env.snapshot.collectors.envvars import Scrubber
+from megacpp_env.snapshot.options import Cache
 from megacpp_env.worktree import content
 from tests.fixtures.git_repos import FILE_OK, commit_all, make_repo, write_files
 
@@ -39,9 +42,11 @@ def collect(tmp_path, monkeypatch):
 
     monkeypatch.setattr(git, "run_git", counting)
 
+    cache = Cache(root=tmp_path / "cache", key=b"k" * 32, records=tmp_path / "cache" / "r")
+
     def run(path: Path) -> dict:
         calls.clear()
-        return checkouts.collect(None, [path], {}, Scrubber({}), tmp_path / "cache")[str(path)]
+        return checkouts.collect(None, [path], {}, Scrubber({}), cache, [])[str(path)]
 
     return run, calls
 
@@ -57,13 +62,16 @@ def _settle(repo: Path, run) -> dict:
 def test_reused_while_unchanged(repo, collect):
     run, calls = collect
     first = run(repo)
-    assert "diff" in calls
+    assert "ls-tree" in calls
     run(repo)
     again = run(repo)
-    assert again == first and calls == ["status"]
+    assert again == first and calls == []  # a stat of each thing the judge read; no git command
 
 
-@pytest.mark.parametrize("change", ["edit", "edit-again", "untracked", "commit", "remote", "provenance"])
+@pytest.mark.parametrize(
+    "change",
+    ["edit", "edit-again", "untracked", "commit", "remote", "provenance", "assume-unchanged", "same-size", "rogue-ignore"],
+)
 def test_inspected_again_after_a_change(repo, collect, change):
     run, calls = collect
     if change == "edit-again":
@@ -71,7 +79,7 @@ def test_inspected_again_after_a_change(repo, collect, change):
         time.sleep(1.1)
     _settle(repo, run)
     run(repo)
-    assert calls == ["status"]
+    assert calls == []
     if change.startswith("edit"):
         write_files(repo, {"a.txt": "one\nchanged again\n"})
     elif change == "untracked":
@@ -81,11 +89,20 @@ def test_inspected_again_after_a_change(repo, collect, change):
         commit_all(repo, "next")
     elif change == "remote":
         git.run_git(["remote", "add", "origin", "https://example.invalid/proj.git"], repo, config=FILE_OK)
-    else:
+    elif change == "provenance":
         (repo / ".megacpp-checkout.json").write_text('{"source": "x", "url": "u", "commit": "c"}')
         git.add_exclude(repo, "/.megacpp-checkout.json")
+    elif change == "assume-unchanged":
+        git.run_git(["update-index", "--assume-unchanged", "a.txt"], repo, config=FILE_OK)
+        write_files(repo, {"a.txt": "EVIL\n"})
+    elif change == "same-size":
+        before = (repo / "a.txt").stat()
+        write_files(repo, {"a.txt": "ONE\n"})
+        os.utime(repo / "a.txt", ns=(before.st_atime_ns, before.st_mtime_ns))
+    else:
+        write_files(repo, {"b/.gitignore": "*\n", "b/evil.so": "x"})
     facts = run(repo)
-    assert "diff" in calls
+    assert "ls-tree" in calls
     assert facts["head"] == git.head_commit(repo) and facts["diff_hash"] == content.read(repo).diff_hash()
     assert facts["untracked_hash"] == content.read(repo).untracked_hash() and facts.get("remotes") == git.remote_urls(repo)
 
@@ -94,20 +111,24 @@ def test_a_change_inside_the_racy_window_is_not_cached(repo, tmp_path, monkeypat
     """With the real window: a tree changed a moment ago is inspected again next time."""
     from megacpp_env.snapshot.verify import checkout_cache
 
-    calls = []
-    monkeypatch.setattr(checkout_cache, "signature", lambda *a: (calls.append(1), ("same", time.time_ns()))[1])
+    cache = Cache(root=tmp_path / "cache", key=b"k" * 32, records=tmp_path / "cache" / "r")
+    monkeypatch.setattr(checkout_cache, "signature", lambda *a: ("same", time.time_ns()))
     inspected = []
     for _ in range(2):
-        checkout_cache.cached(repo, "k", tmp_path / "cache", lambda: inspected.append(1) or {"head": "x"})
-    assert len(inspected) == 2 and not list((tmp_path / "cache").glob("*")) if (tmp_path / "cache").exists() else True
+        checkout_cache.cached(repo, "k", cache, lambda: inspected.append(1) or {"head": "x"}, environ={}, notes=[])
+    assert len(inspected) == 2 and not list((tmp_path / "cache").glob("checkout-*"))
 
 
-def test_checkouts_with_submodules_are_always_inspected(tmp_path, collect):
+def test_a_change_inside_a_submodule_is_seen(tmp_path, collect):
     run, calls = collect
     sub = tmp_path / "sub"
     make_repo(sub, {"lib.txt": "x\n"})
     sup = tmp_path / "sup"
     make_repo(sup, {"README": "r\n"}, submodules={"third_party/sub": sub.as_uri()})
+    git.run_git(["submodule", "update", "--init"], sup, config=FILE_OK, trusted=True)
+    first = _settle(sup, run)
     run(sup)
-    run(sup)
-    assert "diff" in calls
+    assert calls == []
+    write_files(sup, {"third_party/sub/lib.txt": "y\n"})
+    facts = run(sup)
+    assert facts != first and facts["content_changed"] == ["third_party/sub/lib.txt"] and facts["submodules_hash"]

@@ -1,6 +1,7 @@
-"""``snapshot.early``: the snapshot verb starts verifying before it imports the collectors, the
-python collector takes that run only when it verifies the same thing, and a run nobody takes is
-stopped with every worker reaped. Real venvs, real worker processes."""
+"""The snapshot's plan (``snapshot.plan``): the verb resolves and launches it before it imports the
+collectors, so verification starts first (``verify.early``); the python collector takes that run;
+a run nobody takes is stopped with every worker reaped; nothing is module-global. Real venvs, real
+worker processes."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import sys
 import textwrap
 from pathlib import Path
 
-from megacpp_env.snapshot.verify import early
+from megacpp_env.snapshot import plan as plan_mod
+from megacpp_env.snapshot.options import SnapshotOptions
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -20,18 +22,19 @@ REPO = Path(__file__).resolve().parent.parent
 WATCHED_CLI = textwrap.dedent(
     """
     import json, sys
+    from megacpp_env.snapshot import plan
     from megacpp_env.snapshot.verify import early
-    seen = {}
-    start, take = early.start, early.take
-    def watched_start(*args, **kwargs):
-        seen["collect_imported"] = "megacpp_env.snapshot.collect" in sys.modules
-        start(*args, **kwargs)
-        seen["started"] = len(early._runs)
-    def watched_take(key):
-        run = take(key)
+    seen = {"started": 0}
+    start, take = early.Run.start, plan.Launched.take_run
+    def watched_start(self):
+        seen.setdefault("collect_imported", "megacpp_env.snapshot.collect" in sys.modules)
+        seen["started"] += 1
+        return start(self)
+    def watched_take(self):
+        run = take(self)
         seen["taken"] = run is not None
         return run
-    early.start, early.take = watched_start, watched_take
+    early.Run.start, plan.Launched.take_run = watched_start, watched_take
     from megacpp_env.cli import main
     code = main(sys.argv[1:])
     print(json.dumps({**seen, "code": code}))
@@ -46,14 +49,15 @@ def _watched(tmp_path: Path, *args: str) -> dict:
         [sys.executable, "-c", WATCHED_CLI, "snapshot", "--spec", str(tmp_path / "none.yaml"), *args],
         cwd=tmp_path, env=env, capture_output=True, text=True, check=False, timeout=300,
     )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout.splitlines()[-1])
+    return {**json.loads(done.stdout.splitlines()[-1]), "stderr": done.stderr}
 
 
 def test_the_verb_starts_verifying_before_it_imports_the_collectors_and_the_collector_takes_it(tmp_path, snap_venv):
     out = tmp_path / "snap.json"
     seen = _watched(tmp_path, "--python", str(snap_venv.python), "-o", str(out), "--json")
-    assert seen == {"collect_imported": False, "started": 1, "taken": True, "code": 0}
+    assert {k: v for k, v in seen.items() if k != "stderr"} == {
+        "collect_imported": False, "started": 1, "taken": True, "code": 0,
+    }, seen["stderr"]  # fmt: skip
     doc = json.loads(out.read_text())
     record = (snap_venv.site / "demo_pkg-1.0.dist-info" / "RECORD").read_text().splitlines()
     integrity = doc["facts"]["python"]["distributions"]["demo-pkg"]["integrity"]
@@ -61,37 +65,44 @@ def test_the_verb_starts_verifying_before_it_imports_the_collectors_and_the_coll
     assert (integrity["status"], integrity["files"]) == ("ok", len(hashed))  # every hashed row verified
 
 
-def test_an_early_run_for_another_interpreter_is_stopped_and_not_taken(tmp_path, snap_venv):
-    """Started for one interpreter, asked for by a collector of another: the collector gets
-    nothing (it verifies its own), the run's workers are killed and reaped, its thread ends."""
-    from megacpp_env.snapshot.verify.integrity import Verified
-
-    early.start(str(snap_venv.python), use_cache=False, environ={"PATH": os.environ["PATH"]})
-    (run,) = early._runs
-    other = early.Key(python=sys.executable, cache_dir=None, workers=run.key.workers)
-    try:
-        assert early.take(other) is None
-    finally:
-        early.discard()
-    assert not early._runs and not run.thread.is_alive()
-    assert all(p.returncode is not None for programs in run._programs for p in programs.procs)
-    try:  # stopped before or after it finished: either an error or a whole result, never a partial one
-        result = run.result()
-    except Exception:
-        return
-    assert isinstance(result, Verified) and result.reports
-
-
 def test_a_run_nobody_takes_is_stopped_with_every_worker_reaped(tmp_path, snap_venv):
-    early.start(str(snap_venv.python), use_cache=True, environ={"MEGACPP_ENV_CACHE_DIR": str(tmp_path / "c")})
-    (run,) = early._runs
-    interval = early._intervals[0]
-    early.discard()
-    assert not run.thread.is_alive() and run._programs
+    opts = SnapshotOptions(python=str(snap_venv.python), cache_dir=tmp_path / "c", environ={"PATH": os.environ["PATH"]})
+    plan = plan_mod.resolve(opts)
+    interval = sys.getswitchinterval()
+    with plan_mod.launch(plan, nvml=True) as started:
+        run, child = started.run, started.nvml
+        assert run is not None
+    assert not run.thread.is_alive()
     assert all(p.returncode is not None for programs in run._programs for p in programs.procs)
-    assert sys.getswitchinterval() == interval  # as it was before the run
+    assert child is None or child.returncode is not None  # the NVML child too
+    assert sys.getswitchinterval() == interval  # as it was before the launch
+
+
+def test_what_was_taken_is_taken_once(tmp_path, snap_venv):
+    plan = plan_mod.resolve(SnapshotOptions(python=str(snap_venv.python), use_cache=False))
+    with plan_mod.launch(plan, nvml=False) as started:
+        assert started.take_run() is not None and started.take_run() is None
+        assert started.take_nvml() is None
 
 
 def test_no_run_starts_for_a_python_that_is_not_an_executable(tmp_path):
-    early.start(str(tmp_path / "no-python"), use_cache=False)
-    assert not early._runs and not early._intervals
+    seen = _watched(tmp_path, "--python", str(tmp_path / "no-python"))
+    assert seen["started"] == 0 and seen["code"] == 1 and "not an executable" in seen["stderr"]
+
+
+def test_the_cache_directory_rule_is_the_plans_alone(tmp_path, snap_venv):
+    """--no-cache, an explicit directory, $MEGACPP_ENV_CACHE_DIR, $XDG_CACHE_HOME, ~/.cache: one rule,
+    and a cache directory another user could write turns every cache off, with a note."""
+    base = {"python": str(snap_venv.python)}
+    assert plan_mod.resolve(SnapshotOptions(**base, use_cache=False, environ={})).cache is None
+    env = {"MEGACPP_ENV_CACHE_DIR": str(tmp_path / "a"), "XDG_CACHE_HOME": str(tmp_path / "x"), "HOME": str(tmp_path)}
+    assert plan_mod.resolve(SnapshotOptions(**base, environ=env)).cache.root == tmp_path / "a"
+    env.pop("MEGACPP_ENV_CACHE_DIR")
+    assert plan_mod.resolve(SnapshotOptions(**base, environ=env)).cache.root == tmp_path / "x" / "megacpp-env"
+    env.pop("XDG_CACHE_HOME")
+    assert plan_mod.resolve(SnapshotOptions(**base, environ=env)).cache.root == tmp_path / ".cache" / "megacpp-env"
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o777)
+    shared.chmod(0o777)
+    found = plan_mod.resolve(SnapshotOptions(**base, cache_dir=shared, environ=env))
+    assert found.cache is None and "writable" in found.notes[0]

@@ -458,7 +458,7 @@ def test_only_the_largest_files_worker_keeps_its_priority_in_a_full_run(tmp_path
     for i, size in enumerate((3 << 20, 2 << 20, 1 << 20)):
         (tmp_path / f"{i}.so").write_bytes(b"x" * size)
         files.append(("t", (f"t/{i}.so", str(tmp_path / f"{i}.so"), "sha256=x", size), (size, 1, 2, 3)))
-    big = integrity.BigFiles(None)
+    big = integrity.BigFiles(None, None, [])
     big.pending = files
     setup = json.loads(integrity._setup_line(big, None))
     assert setup["nice"] == integrity.YIELD_NICE and [f[2] for f in setup["hash"]] == [3 << 20, 2 << 20, 1 << 20]
@@ -665,7 +665,7 @@ def test_a_repeat_starts_half_the_workers_and_big_files_to_hash_start_them_all(t
     dists.append(("many", str(site / "many-1.dist-info")))
 
     def run() -> dict:
-        verified = integrity.verify(dists, cache_dir=tmp_path / "cache", workers=10)
+        verified = integrity.verify(dists, cache_dir=tmp_path / "cache", key=b"k" * 32, workers=10)
         files = {key: (r["status"], r["files"]) for key, r in verified.reports.items()}
         assert files == {**{f"p{i}": ("ok", 1) for i in range(10)}, "many": ("ok", 4500)}  # each once, every one
         return verified.stats

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from megacpp_env.snapshot.collectors import gpu, nvml
+from megacpp_env.snapshot.options import Cache
 
 DATA = Path(__file__).parent / "data" / "gpu"
 CLOCK = {1: "graphics", 2: "sm", 3: "memory"}
@@ -105,6 +106,13 @@ def recorded(name: str) -> dict[str, Any]:
     return raw
 
 
+KEY = b"k" * 32  # the cache directory's key (verify.cachefile)
+
+
+def _cache(root: Path) -> Cache:
+    return Cache(root=root, key=KEY, records=root / "records")
+
+
 @pytest.fixture
 def boot(tmp_path: Path) -> Path:
     path = tmp_path / "boot_id"
@@ -117,15 +125,15 @@ def test_the_fake_gives_back_the_recorded_reading_with_and_without_the_cache(nam
     raw = recorded(name)
     assert nvml.read(FakeNvml(raw)) == raw
     cache = tmp_path / "nvml.json"
-    assert nvml.read(FakeNvml(raw), cache, boot) == raw  # miss: read and stored
+    assert nvml.read(FakeNvml(raw), cache, boot, key=KEY) == raw  # miss: read and stored
     hit = FakeNvml(raw)
-    assert nvml.read(hit, cache, boot) == raw  # hit: the same reading
+    assert nvml.read(hit, cache, boot, key=KEY) == raw  # hit: the same reading
     assert hit.calls["nvmlDeviceGetName"] == 0 and hit.calls["nvmlDeviceGetTopologyCommonAncestor"] == 0
     assert hit.calls["nvmlDeviceGetEnforcedPowerLimit"] == len(raw["devices"])  # settings: every time
 
 
 def _warm(raw: dict[str, Any], cache: Path, boot: Path) -> None:
-    nvml.read(FakeNvml(raw), cache, boot)
+    nvml.read(FakeNvml(raw), cache, boot, key=KEY)
 
 
 @pytest.mark.parametrize(
@@ -145,7 +153,7 @@ def test_a_setting_changed_without_changing_the_key_is_seen(setting, value, tmp_
     _warm(raw, cache, boot)
     raw["devices"][3][setting] = value
     fake = FakeNvml(raw)
-    got = nvml.read(fake, cache, boot)
+    got = nvml.read(fake, cache, boot, key=KEY)
     assert fake.calls["nvmlDeviceGetName"] == 0  # still a cache hit
     assert got["devices"][3][setting] == value and got == raw
 
@@ -158,42 +166,42 @@ def test_a_new_driver_a_reboot_or_other_gpus_read_the_fixed_facts_again(tmp_path
     raw["driver_version"], raw["cuda_driver_version"] = "590.10.01", 13010
     raw["devices"][0]["name"] = "NVIDIA H100 80GB HBM3 (new driver)"
     fake = FakeNvml(raw)
-    assert nvml.read(fake, cache, boot) == raw and fake.calls["nvmlDeviceGetName"] == 8
+    assert nvml.read(fake, cache, boot, key=KEY) == raw and fake.calls["nvmlDeviceGetName"] == 8
     # a reboot: the boot id changes (a GPU re-seated in another slot keeps its UUID, not its bus id)
     raw["devices"][1]["pci_bus_id"] = "00000000:99:00.0"
     boot.write_text("6f1c0e9e-0000-4000-8000-000000000002\n")
     fake = FakeNvml(raw)
-    assert nvml.read(fake, cache, boot) == raw and fake.calls["nvmlDeviceGetPciInfo"] == 8
+    assert nvml.read(fake, cache, boot, key=KEY) == raw and fake.calls["nvmlDeviceGetPciInfo"] == 8
     # another GPU in the machine: its UUID differs
     raw["devices"][7].update(
         uuid="GPU-00000000-0000-4000-8000-0000000000ff", num_gpu_cores=14592, name="NVIDIA H100 PCIe"
     )
     fake = FakeNvml(raw)
-    assert nvml.read(fake, cache, boot) == raw and fake.calls["nvmlDeviceGetNumGpuCores"] == 8
+    assert nvml.read(fake, cache, boot, key=KEY) == raw and fake.calls["nvmlDeviceGetNumGpuCores"] == 8
     # one GPU fewer (the topology shrinks with it)
     raw["devices"].pop()
     raw["topology"] = {k: v for k, v in raw["topology"].items() if "7" not in k}
-    assert nvml.read(FakeNvml(raw), cache, boot) == raw
+    assert nvml.read(FakeNvml(raw), cache, boot, key=KEY) == raw
 
 
 def test_no_boot_id_or_a_damaged_cache_file_reads_everything(tmp_path, boot):
     raw = recorded("nvml-a100-sxm4.json")
     cache = tmp_path / "nvml.json"
     fake = FakeNvml(raw)
-    assert nvml.read(fake, cache, tmp_path / "absent") == raw and not cache.exists()
+    assert nvml.read(fake, cache, tmp_path / "absent", key=KEY) == raw and not cache.exists()
     _warm(raw, cache, boot)
     for damaged in ("{", json.dumps({"key": {}, "fixed": []}), json.dumps([1])):
         cache.write_text(damaged)
         fake = FakeNvml(raw)
-        assert nvml.read(fake, cache, boot) == raw and fake.calls["nvmlDeviceGetName"] == 1
+        assert nvml.read(fake, cache, boot, key=KEY) == raw and fake.calls["nvmlDeviceGetName"] == 1
 
 
 def test_the_collector_keeps_the_cache_in_the_hash_cache_directory(tmp_path, monkeypatch):
     raw = recorded("nvml-hgx-h100x8.json")
     monkeypatch.setitem(__import__("sys").modules, "pynvml", FakeNvml(raw))
-    first = gpu.collect(tmp_path)
+    first = gpu.collect(_cache(tmp_path))
     assert (tmp_path / gpu.NVML_CACHE).is_file() or not nvml.BOOT_ID.exists()
-    assert gpu.collect(tmp_path) == first
+    assert gpu.collect(_cache(tmp_path)) == first
     assert gpu.collect(None) == first
 
 
@@ -218,10 +226,10 @@ def test_the_reading_in_a_process_of_its_own_is_the_same(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(Path(__file__).parent.parent))  # tests.* for the child
     monkeypatch.syspath_prepend(str(fake_dir))
     monkeypatch.delitem(sys.modules, "pynvml", raising=False)
-    apart = gpu.read_apart(tmp_path / gpu.NVML_CACHE)
+    apart = gpu.read_apart(_cache(tmp_path))
     assert apart == nvml.read(FakeNvml(raw)) == raw
     assert (tmp_path / gpu.NVML_CACHE).is_file() or not nvml.BOOT_ID.exists()
-    assert gpu.collect(tmp_path) == gpu.finish(copy.deepcopy(raw))
+    assert gpu.collect(_cache(tmp_path)) == gpu.finish(copy.deepcopy(raw))
     assert "pynvml" not in sys.modules  # read apart, not imported here
     (fake_dir / "pynvml.py").write_text(
         "class NVMLError_DriverNotLoaded(Exception):\n    pass\n"
@@ -232,10 +240,9 @@ def test_the_reading_in_a_process_of_its_own_is_the_same(tmp_path, monkeypatch):
     assert type(caught.value).__name__ in gpu.NO_DRIVER_ERRORS
 
 
-def test_the_child_started_early_is_taken_once_and_one_left_over_is_reaped(tmp_path, monkeypatch):
-    """``cli.main`` starts the NVML child before it parses a snapshot's arguments: the gpu collector
-    takes it (no second child) and gets the same reading; a child started for another ``sys.path``
-    is not used; one nobody took is killed and reaped."""
+def test_the_child_the_plan_launched_is_the_one_used(tmp_path, monkeypatch):
+    """The plan launches the NVML child before the verb imports its collectors; the gpu collector
+    hands that child the cache file (no second child) and gets the same reading."""
     import sys
 
     from megacpp_env.snapshot.collectors import nvml_child
@@ -247,23 +254,25 @@ def test_the_child_started_early_is_taken_once_and_one_left_over_is_reaped(tmp_p
     monkeypatch.syspath_prepend(str(Path(__file__).parent.parent))
     monkeypatch.syspath_prepend(str(fake_dir))
     monkeypatch.delitem(sys.modules, "pynvml", raising=False)
+    early = nvml_child.spawn()
     spawned = []
     real_spawn = nvml_child.spawn
     monkeypatch.setattr(nvml_child, "spawn", lambda: spawned.append(1) or real_spawn())
-    nvml_child.prestart()
-    early = nvml_child._early[0][0]
-    assert gpu.read_apart(tmp_path / gpu.NVML_CACHE) == raw
-    assert len(spawned) == 1 and early.returncode == 0 and not nvml_child._early  # the early one, taken
-    assert gpu.read_apart(None) == raw and len(spawned) == 2  # none left: a new one
-    nvml_child.prestart()
-    monkeypatch.syspath_prepend(str(tmp_path))  # sys.path moved since: the early child is not used
-    stale = nvml_child._early[0][0]
-    assert gpu.read_apart(None) == raw and len(spawned) == 4
-    assert stale.returncode is not None and stale.stdout is not None and stale.stdout.closed
-    nvml_child.prestart()
-    left = nvml_child._early[0][0]
-    nvml_child.discard()
-    assert left.returncode is not None and not nvml_child._early
-    monkeypatch.setitem(sys.modules, "pynvml", object())  # a caller's pynvml: used in-process
-    nvml_child.prestart()
-    assert not nvml_child._early
+    assert gpu.read_apart(_cache(tmp_path), early) == raw
+    assert not spawned and early.returncode == 0  # the launched one, used
+    assert gpu.read_apart(None) == raw and len(spawned) == 1  # none given: a new one
+
+
+def test_a_tampered_fixed_cache_is_discarded(tmp_path, boot):
+    """An edit of the cached facts (an H100 made a B200) fails the cache file's seal: read again."""
+    from megacpp_env.snapshot.verify import cachefile
+
+    raw = recorded("nvml-hgx-h100x8.json")
+    cache = tmp_path / "nvml.json"
+    _warm(raw, cache, boot)
+    entry = cachefile.read(str(cache), KEY, 1 << 20)
+    edited = entry.payload.replace(b"H100", b"B200")
+    cache.write_bytes(cachefile.MAGIC + b"\0" * cachefile.TAG_BYTES + edited)
+    fake = FakeNvml(raw)
+    got = nvml.read(fake, cache, boot, key=KEY)
+    assert got == raw and "B200" not in json.dumps(got) and fake.calls["nvmlDeviceGetName"] == 8

@@ -17,7 +17,7 @@ from megacpp_env.snapshot.document import Snapshot
 from megacpp_env.snapshot.registry import SEVERITIES, Collector
 from tests.conftest import REPO_ROOT
 
-SNAPSHOT_DIR = REPO_ROOT / "megacpp_env" / "snapshot"
+SNAPSHOT_DIR = REPO_ROOT / "megacpp_env" / "snapshot" / "collectors"
 
 
 @pytest.mark.parametrize("collector", registry.COLLECTORS, ids=lambda c: c.area)
@@ -27,7 +27,7 @@ def test_every_collector_declares_area_timeout_severity_and_digest(collector: Co
     assert collector.severity in SEVERITIES
     assert collector.severity != "note" or not collector.hashed  # a note never drifts: only for unhashed areas
     assert isinstance(collector.hashed, bool) and isinstance(collector.after_launch, bool)
-    module = importlib.import_module(f"megacpp_env.snapshot.{collector.module}")
+    module = importlib.import_module(f"megacpp_env.snapshot.collectors.{collector.module}")
     assert callable(module.start)
 
 
@@ -77,8 +77,9 @@ def extra_collectors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import megacpp_env.snapshot
 
     (tmp_path / "probe_collector.py").write_text(COLLECTOR_MODULE)
-    monkeypatch.setattr(megacpp_env.snapshot, "__path__", [*megacpp_env.snapshot.__path__, str(tmp_path)])
-    monkeypatch.delitem(sys.modules, "megacpp_env.snapshot.probe_collector", raising=False)
+    collectors = megacpp_env.snapshot.collectors
+    monkeypatch.setattr(collectors, "__path__", [*collectors.__path__, str(tmp_path)])
+    monkeypatch.delitem(sys.modules, "megacpp_env.snapshot.collectors.probe_collector", raising=False)
     extra = (
         Collector(area="probe", module="probe_collector", timeout=60.0, severity="error"),
         Collector(area="unhashed", module="probe_collector", timeout=60.0, severity="info", hashed=False),

@@ -1,5 +1,5 @@
 """Verb modules parse, call one domain function and print (docs/DESIGN.md, "Where a newcomer adds
-a verb"). Checked on the source (AST) of every ``megacpp_env/commands/*.py`` but ``_common.py``:
+a verb"). Checked on the source (AST) of every ``megacpp_env/commands/*.py`` but the ``_`` helpers:
 
 - a verb module has at most ``MAX_LINES`` lines;
 - its ``run`` makes exactly one *domain call*.
@@ -7,7 +7,8 @@ a verb"). Checked on the source (AST) of every ``megacpp_env/commands/*.py`` but
 A domain call is a call whose callee is a name bound by an import from a ``megacpp_env`` module
 (``from megacpp_env.facts import workflow`` then ``workflow.extract(...)``, or ``from
 megacpp_env.render import render_all`` then ``render_all(...)``; imports inside functions count),
-except imports from ``megacpp_env.commands._common`` (the shared parsing and spec loading),
+except imports from ``megacpp_env.commands._common`` (the shared parsing and spec loading) and
+``megacpp_env.commands._snapshot`` (a snapshot from the parsed arguments),
 ``megacpp_env.ui`` (printing) and ``megacpp_env.errors``, and except classes: building a request
 record or raising an error is parsing, not work. A method called on the spec as ``load`` returns
 it (``load(args).target_view(name)``) is a domain call too; other method calls on values
@@ -29,7 +30,7 @@ import megacpp_env.commands
 
 COMMANDS = Path(megacpp_env.commands.__file__).resolve().parent
 MAX_LINES = 120
-NOT_DOMAIN = {"megacpp_env.commands._common", "megacpp_env.ui", "megacpp_env.errors"}
+NOT_DOMAIN = {"megacpp_env.commands._common", "megacpp_env.commands._snapshot", "megacpp_env.ui", "megacpp_env.errors"}
 VERB_MODULES = sorted(p.stem for p in COMMANDS.glob("*.py") if not p.stem.startswith("_"))
 
 

@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from megacpp_env.errors import VerificationError
 from megacpp_env.snapshot import golden
-from megacpp_env.snapshot.document import check_output, write_snapshot
+from megacpp_env.snapshot.document import check_output, errors, write_snapshot
 
 if TYPE_CHECKING:
     from megacpp_env.snapshot.diff import DiffReport
@@ -46,6 +47,7 @@ class SnapshotSession:
     snapshot: Snapshot
     notes: list[str] = field(default_factory=list)  # what was written, one line each
     report: DiffReport | None = None  # the diff against --check-golden's golden
+    failed: tuple[str, ...] = ()  # what could not be read (``document.errors``): the verb exits 1
 
 
 def session(request: SnapshotRequest) -> SnapshotSession:
@@ -60,7 +62,13 @@ def session(request: SnapshotRequest) -> SnapshotSession:
     snap = request.take(repo, spec)
     loaded = spec()  # cached; raises here if the spec is broken
     if output is not None:
-        write_snapshot(snap, output)
+        write_snapshot(snap, output)  # kept even when incomplete: the document records what failed
+    failed = errors(snap.facts)
+    if failed and request.golden:
+        raise VerificationError(
+            f"snapshot incomplete, golden {request.golden!r} not stored: {'; '.join(failed)[:2000]} "
+            "(remedy: fix what could not be read, then store the golden again)"
+        )
     notes: list[str] = []
     exported = None
     if lock_file is not None:
@@ -74,7 +82,7 @@ def session(request: SnapshotRequest) -> SnapshotSession:
     if gold is not None and gold.reference is not None and request.check_golden:
         ignore = golden.ignore_patterns(request.ignore, loaded)
         report = golden.check_golden(snap, gold.reference, request.check_golden, ignore=ignore)
-    return SnapshotSession(snapshot=snap, notes=notes, report=report)
+    return SnapshotSession(snapshot=snap, notes=notes, report=report, failed=tuple(failed))
 
 
 def _check_lock(path: Path | None) -> Path | None:
@@ -143,7 +151,9 @@ def session_shown(request: SnapshotRequest, printing: Printing) -> Shown:
     if printing.timings:
         total = None if started is None else started + time.perf_counter() - clock
         err.append(report.render_timings(done.snapshot, started=started, total=total))
+    err += [f"megacpp-env snapshot: error: incomplete: {line}\n" for line in done.failed]
     if done.report is None:
-        return Shown(stdout="".join(out), stderr="".join(err), exit_code=0)
+        return Shown(stdout="".join(out), stderr="".join(err), exit_code=1 if done.failed else 0)
     (err if printing.as_json else out).append(report.render(done.report, "text"))
-    return Shown(stdout="".join(out), stderr="".join(err), exit_code=1 if done.report.drift else 0)
+    code = 1 if done.report.drift or done.failed else 0
+    return Shown(stdout="".join(out), stderr="".join(err), exit_code=code)

@@ -21,8 +21,9 @@ from megacpp_env import __version__
 from megacpp_env.errors import MegacppEnvError
 from megacpp_env.snapshot import registry
 from megacpp_env.snapshot.collectors import python_env, system, torch_facts
-from megacpp_env.snapshot.context import Context, SnapshotOptions, usable_cpus
+from megacpp_env.snapshot.context import Context
 from megacpp_env.snapshot.document import Snapshot
+from megacpp_env.snapshot.options import SnapshotOptions, usable_cpus
 from megacpp_env.snapshot.parts import Parts
 from megacpp_env.snapshot.plan import Launched, SnapshotPlan, launch, resolve
 from megacpp_env.snapshot.scrub import Scrubber

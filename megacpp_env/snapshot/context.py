@@ -3,13 +3,13 @@ interpreter and the probe's answers (waited for only when asked). One ``Context`
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from megacpp_env.snapshot.options import SnapshotOptions
 from megacpp_env.snapshot.tasks import Task
 
 if TYPE_CHECKING:
@@ -18,35 +18,7 @@ if TYPE_CHECKING:
     from megacpp_env.snapshot.scrub import Scrubber
     from megacpp_env.spec.model import Spec
 
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class SnapshotOptions:
-    python: str | None = None
-    paths: tuple[Path, ...] = ()
-    repo: Path | None = None  # the training repository (default: the git work tree of the working directory)
-    spec: Spec | None = None
-    load_spec: Callable[[], Spec | None] | None = None  # used when spec is None; called off the critical path
-    import_torch: bool = False
-    cache_dir: Path | None = None
-    use_cache: bool = True
-    workers: int = 0
-    environ: Mapping[str, str] | None = None
-    command: str = ""
-    timeouts: Mapping[str, float] = field(default_factory=dict)  # area -> seconds, over the registry's
-    on_progress: Callable[[tuple[str, ...], float], None] | None = None  # (areas still running, seconds)
-
-
-# The GIL switch interval while a snapshot runs (``collect.take_snapshot``, ``early.start``): its
-# threads mostly wait on I/O and subprocesses, and with the default 5 ms one that has waited can
-# stall behind another thread's Python work for the whole interval after every read.
-SWITCH_INTERVAL = 0.0005
-
-
-def usable_cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
+__all__ = ["Context", "SnapshotOptions"]  # SnapshotOptions: kept importable from here
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from megacpp_env.records import as_dict
-from megacpp_env.snapshot.document import Snapshot
+from megacpp_env.snapshot.document import Snapshot, errors
 from megacpp_env.snapshot.registry import SEVERITIES, rank, severity_of
 
 SHOW_FILES = 5
@@ -450,6 +450,20 @@ def _rank(findings: Iterable[Finding]) -> tuple[Finding, ...]:
     return tuple(sorted(findings, key=lambda f: (SEVERITIES.index(f.severity), rank(f.area), f.key, f.message)))
 
 
+def incomplete(snap: Snapshot, label: str) -> list[Finding]:
+    """One error finding per part of ``snap`` that could not be read (``document.errors``): however
+    equal two snapshots look there, nothing was compared, so they are never "the same"."""
+    return [
+        Finding(
+            area=line.partition(".")[0].partition(":")[0],
+            severity="error",
+            key=f"{line.partition(':')[0]}.error",
+            message=f"{label}: could not be read, so not compared: {line} (remedy: fix the cause, take it again)",
+        )
+        for line in errors(snap.facts)
+    ]
+
+
 def diff_snapshots(
     a: Snapshot, b: Snapshot, *, ignore: Sequence[str] = (), a_label: str = "A", b_label: str = "B"
 ) -> DiffReport:
@@ -467,6 +481,7 @@ def diff_snapshots(
         la, lb = a.live.get(area), b.live.get(area)
         if isinstance(la, dict) and isinstance(lb, dict):
             findings += explain_live(la, lb)
+    findings += incomplete(a, a_label) + incomplete(b, b_label)
     if a.schema_version != b.schema_version:
         findings.append(_versions(a, b))
     for key in ("hostname", "memory_total_gib", "tool", "inspected_python"):

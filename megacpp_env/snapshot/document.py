@@ -48,6 +48,30 @@ def digest_of(facts: dict[str, Any], version: int = SCHEMA_VERSION) -> str:
     return "sha256:" + canonical_hash({"schema_version": version, "facts": counted})
 
 
+def errors(facts: dict[str, Any]) -> list[str]:
+    """What the snapshot could not read, one line each (empty: complete): a hashed area that failed
+    (``{"error": ...}``), a checkout that could not be inspected, a distribution whose files could
+    not be verified. Such a snapshot certifies nothing: the verb exits non-zero, a golden is not
+    stored from it, and ``diff`` makes every one an error finding (``diff.incomplete``)."""
+    out: list[str] = []
+    for area, value in sorted(facts.items()):
+        if not registry.hashed(area) or not isinstance(value, dict):
+            continue
+        if "error" in value:
+            out.append(f"{area}: {value['error']}")
+        elif area == "checkouts":
+            out += (
+                f"checkouts.{k}: {v['error']}" for k, v in sorted(value.items()) if isinstance(v, dict) and "error" in v
+            )
+        elif area == "python":
+            dists = value.get("distributions")
+            for name, dist in sorted(dists.items()) if isinstance(dists, dict) else ():
+                integrity = dist.get("integrity") if isinstance(dist, dict) else None
+                if isinstance(integrity, dict) and "error" in integrity:
+                    out.append(f"python.distributions.{name}: {integrity['error']}")
+    return out
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Snapshot:
     facts: dict[str, Any]

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from megacpp_env.snapshot.context import SWITCH_INTERVAL, SnapshotOptions, usable_cpus
 from megacpp_env.snapshot.interpreter import Interpreter, choose_interpreter
+from megacpp_env.snapshot.options import SWITCH_INTERVAL, Cache, SnapshotOptions, usable_cpus
 from megacpp_env.snapshot.verify import cachefile
 
 if TYPE_CHECKING:
@@ -45,18 +45,6 @@ def cache_root(opts: SnapshotOptions, environ: Mapping[str, str]) -> Path:
         return Path(environ["MEGACPP_ENV_CACHE_DIR"])
     base = environ.get("XDG_CACHE_HOME") or str(Path(environ.get("HOME", "~")).expanduser() / ".cache")
     return Path(base) / "megacpp-env"
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Cache:
-    """Where the caches live and the key that seals them (``verify.cachefile``)."""
-
-    root: Path  # the tool's cache directory: probe, checkouts, NVML, tools
-    key: bytes
-    records: Path  # the integrity caches of the inspected interpreter (one directory per interpreter path)
-
-    def file(self, name: str) -> Path:
-        return self.root / name
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

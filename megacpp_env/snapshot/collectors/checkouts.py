@@ -19,7 +19,7 @@ from megacpp_env.snapshot.verify import checkout_cache
 
 if TYPE_CHECKING:
     from megacpp_env.snapshot.context import Context
-    from megacpp_env.snapshot.plan import Cache
+    from megacpp_env.snapshot.options import Cache
     from megacpp_env.spec.model import Source, Spec
 
 MAX_PARALLEL = 8

@@ -22,7 +22,7 @@ from megacpp_env.snapshot.verify import cachefile
 
 if TYPE_CHECKING:
     from megacpp_env.snapshot.context import Context
-    from megacpp_env.snapshot.plan import Cache
+    from megacpp_env.snapshot.options import Cache
 
 # name -> (argv after the program, regex whose group 1 is the version)
 TOOLS: dict[str, tuple[tuple[str, ...], str]] = {

@@ -23,7 +23,7 @@ from megacpp_env.snapshot.proc import run_program
 
 if TYPE_CHECKING:
     from megacpp_env.snapshot.context import Context
-    from megacpp_env.snapshot.plan import Cache
+    from megacpp_env.snapshot.options import Cache
 
 hash_uuid = gpu_facts.hash_uuid  # kept importable from here
 # NVML's answers when the driver's library is absent or not loaded: no NVIDIA GPU on this machine.

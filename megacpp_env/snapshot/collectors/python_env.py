@@ -25,7 +25,7 @@ from megacpp_env.snapshot.verify import early, integrity
 
 if TYPE_CHECKING:
     from megacpp_env.snapshot.context import Context
-    from megacpp_env.snapshot.plan import Cache
+    from megacpp_env.snapshot.options import Cache
 
 NAME_SEPARATORS = re.compile(r"[-_.]+")
 
@@ -126,7 +126,9 @@ def collect(
         dists[key]["integrity"] = verified.reports.get(path) or {"status": "no RECORD"}
         if path in sha:
             dists[key]["record_sha256"] = sha[path]
-    interpreter = {k: v for k, v in probe.data.items() if k not in ("distributions", "runtime")}
+    interpreter = {k: v for k, v in probe.data.items() if k not in ("distributions", "runtime", "finders")}
+    if probe.data.get("finders"):  # only when some: an ordinary interpreter's facts are unchanged
+        interpreter["finders"] = probe.data["finders"]
     facts = {
         "interpreter": scrubber.clean_tree(interpreter),
         "distributions": dict(sorted(dists.items())),

@@ -144,6 +144,7 @@ def write(path: str, payload: bytes, key: bytes | None) -> str | None:
 
     directory = os.path.dirname(path)
     try:
+        os.makedirs(directory, mode=0o700, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".cache-", dir=directory)
     except OSError as exc:
         return f"{os.path.basename(path)}: not written ({exc.strerror or exc})"

@@ -40,7 +40,7 @@ from megacpp_env.snapshot.verify import cachefile
 from megacpp_env.worktree.provenance import PROVENANCE_NAME
 
 if TYPE_CHECKING:
-    from megacpp_env.snapshot.plan import Cache
+    from megacpp_env.snapshot.options import Cache
 
 FORMAT = 2
 RACY_NS = 2_000_000_000

@@ -24,7 +24,7 @@ from megacpp_env.snapshot.proc import Programs
 from megacpp_env.snapshot.verify import integrity
 
 if TYPE_CHECKING:
-    from megacpp_env.snapshot.plan import Cache
+    from megacpp_env.snapshot.options import Cache
 
 STOP_WAIT = 10.0  # seconds a killed run's thread is waited for
 

@@ -29,7 +29,7 @@ from megacpp_env.snapshot.probe import run_probe as probe_now
 from megacpp_env.snapshot.verify import cachefile
 
 if TYPE_CHECKING:
-    from megacpp_env.snapshot.plan import Cache
+    from megacpp_env.snapshot.options import Cache
 
 FORMAT = 2
 RACY_NS = 2_000_000_000  # a stat changed within 2 s of the probe: too recent to trust
