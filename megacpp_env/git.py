@@ -54,6 +54,7 @@ _READ_ENV = {
     "GIT_ATTR_NOSYSTEM": "1",
     "GIT_NO_REPLACE_OBJECTS": "1",
     "GIT_OPTIONAL_LOCKS": "0",
+    "GIT_NO_LAZY_FETCH": "1",  # a read of a partial clone never fetches a missing object
     "GIT_PAGER": "cat",
     "PAGER": "cat",
 }

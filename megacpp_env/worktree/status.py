@@ -120,14 +120,18 @@ class _Judged:
 
 
 def _inner_hash(root: Path, subs: list[tuple[str, content.Worktree]], bare: list[str]) -> str | None:
-    """sha256 over every dirty submodule's diff and new files, and the entries in a submodule
-    directory that is not initialised; None when there are none (a clean checkout's facts stay)."""
+    """sha256 over what differs inside the initialised submodules (each changed or new path, by the
+    content on disk now: no old blob is read, so a submodule whose mirror lacks a declared blob still
+    hashes) and over the entries in a submodule directory that is not initialised; None when there
+    are none (a clean checkout's facts stay as they were)."""
     dirty = [(rel, t) for rel, t in subs if t.delta.dirty]
     if not dirty and not bare:
         return None
     h = hashlib.sha256()
     for rel, t in dirty:
-        h.update(f"{rel}\0".encode() + t.diff() + b"\0" + t.untracked_hash().encode())
+        for change in t.delta.changes():
+            h.update(f"{rel}/{change.path}\0{change.status}\0".encode())
+            h.update(content.entry_digest(root / rel / change.path))
     h.update(content.untracked_hash(root, bare).encode())
     return h.hexdigest()
 
