@@ -42,25 +42,31 @@ class _Writer:
     size: int = 0
     left_out: int = 0
 
-    def room(self, lines: Sequence[str]) -> bool:
-        return self.size + sum(len(x.encode()) + 1 for x in lines) <= self.cap - _RESERVE
+    def room(self, lines: Sequence[str], budget: int | None = None) -> bool:
+        limit = self.cap - _RESERVE if budget is None else min(budget, self.cap - _RESERVE)
+        return self.size + sum(len(x.encode()) + 1 for x in lines) <= limit
 
     def add(self, *lines: str) -> None:
         self.lines += lines
         self.size += sum(len(x.encode()) + 1 for x in lines)
 
-    def section(self, head: Sequence[str], rows: Sequence[str], tail: Sequence[str] = ("",)) -> None:
-        """``head``, as many ``rows`` as fit, ``tail``; nothing when not even the head and one row fit."""
-        if not rows or not self.room([*head, rows[0], *tail]):
+    def section(
+        self, head: Sequence[str], rows: Sequence[str], tail: Sequence[str] = ("",), *, share: float = 1.0
+    ) -> bool:
+        """``head``, as many ``rows`` as fit in ``share`` of the room left, ``tail``; nothing (False)
+        when not even the head and one row fit."""
+        budget = self.size + int((self.cap - _RESERVE - self.size) * share)
+        if not rows or not self.room([*head, rows[0], *tail], budget):
             self.left_out += len(rows)
-            return
+            return False
         self.add(*head)
         for i, row in enumerate(rows):
-            if not self.room([row, *tail]):
+            if not self.room([row, *tail], budget):
                 self.left_out += len(rows) - i
                 break
             self.add(row)
         self.add(*tail)
+        return True
 
 
 def quiet(report: GateReport | None, checks: Sequence[CheckResult], error: str) -> bool:
@@ -156,12 +162,18 @@ def _violation(v: Violation) -> str:
 
 def _findings(w: _Writer, report: GateReport) -> None:
     v = report.verdict
-    w.section([f"### Violations ({len(v.violations)})", ""], [_violation(x) for x in v.violations])
+    # shares of the room left: what fails first, and some room for the collapsed details after it
+    w.section([f"### Violations ({len(v.violations)})", ""], [_violation(x) for x in v.violations], share=0.5)
     w.section(
         [f"### Acknowledged ({len(v.acknowledged)})", ""],
         [f"{_violation(x)}; reason: {code(a.reason)}" for x, a in v.acknowledged],
+        share=0.4,
     )
-    w.section([f"### Unused acknowledgements ({len(v.unused)}): remove them", ""], [f"- {_ack(a)}" for a in v.unused])
+    w.section(
+        [f"### Unused acknowledgements ({len(v.unused)}): remove them", ""],
+        [f"- {_ack(a)}" for a in v.unused],
+        share=0.2,
+    )
 
 
 def _ack(a: Ack) -> str:
@@ -175,17 +187,18 @@ def _details(w: _Writer, report: GateReport) -> None:
     if not changed:
         return
     total = sum(len(x.changes) for x in changed)
-    head = f"<details><summary>Lock changes: {total} in {len(changed)} lock(s)</summary>"
-    if not w.room([head, "", "</details>", ""]):
-        w.left_out += total
-        return
-    w.add(head, "")
-    for x in changed:
-        table = ["| package | direct | change | old | new | details |", "|---|---|---|---|---|---|"]
-        w.section([f"#### {code(x.title)}: {d.summary(x)}; {x.unchanged} unchanged", "", *table],
-                  [_change_row(c) for c in x.changes])  # fmt: skip
-        w.section([], [f"- note: {code(n)}" for n in x.notes])
-    w.add("</details>", "")
+    opened = False
+    for i, x in enumerate(changed):
+        head = [f"#### {code(x.title)}: {d.summary(x)}; {x.unchanged} unchanged", "",
+                "| package | direct | change | old | new | details |", "|---|---|---|---|---|---|"]  # fmt: skip
+        if not opened:
+            head = [f"<details><summary>Lock changes: {total} in {len(changed)} lock(s)</summary>", "", *head]
+        share = 1 / (len(changed) - i)  # each lock an equal part of what is left
+        if w.section(head, [_change_row(c) for c in x.changes], share=share):
+            opened = True
+        w.section([], [f"- note: {code(n)}" for n in x.notes], share=share)
+    if opened:
+        w.add("</details>", "")
 
 
 def _change_row(c: d.PackageChange) -> str:

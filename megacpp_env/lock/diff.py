@@ -286,7 +286,7 @@ def diff_locks(old: Lock, new: Lock, *, title: str = "") -> LockDiff:
             changes.append(platform)  # e.g. an entry split by marker that hides a hash swap
     changes.sort(key=lambda c: (not c.direct, c.name, c.marker))
     both = o.keys() & n.keys()
-    unchanged = len(both) - sum(1 for c in changes if (c.name, c.marker) in both)
+    unchanged = len(both - {(c.name, c.marker) for c in changes})  # a name two changes explain counts once
     return LockDiff(title=title, changes=tuple(changes), unchanged=unchanged, old_path=old.path, new_path=new.path)
 
 
