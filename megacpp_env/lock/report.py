@@ -8,13 +8,24 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from packaging.utils import canonicalize_name
+
 from megacpp_env.lock import diff as d
 from megacpp_env.lock.checkresults import CheckResult
 from megacpp_env.lock.comment import render_comment
 from megacpp_env.lock.escape import plain, scrub
 from megacpp_env.lock.gate import GateReport, Verdict, run_gate
 from megacpp_env.lock.state import jobs_for
-from megacpp_env.lock.workflow import CheckRun, ExportRow, LockRun, check_targets, export_targets, lock_targets
+from megacpp_env.lock.workflow import (
+    CheckRun,
+    ExportRow,
+    LockRun,
+    Upgrade,
+    check_targets,
+    cutoff,
+    export_targets,
+    lock_targets,
+)
 from megacpp_env.spec.model import Spec
 from megacpp_env.ui import Progress
 
@@ -46,6 +57,7 @@ def render_lock(run: LockRun) -> str:
             lines.append(f"skipped: {row.target} {row.platform}: {row.detail}")
         else:
             lines.append(f"{row.state}: {row.path} ({row.packages} packages, {row.seconds}s) + {row.export}")
+            lines += [f"  {c.label}: {d.change_text(c)} {c.old or '-'} -> {c.new or '-'}" for c in row.changes]
     for r in run.reports:
         lines.append(r.summary())
         lines += [f"  {dv.line()}" for dv in r.divergences]
@@ -132,6 +144,9 @@ class LockRequest:
     try_unreachable: bool = False
     as_json: bool = False
     quiet: bool = False
+    upgrade: bool = False
+    upgrade_packages: tuple[str, ...] = ()
+    exclude_newer: str | None = None  # None: each lock keeps the cutoff it records
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -152,11 +167,17 @@ def run_lock(spec: Spec, req: LockRequest, *, progress: Callable[[int], Progress
     if req.export_requirements:
         out, err = render_exports(export_targets(spec, jobs))
         return Printed(ok=not err, out=out, err=err)
+    upgrade = Upgrade(
+        everything=req.upgrade,
+        packages=tuple(sorted({canonicalize_name(n) for n in req.upgrade_packages})),
+        exclude_newer=None if req.exclude_newer is None else cutoff(req.exclude_newer),
+    )
     bar = progress(len([j for j in jobs if req.try_unreachable or not j.unreachable]))
     try:
         result = lock_targets(
-            spec, jobs, align=req.align, try_unreachable=req.try_unreachable, named=bool(req.names), progress=bar
-        )
+            spec, jobs, align=req.align, try_unreachable=req.try_unreachable, named=bool(req.names), progress=bar,
+            upgrade=upgrade,
+        )  # fmt: skip
     finally:
         bar.close()
     return Printed(ok=result.ok, out=to_json(result.to_dict()) if req.as_json else render_lock(result))
