@@ -368,3 +368,18 @@ def test_the_uncapped_report_of_that_diff_is_what_the_cap_is_for(big_repo):
     whole = comment.render_comment(report, base="main", cap=10**9)
     assert "Left out" not in whole
     assert len(whole.encode()) > 65_536 * 4
+
+
+def test_the_cap_holds_whatever_the_values_hold(big_repo):
+    """Four-byte characters in the base ref and the error, many failing checks with long logs: the
+    comment still fits, and stays markup-free."""
+    from megacpp_env.lock import comment
+    from megacpp_env.lock.checkresults import CheckResult
+
+    report = run_gate(load_spec(big_repo), "main")
+    base = "\U0001f600`@PWN" * 3000
+    checks = [CheckResult(name=f"check-{i}", exit_code=1, log=("\U0001f600 ``` PWN\n" * 5000)) for i in range(30)]
+    for text in (comment.render_comment(report, base=base, checks=checks),
+                 comment.render_comment(None, base=base, checks=checks, error="\U0001f600" * 100_000)):  # fmt: skip
+        assert len(text.encode()) <= CAP
+        assert_no_markup_from_inputs(text)

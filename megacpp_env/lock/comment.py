@@ -29,7 +29,7 @@ from megacpp_env.lock.gate import GateReport, Violation
 MARKER = "<!-- megacpp-env-lock-gate -->"
 QUIET = "<!-- megacpp-env-lock-gate: nothing to report -->"
 COMMENT_CAP = 50_000  # bytes (UTF-8): well below GitHub's 65,536 characters
-_RESERVE = 600  # bytes kept for closing a collapsed section and the "left out" note
+_RESERVE = 1000  # bytes kept for closing a collapsed section and the "left out" note (its command <= 480)
 LOG_LIMIT = 4000  # characters of the end of one failing check's output
 
 
@@ -94,7 +94,7 @@ def render_comment(
     state = "ERROR" if error else "FAIL" if (report and not report.verdict.passed) or failed else "PASS"
     w.add(f"## megacpp-env lock gate: {state}", "")
     if error or report is None:
-        w.add(f"The gate could not run: {code(error or 'no report')}", "")
+        w.add(f"The gate could not run: {code(error or 'no report', limit=1000)}", "")
         w.add(f"Base {code(base)}.", "")
     else:
         w.add(_verdict(report), "", f"Base {code(report.base)} at {code(report.commit[:12])}.", "")
@@ -107,7 +107,7 @@ def render_comment(
     if w.left_out:
         w.add(
             f"Left out to fit a comment: {w.left_out} row(s). The whole report: the job log, or "
-            f"{code(f'megacpp-env gate --base {base}')} (add --json for every field).",
+            f"{code(f'megacpp-env gate --base {base}', limit=120)} (add --json for every field).",
         )
     return "\n".join(w.lines).rstrip("\n") + "\n"
 
