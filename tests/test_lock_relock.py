@@ -219,3 +219,37 @@ def test_the_shipped_locks_keep_their_bytes():
         lock = read_pylock(path)
         assert lock.meta is not None and lock.meta.exclude_newer == ""
         assert render_pylock(lock) == path.read_text(), path.name
+
+
+def test_a_nightly_relock_keeps_its_torch_until_asked(tmp_path, local_indexes, capsys, monkeypatch):
+    """The explicit-index path (a probe, then the final run): a newer nightly on the index moves
+    nothing until ``--upgrade-package torch`` (and what torch forces)."""
+    from tests.fixtures.index import ARM, X86, nightly_wheels
+
+    root = tmp_path / "nightly"
+    wheels = nightly_wheels(root / "built")
+    write_simple_index(root, wheels)
+    server = IndexServer(root).start()
+    try:
+        repo = tmp_path / "repo"
+        spec = write_lock_spec(repo, server.url)
+        monkeypatch.setenv("UV_DEFAULT_INDEX", local_indexes.pypi.url)
+        monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "cache-1"))
+        assert main(["lock", "gpu", "--spec", str(spec)]) == 0, capsys.readouterr()
+        capsys.readouterr()
+        path = repo / "locks" / "pylock.gpu-linux-arm64.toml"
+        before = path.read_bytes()
+        newer = "2.13.0.dev20261120+cu132"
+        deps = ("numpy", "filelock", "pytorch-triton==3.6.0+git1234abcd")
+        wheels += [make_wheel(root / "built", "torch", newer, tag=t, requires=deps) for t in (X86, ARM)]
+        write_simple_index(root, wheels)
+        monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "cache-2"))
+        assert main(["lock", "gpu", "--spec", str(spec)]) == 0
+        assert "unchanged: locks/pylock.gpu-linux-arm64.toml" in capsys.readouterr().out
+        assert path.read_bytes() == before
+        assert main(["lock", "gpu", "--spec", str(spec), "--upgrade-package", "torch"]) == 0
+        out = capsys.readouterr().out
+        assert f"torch: upgraded (pre-release) 2.13.0.dev20261101+cu132 -> {newer}" in out
+        assert {p.name: p.version for p in read_pylock(path).packages}["torch"] == newer
+    finally:
+        server.stop()
