@@ -162,7 +162,9 @@ def default_index() -> str:
 class CompileRequest:
     """One ``uv pip compile`` run in ``workdir``: its pyproject.toml (dependencies, explicit indexes,
     sources) resolved for one Python and platform into ``pylock.toml`` (PEP 751). Paths in the argv are
-    relative to ``workdir`` so the recorded command line does not depend on a temp dir."""
+    relative to ``workdir`` so the recorded command line does not depend on a temp dir. An ``output``
+    that already exists in ``workdir`` is uv's preferences: it keeps those versions where the
+    requirements allow (all but ``upgrade_packages``)."""
 
     workdir: Path
     python_version: str
@@ -173,6 +175,8 @@ class CompileRequest:
     project: str = "pyproject.toml"
     output: str = "pylock.toml"
     format: str = "pylock.toml"  # or "requirements.txt" (annotated with "# via", used to probe the graph)
+    exclude_newer: str = ""  # an RFC 3339 UTC timestamp: files uploaded later do not exist for uv
+    upgrade_packages: tuple[str, ...] = ()  # packages whose pin in the existing output uv may drop
 
 
 def compile_args(req: CompileRequest) -> list[str]:
@@ -185,6 +189,9 @@ def compile_args(req: CompileRequest) -> list[str]:
         args += ["--constraints", req.constraints.name]
     if req.overrides is not None:
         args += ["--overrides", req.overrides.name]
+    if req.exclude_newer:
+        args += ["--exclude-newer", req.exclude_newer]
+    args += [arg for name in req.upgrade_packages for arg in ("--upgrade-package", name)]
     args += ["--no-header", "--no-config", "--no-python-downloads", "--quiet"]
     return args
 

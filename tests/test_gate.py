@@ -117,7 +117,7 @@ def test_index_swap_is_detected(repo, gate_index, capsys):
         other.stop()
     assert rc == 1
     assert f"index {gate_index.url} -> {other_url}" in out
-    assert "| `torch` | yes | index-changed | 2.13.0.dev20261101+cu132 | 2.13.0.dev20261101+cu132 |" in out
+    assert "| `torch` | yes | index-changed | `2.13.0.dev20261101+cu132` | `2.13.0.dev20261101+cu132` |" in out
     ack(
         repo,
         *(
@@ -195,10 +195,14 @@ def test_markdown_shape(repo, capsys):
     rc, out, _ = gate(capsys, repo, "--format", "markdown")
     lines = out.rstrip().splitlines()
     assert rc == 0
-    assert lines[0] == "<!-- megacpp-env-lock-gate -->"
-    assert lines[1].startswith("## megacpp-env lock gate (base `main`")
-    assert "### `smoke linux/amd64`" in lines and "| package | direct | change | old | new | details |" in lines
-    assert lines[-1] == "**Verdict: PASS**"
+    assert lines[:4] == ["<!-- megacpp-env-lock-gate -->", "## megacpp-env lock gate: PASS", "", "Verdict: PASS"]
+    assert lines[5].startswith("Base `main` at `")
+    summary = lines.index("| lock | changes | unchanged | violations | acknowledged |")
+    assert lines[summary + 2].startswith("| `smoke linux/amd64` | 1 added | ")
+    details = lines.index("<details><summary>Lock changes: 2 in 2 lock(s)</summary>")
+    assert details > summary and lines[-1] == "</details>"
+    assert "#### `smoke linux/amd64`: 1 added; 11 unchanged" in lines[details:]
+    assert "| package | direct | change | old | new | details |" in lines[details:]
 
 
 def test_gate_help_documents_exit_codes(capsys):

@@ -57,14 +57,21 @@ def try_repo(project, tmp_path, wheelhouse, home, *, all_files=True):
     return proc, results
 
 
-def test_hooks_are_declared_for_the_four_checks():
+ALL = ["megacpp-env check", "megacpp-env render --check", "megacpp-env lock --check", "megacpp-env gate",
+       "megacpp-env render (fix)"]  # fmt: skip
+
+
+def test_hooks_are_declared_for_the_four_checks_and_the_fixer():
     assert [(h["id"], h["entry"]) for h in HOOKS] == [
         ("megacpp-env-check", "megacpp-env check"),
         ("megacpp-env-render-check", "megacpp-env render --check"),
         ("megacpp-env-lock-check", "megacpp-env lock --check"),
         ("megacpp-env-gate", "megacpp-env gate --base HEAD"),
+        ("megacpp-env-render-fix", "megacpp-env render --fail-on-write"),
     ]
-    assert all(h["language"] == "python" and h["pass_filenames"] is False for h in HOOKS)
+    assert [h["name"] for h in HOOKS] == ALL
+    # always_run: pre-commit passes no deleted path, so only that runs a hook after `git rm`
+    assert all(h["language"] == "python" and h["pass_filenames"] is False and h["always_run"] is True for h in HOOKS)
 
 
 def test_try_repo_runs_every_hook(project, tmp_path, wheelhouse, pre_commit_home):
@@ -76,16 +83,23 @@ def test_try_repo_runs_every_hook(project, tmp_path, wheelhouse, pre_commit_home
         # here) are reported, not failed
         "megacpp-env lock --check": "Passed",
         "megacpp-env gate": "Passed",
+        "megacpp-env render (fix)": "Passed",
     }, proc.stdout + proc.stderr
 
 
-def test_try_repo_reports_a_stale_dockerfile_with_its_diff(project, tmp_path, wheelhouse, pre_commit_home):
+def test_try_repo_reports_a_stale_dockerfile_with_its_diff_and_the_fixer_fixes_it(
+    project, tmp_path, wheelhouse, pre_commit_home
+):
     dockerfile = project / "images" / "smoke" / "Dockerfile"
-    dockerfile.write_text(dockerfile.read_text() + "# edited by hand\n")
+    rendered = dockerfile.read_text()
+    dockerfile.write_text(rendered + "# edited by hand\n")
     proc, results = try_repo(project, tmp_path, wheelhouse, pre_commit_home)
     assert results["megacpp-env render --check"] == "Failed"
     assert "-# edited by hand" in proc.stdout
     assert "stale: images/smoke/Dockerfile (run `megacpp-env render` and commit the result)" in proc.stdout
+    assert results["megacpp-env render (fix)"] == "Failed"  # it wrote: the result is to be reviewed
+    assert "wrote: images/smoke/Dockerfile" in proc.stdout
+    assert dockerfile.read_text() == rendered
 
 
 def test_the_gate_hook_works_on_a_first_commit(tmp_path, wheelhouse, pre_commit_home):
@@ -97,9 +111,7 @@ def test_the_gate_hook_works_on_a_first_commit(tmp_path, wheelhouse, pre_commit_
     _git(repo, "init", "-q", "-b", "main")
     _git(repo, "add", "-A")  # nothing committed yet: HEAD is unborn
     proc, results = try_repo(repo, tmp_path, wheelhouse, pre_commit_home, all_files=False)
-    assert results == dict.fromkeys(
-        ["megacpp-env check", "megacpp-env render --check", "megacpp-env lock --check", "megacpp-env gate"], "Passed"
-    ), proc.stdout + proc.stderr
+    assert results == dict.fromkeys(ALL, "Passed"), proc.stdout + proc.stderr
 
 
 # ---- every file a hook's command reads is matched by the hook's `files:` ----
@@ -182,13 +194,31 @@ def test_every_input_kind_is_read_by_some_command(traced):
     assert kinds >= {"facts/*", "images/smoke/sources/*", "locks/*", "overlays/smoke-ext/files/megacpp_smoke_ext/*"}
 
 
-@pytest.mark.parametrize("path", INPUT_KINDS)
-def test_an_edit_runs_the_hooks_that_read_it(path, project, tmp_path, wheelhouse, pre_commit_home, traced):
-    target = project / path
-    target.write_text(target.read_text() + "\n")  # an edit; whether the hook then passes does not matter
-    _git(project, "add", path)
+# A deletion staged with `git rm`: pre-commit passes no deleted path to a hook, so a hook that ran only
+# when its `files:` matched was "Skipped" (every one of them, before always_run). Each must run, and
+# those whose command reads the deleted file must say what is wrong.
+DELETIONS = {
+    "locks/pylock.smoke-linux-amd64.toml": {"megacpp-env lock --check": "Failed", "megacpp-env gate": "Failed"},
+    "images/smoke/Dockerfile": {"megacpp-env render --check": "Failed", "megacpp-env render (fix)": "Failed"},
+    "locks/smoke.linux-amd64.requirements.txt": {"megacpp-env lock --check": "Failed"},
+    "facts/causal_conv1d.toml": {"megacpp-env check": "Failed"},
+}
+
+
+@pytest.mark.parametrize("path", sorted(DELETIONS))
+def test_a_deletion_runs_every_hook(path, project, tmp_path, wheelhouse, pre_commit_home, traced):
+    _git(project, "rm", "-q", path)
     proc, results = try_repo(project, tmp_path, wheelhouse, pre_commit_home, all_files=False)
-    ran = {h["name"] for h in HOOKS if results.get(h["name"]) in ("Passed", "Failed")}
-    expected = {h["name"] for h in HOOKS if path in traced[h["id"]]}
-    assert ran == expected, proc.stdout + proc.stderr
-    assert {h["name"] for h in HOOKS} - ran == {n for n, r in results.items() if r == "Skipped"}
+    assert set(results) == set(ALL), proc.stdout + proc.stderr
+    assert "Skipped" not in results.values(), proc.stdout
+    failed = {name for name, r in results.items() if r == "Failed"}
+    assert failed >= set(DELETIONS[path]), proc.stdout + proc.stderr
+    readers = {h["name"] for h in HOOKS if path in traced[h["id"]]}
+    assert set(DELETIONS[path]) <= readers  # each failing hook reads the file: it failed for it
+
+
+def test_an_unrelated_edit_runs_every_hook_and_passes(project, tmp_path, wheelhouse, pre_commit_home):
+    (project / "README.md").write_text("notes\n")
+    _git(project, "add", "README.md")
+    proc, results = try_repo(project, tmp_path, wheelhouse, pre_commit_home, all_files=False)
+    assert results == dict.fromkeys(ALL, "Passed"), proc.stdout + proc.stderr

@@ -139,10 +139,10 @@ def test_markdown_direct_first_and_verdict_last(capsys):
     assert rc == 0
     lines = out.strip().splitlines()
     assert lines[0] == f"### `{OLD_TXT} -> {NEW_TXT}`"
-    assert lines[-1] == "**Verdict: 4 package change(s)**"
+    assert lines[-1] == "Verdict: 4 package change(s)"
     rows = [ln for ln in lines if ln.startswith("| `")]
-    assert rows[0].startswith("| `torch` | yes | upgraded (minor) | 2.13.0 | 2.14.1 |")
-    assert rows[1].startswith("| `triton` | yes | upgraded (minor) | 3.7.1 | 3.8.0 |")
+    assert rows[0].startswith("| `torch` | yes | upgraded (minor) | `2.13.0` | `2.14.1` |")
+    assert rows[1].startswith("| `triton` | yes | upgraded (minor) | `3.7.1` | `3.8.0` |")
     assert [r.split("|")[2].strip() for r in rows] == ["yes", "yes", "", ""]
 
 
@@ -175,7 +175,7 @@ def test_diff_usage_errors_exit_2(argv, message, capsys):
 
 def test_options_before_the_files(capsys):
     assert main(["lock", "diff", "--format", "markdown", str(OLD_TXT), str(NEW_TXT)]) == 0
-    assert capsys.readouterr().out.rstrip().endswith("**Verdict: 4 package change(s)**")
+    assert capsys.readouterr().out.rstrip().endswith("Verdict: 4 package change(s)")
     assert main(["lock", "diff", "--json", str(OLD), "--format", "text", str(NEW)]) == 0
     assert json.loads(capsys.readouterr().out)["locks"][0]["counts"] == {"upgraded": 4}
     assert main(["lock", "--format", "markdown", "diff", str(OLD), str(NEW)]) == 0

@@ -3,6 +3,7 @@ action's own scripts run for real (offline, from the wheelhouse) on a copy of th
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -14,6 +15,7 @@ import pytest
 import yaml
 
 from tests.fixtures import gha
+from tests.fixtures.docker import skip_or_fail
 from tests.fixtures.install import REPO_ROOT, copy_tree, offline_env
 
 GITHUB = REPO_ROOT / ".github"
@@ -173,9 +175,51 @@ def test_the_action_fails_on_a_stale_dockerfile_and_still_gates(tmp_path, projec
     )  # fmt: skip
     assert rc == 1
     assert "-# edited by hand" in log  # render --check's diff, run from a subdirectory (spec found upward)
-    assert "::error::megacpp-env render --check failed: see the log above" in log
+    assert "::error::megacpp-env render-check failed: see the log above and the report" in log
     assert "megacpp-env gate failed" not in log
     assert summary.startswith("<!-- megacpp-env-lock-gate -->")
+    # the failure reaches the report (and so the comment): its row, and the end of its output
+    assert "| `render-check` | failed (exit 1) |" in summary and "| `check` | passed |" in summary
+    assert "<details><summary>Output of render-check (exit 1)</summary>" in summary
+    assert "-# edited by hand" in summary
+
+
+def test_the_action_runs_the_policy_rules(tmp_path, project, action_repo, wheelhouse):
+    """A spec with an error-level rule violation (GB001: a bare sm_120), re-rendered so that every
+    other check passes, fails the action, and the report says which check failed and why."""
+    spec = project / "stack.yaml"
+    text = spec.read_text()
+    assert "kernel_arch: sm_120f " in text
+    spec.write_text(text.replace("kernel_arch: sm_120f ", "kernel_arch: sm_120  ", 1))
+    env = offline_env(wheelhouse)
+    subprocess.run([sys.executable, "-m", "megacpp_env", "render", "--spec", str(spec)], env=env, check=True,
+                   capture_output=True)  # fmt: skip
+    rc, log, summary = run_action(
+        tmp_path, project, action_repo, env, base="main", lock_args="--allow-unlocked",
+        report=str(tmp_path / "gate.md"),
+    )  # fmt: skip
+    assert rc == 1
+    assert "error GB001 targets.gb10.gpu.kernel_arch" in log
+    assert "::error::megacpp-env check failed: see the log above and the report" in log
+    assert "render-check failed" not in log and "lock-check failed" not in log and "gate failed" not in log
+    assert "## megacpp-env lock gate: FAIL" in summary and "| `check` | failed (exit 1) |" in summary
+    assert "error GB001 targets.gb10.gpu.kernel_arch" in summary
+
+
+def test_a_gate_error_reaches_the_report(tmp_path, project, action_repo, wheelhouse):
+    lock = project / "locks" / "pylock.smoke-linux-amd64.toml"
+    lock.write_text(lock.read_text() + "\n[[packages]]\nname = 'Not Normal'\n")
+    rc, log, summary = run_action(
+        tmp_path, project, action_repo, offline_env(wheelhouse), base="main", lock_args="--allow-unlocked",
+        report=str(tmp_path / "gate.md"),
+    )  # fmt: skip
+    assert rc == 1
+    assert "megacpp-env gate failed (exit 1)" in log
+    report = (tmp_path / "gate.md").read_text()
+    assert report.startswith("<!-- megacpp-env-lock-gate -->\n## megacpp-env lock gate: ERROR\n")
+    assert "locks/pylock.smoke-linux-amd64.toml" in report and "not a valid PEP 751 lock" in report
+    assert "| `lock-check` | failed (exit 1) |" in report  # lock --check saw the same broken lock
+    assert summary == report
 
 
 # ---- the reusable workflow's jobs, simulated offline: which steps run, what paths they pass on ----
@@ -320,3 +364,114 @@ def test_dependabot_keeps_every_pinned_action_current():
     proc = subprocess.run([zizmor, "--offline", "--no-progress", str(GITHUB / "dependabot.yml")], capture_output=True,
                           text=True, check=False)  # fmt: skip
     assert proc.returncode == 0 and "No findings to report" in proc.stdout, proc.stdout + proc.stderr
+
+
+# ---- the comment script itself, under node with a fake GitHub client (offline) ----------------------
+
+SCRIPT_HARNESS = Path(__file__).parent / "fixtures" / "github_script.js"
+BOT = {"type": "Bot", "login": "github-actions[bot]"}
+
+
+def run_comment_script(tmp: Path, report: Path, comments: list[dict]) -> list[list]:
+    """The comment job's github-script step, run by node: the GitHub calls it made, in order."""
+    node = shutil.which("node")
+    if node is None:
+        skip_or_fail("node is not installed (the comment script is tested with it)")
+    post = _load(REUSABLE)["jobs"]["comment"]["steps"][1]
+    script, scenario = tmp / "script.js", tmp / "scenario.json"
+    script.write_text(post["with"]["script"])
+    scenario.write_text(json.dumps({"comments": comments, "env": {"REPORT": str(report)}}))
+    proc = subprocess.run([node, str(SCRIPT_HARNESS), str(script), str(scenario)], capture_output=True, text=True,
+                          check=False, timeout=60)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def writes(calls: list[list]) -> list[tuple]:
+    return [(c[0], c[1].get("comment_id"), c[1]["body"]) for c in calls if c[0] in ("createComment", "updateComment")]
+
+
+def test_the_comment_script_posts_updates_or_stays_silent(tmp_path, project, capsys):
+    from megacpp_env.cli import main
+
+    spec = str(project / "stack.yaml")
+    quiet, failing = tmp_path / "quiet.md", tmp_path / "failing.md"
+    assert main(["gate", "--base", "main", "--spec", spec, "--format", "markdown"]) == 0
+    quiet.write_text(capsys.readouterr().out)
+    assert quiet.read_text().splitlines()[1] == "<!-- megacpp-env-lock-gate: nothing to report -->"
+    lock = project / "locks" / "pylock.smoke-linux-amd64.toml"
+    lock.write_text(lock.read_text().replace('version = "', 'version = "0.', 1))  # a downgrade
+    assert main(["gate", "--base", "main", "--spec", spec, "--format", "markdown"]) == 1
+    failing.write_text(capsys.readouterr().out)
+    ours = {"id": 5, "user": BOT, "body": failing.read_text()}
+    forged = {"id": 6, "user": {"type": "User", "login": "author"}, "body": failing.read_text()}
+    other_bot = {"id": 8, "user": {"type": "Bot", "login": "someone[bot]"}, "body": failing.read_text()}
+    quoting = {"id": 9, "user": BOT, "body": "> <!-- megacpp-env-lock-gate -->\n"}
+
+    # nothing to report and no comment of ours: no comment at all
+    calls = run_comment_script(tmp_path, quiet, [forged, other_bot, quoting])
+    assert writes(calls) == []
+    assert ["info", "nothing to report and no earlier comment: no comment posted"] in calls
+    assert calls[0] == ["paginate", {"owner": "megacpp", "repo": "project", "issue_number": 7, "per_page": 100}]
+    # a failing report: posted; the PR author's copy, another bot's and a quote of the marker are not ours
+    calls = run_comment_script(tmp_path, failing, [forged, other_bot, quoting])
+    assert writes(calls) == [("createComment", None, failing.read_text())]
+    # our earlier comment: updated in place, also when there is now nothing to report
+    assert writes(run_comment_script(tmp_path, quiet, [forged, ours])) == [("updateComment", 5, quiet.read_text())]
+    assert writes(run_comment_script(tmp_path, failing, [ours])) == []  # unchanged: not rewritten
+    # not a report (an empty file, or one that lost its marker), or too long: fail, post nothing
+    for body in ("", "no marker\n", "<!-- megacpp-env-lock-gate -->\n" + "x" * 70_000):
+        bad = tmp_path / "bad.md"
+        bad.write_text(body)
+        calls = run_comment_script(tmp_path, bad, [ours])
+        assert writes(calls) == [] and calls[-1][0] == "setFailed", calls
+
+
+def _hostile_project(project: Path) -> None:
+    """The project with the markup payload corpus in its acknowledgement file and in a lock's fields."""
+    from tests.test_gate_markdown import ACK_PAYLOADS, packages, write_lock
+
+    lock = project / "locks" / "pylock.smoke-linux-amd64.toml"
+    write_lock(lock, packages("base"))
+    _git(project, "commit", "-q", "-am", "payload base")
+    _git(project, "update-ref", "refs/remotes/origin/main", "main")
+    write_lock(lock, packages("head"))
+    acks = [{"package": f"p{i}", "change": "hashes-changed", "reason": p} for i, p in enumerate(ACK_PAYLOADS)]
+    acks += [{"package": f"{p}*", "change": "upgraded", "reason": "r", "target": p, "platform": p, "version": p}
+             for p in ACK_PAYLOADS]  # fmt: skip
+    body = "".join("[[ack]]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in a.items()) + "\n" for a in acks)
+    (project / "locks" / "ACKNOWLEDGED.toml").write_text(body)
+
+
+def _big_project(project: Path) -> None:
+    """The project with gb10/cloud locks of their real size, every package moved since the base."""
+    from megacpp_env.lock.pylock import render_pylock
+    from tests.test_gate_markdown import GB10_CLOUD, big_lock
+
+    names = [(t, p, f"pylock.{t}{part}-{p.replace('/', '-')}.toml") for t, p in GB10_CLOUD for part in ("", "-cuda")]
+    for t, p, name in names:
+        (project / "locks" / name).write_text(render_pylock(big_lock(t, p, "base")))
+    _git(project, "add", "-A")
+    _git(project, "commit", "-q", "-m", "gb10/cloud locks")
+    for t, p, name in names:
+        (project / "locks" / name).write_text(render_pylock(big_lock(t, p, "head")))
+
+
+@pytest.mark.parametrize("make", [_hostile_project, _big_project], ids=["payload-corpus", "gb10-cloud-sized"])
+def test_the_comment_path_end_to_end(tmp_path, project, action_repo, wheelhouse, gate_inputs, make):
+    """gate job (the action) -> artifact -> comment job -> the script under node: what it posts is the
+    report, within GitHub's limit, and no input became markup in it."""
+    from tests.test_gate_markdown import SECRET, assert_no_markup_from_inputs
+
+    make(project)
+    gate = run_gate_job(tmp_path / "gate-temp", project, action_repo, offline_env(wheelhouse), gate_inputs)
+    assert gate["status"] == "failure"  # violations (and, for the payload lock, a stale export)
+    report = run_comment_job(tmp_path / "comment-temp", gate, gate_inputs)
+    assert report is not None
+    calls = run_comment_script(tmp_path, report, [])
+    ((kind, _id, body),) = writes(calls)
+    assert kind == "createComment" and body == report.read_text()
+    assert len(body) <= 65_536 and len(body.encode()) <= 50_000
+    assert SECRET not in body
+    assert_no_markup_from_inputs(body)
+    assert "## megacpp-env lock gate: FAIL" in body

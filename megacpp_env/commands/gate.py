@@ -18,6 +18,12 @@ policy: these fail unless acknowledged in the ack file (default locks/ACKNOWLEDG
 ack file entries: [[ack]] package = "torch", change = "upgraded", reason = "...",
   optional target / platform / version.
 
+--format markdown is the pull-request comment: every value from a lock, the spec or the ack file
+  is escaped, the summary comes first, details are collapsed, and it stays under 50,000 bytes. When
+  the gate cannot run (an unknown ref, a malformed lock), the comment says why (and the error goes
+  to stderr). --check-results DIR adds the checks the lock-gate action ran (NAME.rc, NAME.log).
+  Credentials in URLs (user:password@) are removed from every format.
+
 exit codes: 0 pass (no violations, or all acknowledged); 1 unacknowledged violations, an unknown
   ref, a malformed ack file or an --ack FILE that does not exist; 2 usage.
 """
@@ -30,15 +36,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", choices=("text", "markdown", "json"), default="text")
     add_json(parser)
     parser.add_argument("--ack", metavar="FILE", help="acknowledgement file (default: locks/ACKNOWLEDGED.toml)")
+    parser.add_argument(
+        "--check-results", metavar="DIR",
+        help="include the results of checks run before the gate: DIR/NAME.rc (exit status), DIR/NAME.log",
+    )  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from megacpp_env.lock.report import gate_text
+    from megacpp_env.errors import MegacppEnvError
+    from megacpp_env.lock.checkresults import read_check_results
+    from megacpp_env.lock.report import gate_error_text, gate_text
 
-    report, text = gate_text(
-        load(args), args.base, Path(args.ack) if args.ack else None, "json" if args.json else args.format
-    )
+    fmt = "json" if args.json else args.format
+    checks = read_check_results(Path(args.check_results)) if args.check_results else ()
+    try:
+        report, text = gate_text(load(args), args.base, Path(args.ack) if args.ack else None, fmt, checks)
+    except MegacppEnvError as exc:  # the comment says why there is no report; stderr gets the error
+        sys.stdout.write(gate_error_text(str(exc), args.base, fmt, checks))
+        raise
     sys.stdout.write(text)
-    return 0 if report.verdict.passed else 1
+    return 0 if report.verdict.passed else 1  # the checks fail their own step

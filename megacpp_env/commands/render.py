@@ -13,6 +13,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--check", action="store_true", help="write nothing; exit 1 with a unified diff if a file is stale"
     )
+    parser.add_argument(
+        "--fail-on-write", action="store_true",
+        help="exit 1 when a file was written (a pre-commit fixer: the fixed files are then reviewed and staged)",
+    )  # fmt: skip
     add_json(parser)
 
 
@@ -40,4 +44,4 @@ def run(args: argparse.Namespace) -> int:
                 print(f"{paint('wrote', 'ok')}: {f.relpath}")
             elif settings().verbosity > QUIET:
                 print(f"unchanged: {f.relpath}")
-    return 0
+    return 1 if changed and args.fail_on_write else 0

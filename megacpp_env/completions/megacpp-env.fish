@@ -51,7 +51,7 @@ function _shtab_megacpp_env_using
 end
 
 set -g _shtab_megacpp_env_commands check facts targets schema show render lock gate mirror mirror-artifacts mirror-sources checkout verify-checkout overlay 'overlay new' 'overlay apply' 'overlay verify' 'overlay status' 'overlay restore' build-source build pin-base sbom verify-image snapshot diff doctor completion reproduce run bisect-check
-set -g _shtab_megacpp_env_opts_with_value --ack --base --base-image --build-requirements --builder --ca-bundle --cache-from --cache-to --check-golden --checkouts --dest --expect --export-lock --format --from --golden --golden-dir --ignore --jobs --listed-requirements --mirror --names --network --output --overlays --package --paths --platform --python --record --registry --repo --requirements --resources-root --rule --sbom --snapshot --source --source-from --source-mirror --spec --tag --target --to --unverified --venv --wheel --wheel-dir --workdir --worktree -o
+set -g _shtab_megacpp_env_opts_with_value --ack --base --base-image --build-requirements --builder --ca-bundle --cache-from --cache-to --check-golden --check-results --checkouts --dest --exclude-newer --expect --export-lock --format --from --golden --golden-dir --ignore --jobs --listed-requirements --mirror --names --network --output --overlays --package --paths --platform --python --record --registry --repo --requirements --resources-root --rule --sbom --snapshot --source --source-from --source-mirror --spec --tag --target --to --unverified --upgrade-package --venv --wheel --wheel-dir --workdir --worktree -o
 
 complete -c megacpp-env -e
 complete -c megacpp-env -f
@@ -108,6 +108,7 @@ complete -c megacpp-env -n '_shtab_megacpp_env_using render' -l spec -x -d 'the 
 complete -c megacpp-env -n '_shtab_megacpp_env_using render' -s v -l verbose -d 'also show every external command run (git, uv)'
 complete -c megacpp-env -n '_shtab_megacpp_env_using render' -s q -l quiet -d 'only results and errors: no progress, no build log'
 complete -c megacpp-env -n '_shtab_megacpp_env_using render' -l check -d 'write nothing; exit 1 with a unified diff if a file is stale'
+complete -c megacpp-env -n '_shtab_megacpp_env_using render' -l fail-on-write -d 'exit 1 when a file was written (a pre-commit fixer: the fixed files are then reviewed and staged)'
 complete -c megacpp-env -n '_shtab_megacpp_env_using render' -l json -d 'print a machine-readable JSON report on stdout'
 complete -c megacpp-env -n '_shtab_megacpp_env_using render; and test $_shtab_megacpp_env_npos -ge 0' -ka "(megacpp-env completion --names targets 2>/dev/null)" -d 'targets to render (default: all)'
 complete -c megacpp-env -n '_shtab_megacpp_env_using; and test $_shtab_megacpp_env_npos -eq 0' -a lock -d 'resolve per-target locks with hashes; '"'"'lock diff OLD NEW'"'"' explains changes'
@@ -121,6 +122,9 @@ complete -c megacpp-env -n '_shtab_megacpp_env_using lock' -l export-requirement
 complete -c megacpp-env -n '_shtab_megacpp_env_using lock' -l align -d 're-resolve diverging locks constrained by their group'"'"'s first lock'
 complete -c megacpp-env -n '_shtab_megacpp_env_using lock' -l allow-unlocked -d 'with --check: report, but do not fail on, targets whose index is unreachable here and that have no lock yet'
 complete -c megacpp-env -n '_shtab_megacpp_env_using lock' -l try-unreachable -d 'resolve targets even if their index is marked reachable_here: false'
+complete -c megacpp-env -n '_shtab_megacpp_env_using lock' -l upgrade -d 'resolve from scratch: the committed lock pins nothing'
+complete -c megacpp-env -n '_shtab_megacpp_env_using lock' -l upgrade-package -x -d 'let NAME move to its newest allowed version (and what that forces); repeatable'
+complete -c megacpp-env -n '_shtab_megacpp_env_using lock' -l exclude-newer -x -d 'ignore files uploaded after DATE (recorded in the lock, kept by later runs; none drops it)'
 complete -c megacpp-env -n '_shtab_megacpp_env_using lock' -l json -d 'print a machine-readable JSON report on stdout'
 complete -c megacpp-env -n '_shtab_megacpp_env_using lock; and test $_shtab_megacpp_env_npos -ge 0' -ka "(megacpp-env completion --names targets 2>/dev/null)" -d 'targets (default: all); or: diff OLD NEW'
 complete -c megacpp-env -n '_shtab_megacpp_env_using; and test $_shtab_megacpp_env_npos -eq 0' -a gate -d 'compare committed locks at a git ref with the working tree; enforce policy'
@@ -132,6 +136,7 @@ complete -c megacpp-env -n '_shtab_megacpp_env_using gate' -l base -x -d 'the re
 complete -c megacpp-env -n '_shtab_megacpp_env_using gate' -l format -xka "text markdown json" -d format
 complete -c megacpp-env -n '_shtab_megacpp_env_using gate' -l json -d 'print a machine-readable JSON report on stdout'
 complete -c megacpp-env -n '_shtab_megacpp_env_using gate' -l ack -x -d 'acknowledgement file (default: locks/ACKNOWLEDGED.toml)'
+complete -c megacpp-env -n '_shtab_megacpp_env_using gate' -l check-results -x -d 'include the results of checks run before the gate: DIR/NAME.rc (exit status), DIR/NAME.log'
 complete -c megacpp-env -n '_shtab_megacpp_env_using; and test $_shtab_megacpp_env_npos -eq 0' -a mirror -d 'download and hash-verify every artifact of a lock into a local mirror'
 complete -c megacpp-env -n '_shtab_megacpp_env_using mirror' -s h -l help -d 'show this help message and exit'
 complete -c megacpp-env -n '_shtab_megacpp_env_using mirror' -l spec -x -d 'the stack spec (default: $MEGACPP_ENV_SPEC, else the nearest stack.yaml here or in a parent directory)'

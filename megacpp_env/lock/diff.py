@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 
 from packaging.version import InvalidVersion, Version
 
+from megacpp_env.lock.escape import code, plain, scrub
 from megacpp_env.lock.pylock import Lock, LockedPackage, LockFormatError, lock_from_data, read_pylock_text
 from megacpp_env.lock.reqtxt import read_requirements_text
 from megacpp_env.records import as_dict, parse_toml, read_text
@@ -166,11 +167,14 @@ def _same_name_changes(old: LockedPackage, new: LockedPackage) -> PackageChange 
 
 
 def _hosts(p: LockedPackage) -> frozenset[str]:
+    """``scheme://host[:port]`` of each artifact URL: never the userinfo (credentials are no origin,
+    and must not reach a report)."""
     out = set()
     for a in p.artifacts:
         parts = urlsplit(a.url)
-        if parts.netloc:
-            out.add(f"{parts.scheme}://{parts.netloc}")
+        host = parts.netloc.rpartition("@")[2]
+        if host:
+            out.add(f"{parts.scheme}://{host}")
     return frozenset(out)
 
 
@@ -282,7 +286,7 @@ def diff_locks(old: Lock, new: Lock, *, title: str = "") -> LockDiff:
             changes.append(platform)  # e.g. an entry split by marker that hides a hash swap
     changes.sort(key=lambda c: (not c.direct, c.name, c.marker))
     both = o.keys() & n.keys()
-    unchanged = len(both) - sum(1 for c in changes if (c.name, c.marker) in both)
+    unchanged = len(both - {(c.name, c.marker) for c in changes})  # a name two changes explain counts once
     return LockDiff(title=title, changes=tuple(changes), unchanged=unchanged, old_path=old.path, new_path=new.path)
 
 
@@ -311,34 +315,25 @@ def render_text(diffs: Sequence[LockDiff], verdict: str = "", extra: Sequence[st
     out += [line for line in extra if line or out]
     if verdict:
         out.append(verdict)
-    return "\n".join(out) + "\n"
+    return "".join(f"{plain(line)}\n" for line in out) if out else "\n"
 
 
-def _md_escape(text: str) -> str:
-    return text.replace("|", "\\|")
-
-
-def render_markdown(diffs: Sequence[LockDiff], verdict: str = "", extra: Sequence[str] = ()) -> str:
+def render_markdown(diffs: Sequence[LockDiff], verdict: str = "") -> str:
+    """GitHub-flavoured markdown: every value from a lock a code span (``lock.escape.code``)."""
     out: list[str] = []
     for d in diffs:
-        out += [f"### `{d.title}`", "", f"{summary(d)}; {d.unchanged} unchanged.", ""]
+        out += [f"### {code(d.title)}", "", f"{summary(d)}; {d.unchanged} unchanged.", ""]
         if d.changes:
             out += ["| package | direct | change | old | new | details |", "|---|---|---|---|---|---|"]
             for c in d.changes:
-                cells = [
-                    f"`{c.label}`",
-                    "yes" if c.direct else "",
-                    change_text(c),
-                    c.old or "-",
-                    c.new or "-",
-                    "; ".join(c.details),
-                ]
-                out.append("| " + " | ".join(_md_escape(x) for x in cells) + " |")
+                cells = [code(c.label, cell=True), "yes" if c.direct else "", change_text(c),
+                         code(c.old or "-", cell=True), code(c.new or "-", cell=True),
+                         code("; ".join(c.details), cell=True) if c.details else ""]  # fmt: skip
+                out.append("| " + " | ".join(cells) + " |")
             out.append("")
-        out += [f"> {note}" for note in d.notes]
-    out += list(extra)
+        out += [f"- note: {code(note)}" for note in d.notes]
     if verdict:
-        out += ["", verdict]
+        out += ["", verdict] if out and out[-1] else [verdict]
     return "\n".join(out).strip("\n") + "\n"
 
 
@@ -352,16 +347,15 @@ def render(
 ) -> str:
     if fmt == "json":
         body = {"locks": [d.to_dict() for d in diffs], **(payload or {})}
-        return json.dumps(body, indent=2, sort_keys=True) + "\n"
+        return json.dumps(scrub(body), indent=2, sort_keys=True) + "\n"
     if fmt == "markdown":
-        return render_markdown(diffs, verdict or _default_verdict(diffs, markdown=True), extra)
-    return render_text(diffs, verdict or _default_verdict(diffs, markdown=False), extra)
+        return render_markdown(diffs, verdict or _default_verdict(diffs))
+    return render_text(diffs, verdict or _default_verdict(diffs), extra)
 
 
-def _default_verdict(diffs: Sequence[LockDiff], *, markdown: bool) -> str:
+def _default_verdict(diffs: Sequence[LockDiff]) -> str:
     n = sum(len(d.changes) for d in diffs)
-    text = f"Verdict: {n} package change(s)" if n else "Verdict: no changes"
-    return f"**{text}**" if markdown else text
+    return f"Verdict: {n} package change(s)" if n else "Verdict: no changes"
 
 
 def explain_files(old: str, new: str, fmt: str) -> str:

@@ -46,6 +46,7 @@ class LockMeta:
     python_platform: str = field(default="", metadata=renamed("python-platform"))
     inputs_hash: str = field(default="", metadata=renamed("inputs-hash"))
     uv_version: str = field(default="", metadata=renamed("uv-version"))
+    exclude_newer: str = field(default="", metadata=renamed("exclude-newer"))  # uv's cutoff; "" for none
     command: str = ""
     uv_command: str = field(default="", metadata=renamed("uv-command"))
     direct: tuple[str, ...] = ()
@@ -53,8 +54,9 @@ class LockMeta:
 
     def to_dict(self) -> dict[str, Any]:
         out = as_dict(self)
-        if not self.part:  # absent in a venv lock: those keep their bytes
-            del out["part"]
+        for key in ("part", "exclude-newer"):  # absent when empty: the locks written before them keep their bytes
+            if not out[key]:
+                del out[key]
         return out
 
     @classmethod

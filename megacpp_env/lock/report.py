@@ -8,18 +8,30 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from packaging.utils import canonicalize_name
+
 from megacpp_env.lock import diff as d
+from megacpp_env.lock.checkresults import CheckResult
+from megacpp_env.lock.comment import render_comment
+from megacpp_env.lock.escape import plain, scrub
 from megacpp_env.lock.gate import GateReport, Verdict, run_gate
 from megacpp_env.lock.state import jobs_for
-from megacpp_env.lock.workflow import CheckRun, ExportRow, LockRun, check_targets, export_targets, lock_targets
+from megacpp_env.lock.workflow import (
+    CheckRun,
+    ExportRow,
+    LockRun,
+    Upgrade,
+    check_targets,
+    cutoff,
+    export_targets,
+    lock_targets,
+)
 from megacpp_env.spec.model import Spec
 from megacpp_env.ui import Progress
 
-GATE_MARKER = "<!-- megacpp-env-lock-gate -->"
-
 
 def to_json(data: object) -> str:
-    return json.dumps(data, indent=2, sort_keys=True) + "\n"
+    return json.dumps(scrub(data), indent=2, sort_keys=True) + "\n"
 
 
 # ---- lock ---------------------------------------------------------------------------------------
@@ -33,22 +45,23 @@ def render_check(run: CheckRun, *, quiet: bool = False) -> str:
             continue
         lines.append(("warning: " if r.failing else "") + r.summary())
         lines += [f"  {dv.line()}" for dv in r.failing]
-    return "".join(f"{line}\n" for line in lines)
+    return "".join(f"{plain(line)}\n" for line in lines)
 
 
 def render_lock(run: LockRun) -> str:
     if run.problems:
-        return "".join(f"error: {p}\n" for p in run.problems) + "lock: nothing written\n"
+        return "".join(f"error: {plain(p)}\n" for p in run.problems) + "lock: nothing written\n"
     lines = list(run.notes)
     for row in run.rows:
         if row.state == "skipped":
             lines.append(f"skipped: {row.target} {row.platform}: {row.detail}")
         else:
             lines.append(f"{row.state}: {row.path} ({row.packages} packages, {row.seconds}s) + {row.export}")
+            lines += [f"  {c.label}: {d.change_text(c)} {c.old or '-'} -> {c.new or '-'}" for c in row.changes]
     for r in run.reports:
         lines.append(r.summary())
         lines += [f"  {dv.line()}" for dv in r.divergences]
-    return "".join(f"{line}\n" for line in lines)
+    return "".join(f"{plain(line)}\n" for line in lines)
 
 
 def render_exports(rows: Sequence[ExportRow]) -> tuple[str, str]:
@@ -61,33 +74,30 @@ def render_exports(rows: Sequence[ExportRow]) -> tuple[str, str]:
 # ---- gate ---------------------------------------------------------------------------------------
 
 
-def verdict_line(verdict: Verdict, ack_name: str, *, markdown: bool) -> str:
+def verdict_line(verdict: Verdict, ack_name: str) -> str:
     if verdict.passed:
         n = len(verdict.acknowledged)
-        text = "Verdict: PASS" + (f" ({n} acknowledged change(s))" if n else "")
-    else:
-        n = len(verdict.violations)
-        text = f"Verdict: FAIL: {n} unacknowledged violation(s); acknowledge them in locks/{ack_name}"
-    return f"**{text}**" if markdown else text
+        return "Verdict: PASS" + (f" ({n} acknowledged change(s))" if n else "")
+    n = len(verdict.violations)
+    return f"Verdict: FAIL: {n} unacknowledged violation(s); acknowledge them in locks/{ack_name}"
 
 
-def render_gate(report: GateReport, fmt: str) -> str:
+def render_gate(report: GateReport, fmt: str, checks: Sequence[CheckResult] = ()) -> str:
+    """``gate``'s report: text (every line made ``plain``), the pull-request comment (markdown, see
+    ``lock.comment``) or JSON (credentials scrubbed)."""
     if fmt == "json":
-        return d.render(report.diffs, "json", payload=report.to_dict())
-    md = fmt == "markdown"
+        payload = {**report.to_dict(), **({"checks": [c.to_dict() for c in checks]} if checks else {})}
+        return d.render(report.diffs, "json", payload=payload)
+    if fmt == "markdown":
+        return render_comment(report, base=report.base, checks=checks)
     changed = [x for x in report.diffs if x.changes]
-    short = report.commit[:12]
-    head = (
-        [GATE_MARKER, f"## megacpp-env lock gate (base `{report.base}` {short})", ""]
-        if md
-        else [f"lock gate: base {report.base} ({short})"]
+    head = f"lock gate: base {plain(report.base)} ({report.commit[:12]})\n"
+    return head + d.render(
+        changed, fmt, verdict=verdict_line(report.verdict, report.ack_name), extra=_sections(report, checks)
     )
-    verdict = verdict_line(report.verdict, report.ack_name, markdown=md)
-    return "\n".join(head) + "\n" + d.render(changed, fmt, verdict=verdict, extra=_sections(report, md))
 
 
-def _sections(report: GateReport, md: bool) -> list[str]:
-    bullet = "- " if md else "  "
+def _sections(report: GateReport, checks: Sequence[CheckResult]) -> list[str]:
     verdict = report.verdict
     out = [""]
     same = [x.title for x in report.diffs if not x.changes]
@@ -96,22 +106,31 @@ def _sections(report: GateReport, md: bool) -> list[str]:
     if report.new_locks:
         out.append(f"New locks (no base to compare; divergence rule only): {', '.join(report.new_locks)}")
     out += [f"Consistency: {r.summary()}" for r in report.reports]
+    out += [f"Check {c.name}: {'passed' if c.passed else f'failed (exit {c.exit_code})'}" for c in checks]
     if verdict.violations:
-        out += ["", "Violations:"] + [bullet + v.line() for v in verdict.violations]
+        out += ["", "Violations:"] + [f"  {v.line()}" for v in verdict.violations]
     if verdict.acknowledged:
-        out += ["", "Acknowledged:"] + [f"{bullet}{v.line()} -- {a.reason}" for v, a in verdict.acknowledged]
+        out += ["", "Acknowledged:"] + [f"  {v.line()} -- {a.reason}" for v, a in verdict.acknowledged]
     if verdict.unused:
         out += ["", "Unused acknowledgements (remove them):"]
-        out += [f"{bullet}{a.label()}" for a in verdict.unused]
+        out += [f"  {a.label()}" for a in verdict.unused]
     if not any(x.changes for x in report.diffs):
         out.insert(0, "No lock changes.")
     return out
 
 
-def gate_text(spec: Spec, base: str, ack_file: Path | None, fmt: str) -> tuple[GateReport, str]:
+def gate_text(
+    spec: Spec, base: str, ack_file: Path | None, fmt: str, checks: Sequence[CheckResult] = ()
+) -> tuple[GateReport, str]:
     """``gate``: the committed locks at ``base`` against the working tree, and its rendering."""
     report = run_gate(spec, base, ack_file)
-    return report, render_gate(report, fmt)
+    return report, render_gate(report, fmt, checks)
+
+
+def gate_error_text(error: str, base: str, fmt: str, checks: Sequence[CheckResult] = ()) -> str:
+    """What ``gate`` writes to stdout when it could not run: the comment, for ``markdown`` (so the
+    error reaches the pull request); nothing for the other formats (the error goes to stderr)."""
+    return render_comment(None, base=base, checks=checks, error=error) if fmt == "markdown" else ""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -125,6 +144,9 @@ class LockRequest:
     try_unreachable: bool = False
     as_json: bool = False
     quiet: bool = False
+    upgrade: bool = False
+    upgrade_packages: tuple[str, ...] = ()
+    exclude_newer: str | None = None  # None: each lock keeps the cutoff it records
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -145,11 +167,17 @@ def run_lock(spec: Spec, req: LockRequest, *, progress: Callable[[int], Progress
     if req.export_requirements:
         out, err = render_exports(export_targets(spec, jobs))
         return Printed(ok=not err, out=out, err=err)
+    upgrade = Upgrade(
+        everything=req.upgrade,
+        packages=tuple(sorted({canonicalize_name(n) for n in req.upgrade_packages})),
+        exclude_newer=None if req.exclude_newer is None else cutoff(req.exclude_newer),
+    )
     bar = progress(len([j for j in jobs if req.try_unreachable or not j.unreachable]))
     try:
         result = lock_targets(
-            spec, jobs, align=req.align, try_unreachable=req.try_unreachable, named=bool(req.names), progress=bar
-        )
+            spec, jobs, align=req.align, try_unreachable=req.try_unreachable, named=bool(req.names), progress=bar,
+            upgrade=upgrade,
+        )  # fmt: skip
     finally:
         bar.close()
     return Printed(ok=result.ok, out=to_json(result.to_dict()) if req.as_json else render_lock(result))

@@ -11,6 +11,12 @@ under torch) would be looked up on the default index -- uv then fails, or silent
 that does not need it. So when a direct requirement uses an explicit index, a probe run (requirements
 format, ``# via`` annotations) resolves with every package of that index made direct and keeps, for the
 final run, those that another package requires.
+
+Re-locking moves only what was asked (``Relock``): the committed lock is written where uv writes its
+output, which uv reads as its preferences (it keeps each locked version the requirements still allow);
+``upgrade_packages`` are the exceptions (``uv --upgrade-package``); no previous lock (``lock --upgrade``)
+resolves from scratch. ``exclude_newer`` is uv's upload-time cutoff: a file uploaded later does not
+exist for the resolution, so the same inputs give the same lock on another day even from scratch.
 """
 
 from __future__ import annotations
@@ -29,12 +35,36 @@ from megacpp_env.errors import ToolError
 from megacpp_env.fsutil import owned_tempdir
 from megacpp_env.lock.inputs import LockInputs
 from megacpp_env.lock.outputs import lock_command
-from megacpp_env.lock.pylock import Lock, LockedPackage, LockMeta, read_pylock
+from megacpp_env.lock.pylock import Lock, LockedPackage, LockMeta, read_pylock, render_pylock
 from megacpp_env.lock.reqtxt import read_via
 from megacpp_env.tomlwrite import dumps
 
 INPUT_PROJECT = "megacpp-lock-input"
 OVERRIDES_FILE = "overrides.txt"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Relock:
+    """What a resolution keeps of the lock it replaces (see the module doc)."""
+
+    previous: Lock | None = None  # the committed lock: uv's preferences; None resolves from scratch
+    upgrade_packages: tuple[str, ...] = ()  # canonical names uv may move anyway
+    exclude_newer: str = ""  # RFC 3339 UTC; "" for no cutoff
+
+    def pylock_text(self) -> str:
+        """The previous lock as uv reads preferences from its ``-o pylock.toml`` output."""
+        return render_pylock(replace(self.previous, meta=None, path="")) if self.previous else ""
+
+    def pins_text(self) -> str:
+        """The previous lock as ``requirements.txt`` pins (the probe's output format)."""
+        if self.previous is None:
+            return ""
+        pins = [f"{p.name}=={p.version}" + (f" ; {p.marker}" if p.marker else "")
+                for p in self.previous.packages if p.version and p.vcs is None]  # fmt: skip
+        return "".join(f"{pin}\n" for pin in pins)
+
+
+FRESH = Relock()
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -62,8 +92,11 @@ def input_project(inputs: LockInputs, extra_direct: Sequence[str] = ()) -> str:
     return dumps({"project": project, **({"tool": {"uv": uv_table}} if uv_table else {})})
 
 
-def _request(inputs: LockInputs, work: Path, constraints: Path | None, fmt: str = "pylock.toml") -> uv.CompileRequest:
-    return uv.CompileRequest(
+def _request(
+    inputs: LockInputs, work: Path, constraints: Path | None, relock: Relock, fmt: str = "pylock.toml"
+) -> uv.CompileRequest:
+    """The uv run, with the previous lock written as its output: uv's preferences."""
+    req = uv.CompileRequest(
         workdir=work,
         python_version=inputs.python,
         python_platform=uv.python_platform(inputs.platform),
@@ -72,7 +105,16 @@ def _request(inputs: LockInputs, work: Path, constraints: Path | None, fmt: str 
         overrides=_write_overrides(work, inputs.overrides),
         format=fmt,
         output="pylock.toml" if fmt == "pylock.toml" else "requirements.txt",
+        exclude_newer=relock.exclude_newer,
+        upgrade_packages=relock.upgrade_packages,
     )
+    previous = relock.pylock_text() if fmt == "pylock.toml" else relock.pins_text()
+    output = work / req.output
+    if previous:
+        output.write_text(previous, encoding="utf-8")
+    else:
+        output.unlink(missing_ok=True)  # an earlier pass's output is no preference
+    return req
 
 
 def _write_overrides(work: Path, overrides: Sequence[str]) -> Path | None:
@@ -84,21 +126,25 @@ def _write_overrides(work: Path, overrides: Sequence[str]) -> Path | None:
     return path
 
 
-def _run_compile(inputs: LockInputs, work: Path, extra: Sequence[str], constraints: Path | None) -> Lock:
+def _run_compile(
+    inputs: LockInputs, work: Path, extra: Sequence[str], constraints: Path | None, relock: Relock
+) -> Lock:
     (work / "pyproject.toml").write_text(input_project(inputs, extra), encoding="utf-8")
-    req = _request(inputs, work, constraints)
+    req = _request(inputs, work, constraints, relock)
     uv.pip_compile(req)
     return read_pylock(work / req.output)
 
 
-def _probe_family(inputs: LockInputs, work: Path, family: Sequence[str], constraints: Path | None) -> list[str]:
+def _probe_family(
+    inputs: LockInputs, work: Path, family: Sequence[str], constraints: Path | None, relock: Relock
+) -> list[str]:
     """Resolve with every package of the needed explicit indexes made direct (so each is routed through
     its index), then keep those some *other* package requires (pytorch-triton via torch). A family
     package that cannot be resolved (not on the index, conflicts) is dropped from the probe and retried."""
     probe = list(family)
     while True:
         (work / "pyproject.toml").write_text(input_project(inputs, probe), encoding="utf-8")
-        req = _request(inputs, work, constraints, fmt="requirements.txt")
+        req = _request(inputs, work, constraints, relock, fmt="requirements.txt")
         try:
             uv.pip_compile(req)
         except ToolError as exc:
@@ -125,9 +171,11 @@ def _named_in_error(error: ToolError, inputs: LockInputs, direct: set[str]) -> l
     return sorted(n for n in names if re.search(rf"(?<![\w-]){re.escape(n)}(?![\w-])", text.replace("_", "-")))
 
 
-def _first_pass(inputs: LockInputs, work: Path, direct: set[str], cfile: Path | None) -> tuple[Lock | None, list[str]]:
+def _first_pass(
+    inputs: LockInputs, work: Path, direct: set[str], cfile: Path | None, relock: Relock
+) -> tuple[Lock | None, list[str]]:
     try:
-        raw = _run_compile(inputs, work, (), cfile)
+        raw = _run_compile(inputs, work, (), cfile, relock)
     except ToolError as exc:
         if extra := _named_in_error(exc, inputs, direct):
             return None, extra
@@ -140,7 +188,7 @@ def _family(inputs: LockInputs, direct: set[str]) -> list[str]:
     return sorted({canonicalize_name(p) for i in inputs.needed_indexes() for p in i.packages} - direct)
 
 
-def resolve(inputs: LockInputs, *, constraints: Mapping[str, str] | None = None) -> Resolved:
+def resolve(inputs: LockInputs, *, constraints: Mapping[str, str] | None = None, relock: Relock = FRESH) -> Resolved:
     """Resolve ``inputs`` with uv; the returned lock carries the tool table.
 
     uv runs once when no explicit index is involved; otherwise a probe pass finds which packages of the
@@ -152,19 +200,21 @@ def resolve(inputs: LockInputs, *, constraints: Mapping[str, str] | None = None)
         work = Path(tmp)
         cfile = _write_constraints(work, constraints)
         if family := _family(inputs, direct):
-            extra = _probe_family(inputs, work, family, cfile)
-            raw: Lock | None = _run_compile(inputs, work, extra, cfile)
+            extra = _probe_family(inputs, work, family, cfile, relock)
+            raw: Lock | None = _run_compile(inputs, work, extra, cfile, relock)
             runs = 2
         else:
-            raw, extra = _first_pass(inputs, work, direct, cfile)
+            raw, extra = _first_pass(inputs, work, direct, cfile, relock)
             runs = 1
             if extra:  # misrouted through the default index, or not found there
-                raw = _run_compile(inputs, work, extra, cfile)
+                raw = _run_compile(inputs, work, extra, cfile, relock)
                 runs = 2
     assert raw is not None
     if still := _misrouted(raw, inputs, direct | set(extra)):
         raise ToolError(f"{inputs.target}: {', '.join(still)} not resolved from their explicit index")
-    lock = finish_lock(raw, inputs, direct | set(extra), constraints_from=bool(constraints))
+    lock = finish_lock(
+        raw, inputs, direct | set(extra), constraints_from=bool(constraints), exclude_newer=relock.exclude_newer
+    )
     return Resolved(inputs=inputs, lock=lock, seconds=time.monotonic() - start, uv_runs=runs)
 
 
@@ -176,7 +226,9 @@ def _write_constraints(work: Path, constraints: Mapping[str, str] | None) -> Pat
     return path
 
 
-def finish_lock(raw: Lock, inputs: LockInputs, direct: set[str], *, constraints_from: bool = False) -> Lock:
+def finish_lock(
+    raw: Lock, inputs: LockInputs, direct: set[str], *, constraints_from: bool = False, exclude_newer: str = ""
+) -> Lock:
     """Tag packages with index and direct flag; add ``[tool.megacpp-env]``."""
     default = uv.default_index()
     packages = tuple(replace(p, index=_index_url(p, inputs, default), direct=p.name in direct) for p in raw.packages)
@@ -188,15 +240,18 @@ def finish_lock(raw: Lock, inputs: LockInputs, direct: set[str], *, constraints_
         python_platform=uv.python_platform(inputs.platform),
         inputs_hash=inputs.digest(),
         uv_version=uv.uv_version(),
+        exclude_newer=exclude_newer,
         command=lock_command(inputs.target, inputs.platform),
-        uv_command=" ".join(["uv", *uv.compile_args(_example_request(inputs, constraints_from))]),
+        uv_command=" ".join(["uv", *uv.compile_args(_example_request(inputs, constraints_from, exclude_newer))]),
         direct=tuple(sorted(p.name for p in packages if p.direct)),
         requirements=tuple(inputs.requirements),
     )
     return Lock(packages=packages, requires_python=raw.requires_python, created_by="megacpp-env", meta=meta)
 
 
-def _example_request(inputs: LockInputs, constraints: bool) -> uv.CompileRequest:
+def _example_request(inputs: LockInputs, constraints: bool, exclude_newer: str) -> uv.CompileRequest:
+    """The request as the lock records it: no upgrade flags (a later re-lock with the same inputs must
+    write the same bytes)."""
     return uv.CompileRequest(
         workdir=Path(),
         python_version=inputs.python,
@@ -204,6 +259,7 @@ def _example_request(inputs: LockInputs, constraints: bool) -> uv.CompileRequest
         prerelease_packages=inputs.prerelease_packages(),
         constraints=Path("constraints.txt") if constraints else None,
         overrides=Path(OVERRIDES_FILE) if inputs.overrides else None,
+        exclude_newer=exclude_newer,
     )
 
 
@@ -218,16 +274,18 @@ def resolve_all(
     jobs: Sequence[LockInputs],
     *,
     constraints: Mapping[tuple[str, str], Mapping[str, str]] | None = None,
+    relocks: Sequence[Relock] | None = None,
     on_done: Callable[[Resolved], None] | None = None,
     max_workers: int = 4,
 ) -> list[Resolved]:
     """Resolve several locks in parallel threads (each runs its own uv); results in ``jobs`` order."""
 
-    def one(inputs: LockInputs) -> Resolved:
-        result = resolve(inputs, constraints=(constraints or {}).get((inputs.target, inputs.platform)))
+    def one(inputs: LockInputs, relock: Relock) -> Resolved:
+        pins = (constraints or {}).get((inputs.target, inputs.platform))
+        result = resolve(inputs, constraints=pins, relock=relock)
         if on_done is not None:
             on_done(result)
         return result
 
     with ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(jobs)))) as pool:
-        return list(pool.map(one, jobs))
+        return list(pool.map(one, jobs, relocks if relocks is not None else [FRESH] * len(jobs)))

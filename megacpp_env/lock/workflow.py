@@ -12,16 +12,17 @@ from typing import Any
 from megacpp_env import layout
 from megacpp_env.deps.graph import TargetDeps, target_deps
 from megacpp_env.deps.lockcheck import after_resolution, preflight, requirers_of, wrong_origin
-from megacpp_env.errors import ToolError
+from megacpp_env.errors import SpecError, ToolError
 from megacpp_env.lock.consistency import GroupReport, Key, check_locks
-from megacpp_env.lock.pylock import Lock, read_pylock
-from megacpp_env.lock.resolve import Resolved, resolve_all
+from megacpp_env.lock.diff import PackageChange, diff_locks
+from megacpp_env.lock.pylock import Lock, LockFormatError, read_pylock
+from megacpp_env.lock.resolve import Relock, Resolved, resolve_all
 from megacpp_env.lock.state import UNLOCKED, LockJob, LockState, check_job, export_only, rel, unreachable_text
 from megacpp_env.records import HIDDEN, as_dict
 from megacpp_env.spec.model import Spec
 from megacpp_env.ui import Progress
 
-WRITTEN_KEYS = ("target", "platform", "state", "path", "export", "packages", "seconds", "uv_runs")
+WRITTEN_KEYS = ("target", "platform", "state", "path", "export", "packages", "seconds", "uv_runs", "changes")
 SKIPPED_KEYS = ("target", "platform", "state", "detail")
 
 
@@ -38,10 +39,40 @@ class LockRow:
     seconds: float = 0.0
     uv_runs: int = 0
     detail: str = ""
+    changes: tuple[PackageChange, ...] = ()  # what moved against the lock it replaced (all: no lock before)
 
     def to_dict(self) -> dict[str, Any]:
         out = as_dict(self)
         return {k: out[k] for k in (SKIPPED_KEYS if self.state == "skipped" else WRITTEN_KEYS)}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Upgrade:
+    """What ``lock`` may move: everything (``--upgrade``: no preferences), named packages
+    (``--upgrade-package``), and the upload-time cutoff (``--exclude-newer``: None keeps each lock's
+    recorded one, "" drops it)."""
+
+    everything: bool = False
+    packages: tuple[str, ...] = ()
+    exclude_newer: str | None = None
+
+
+def cutoff(text: str) -> str:
+    """``--exclude-newer``: a date (``2026-11-20``, midnight UTC) or an RFC 3339 time (UTC when it has
+    no offset) as the UTC timestamp uv is given and the lock records; ``none`` (or "") drops it."""
+    import datetime as dt
+
+    if text.strip().lower() in ("", "none"):
+        return ""
+    try:
+        when = dt.datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise SpecError(
+            f"not a date or an RFC 3339 time: {text!r}", key="--exclude-newer",
+            remedy="e.g. 2026-11-20 or 2026-11-20T12:00:00Z; none drops the cutoff",
+        ) from None  # fmt: skip
+    when = when.replace(tzinfo=dt.UTC) if when.tzinfo is None else when.astimezone(dt.UTC)
+    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -116,16 +147,22 @@ def lock_targets(
     try_unreachable: bool = False,
     named: bool = False,
     progress: Progress | None = None,
+    upgrade: Upgrade = Upgrade(),
 ) -> LockRun:
-    """Resolve, compare, re-align if asked and diverging, write. Jobs whose explicit index is marked
-    unreachable here are skipped (unless ``try_unreachable``); skipping one the user ``named`` fails."""
+    """Resolve, compare, re-align if asked and diverging, write. Each lock is re-resolved with the
+    committed one as uv's preferences, so only what ``upgrade`` names, and what the inputs force, moves.
+    Jobs whose explicit index is marked unreachable here are skipped (unless ``try_unreachable``);
+    skipping one the user ``named`` fails."""
     runnable = [j for j in jobs if try_unreachable or not j.unreachable]
     skipped = [j for j in jobs if j not in runnable]
     graphs = {j.inputs.target: target_deps(spec, spec.target(j.inputs.target)) for j in runnable}
     problems = [p for g in graphs.values() for p in preflight(g)]
     if problems:  # before uv runs: the requirers name themselves
         return LockRun(rows=(), reports=(), problems=tuple(problems))
-    results = _resolve_explained(runnable, progress, graphs)
+    committed = [_committed(j) for j in runnable]
+    relocks = [_relock(j, lock, upgrade) for j, lock in zip(runnable, committed, strict=True)]
+    _check_upgrade_names(upgrade, runnable, committed)
+    results = _resolve_explained(runnable, progress, graphs, relocks)
     problems = _after_resolution(graphs, runnable, results)
     if problems:
         return LockRun(rows=(), reports=(), problems=tuple(problems))
@@ -134,9 +171,40 @@ def lock_targets(
     if align and any(r.failing for r in reports):
         results, all_reports, align_notes = _realign(spec, runnable, results, reports)
         reports, notes = _touching(all_reports, jobs), [*notes, *align_notes]
-    rows = [_write(spec, j, r) for j, r in zip(runnable, results, strict=True)]
+    rows = [_write(spec, j, r, old) for j, r, old in zip(runnable, results, committed, strict=True)]
     rows += [_skipped(j) for j in skipped]
     return LockRun(rows=tuple(rows), reports=reports, notes=tuple(notes), explicit_skip=named and bool(skipped))
+
+
+def _committed(job: LockJob) -> Lock | None:
+    """The lock a run replaces; None when there is none, or one uv could not take as preferences."""
+    try:
+        return read_pylock(job.lock_path) if job.lock_path.exists() else None
+    except LockFormatError:
+        return None  # resolved from scratch; the diff then shows every package as added
+
+
+def _relock(job: LockJob, committed: Lock | None, upgrade: Upgrade) -> Relock:
+    recorded = committed.meta.exclude_newer if committed is not None and committed.meta else ""
+    return Relock(
+        previous=None if upgrade.everything else committed,
+        upgrade_packages=upgrade.packages,
+        exclude_newer=recorded if upgrade.exclude_newer is None else upgrade.exclude_newer,
+    )
+
+
+def _check_upgrade_names(upgrade: Upgrade, jobs: Sequence[LockJob], committed: Sequence[Lock | None]) -> None:
+    """Every ``--upgrade-package`` is a package of a selected lock or a requirement: a typo must not pass."""
+    known = {p.name for lock in committed if lock for p in lock.packages} | {
+        n for j in jobs for n in j.inputs.direct_names
+    }
+    unknown = [name for name in upgrade.packages if name not in known]
+    if unknown:
+        raise SpecError(
+            f"{', '.join(unknown)}: in no selected lock and no requirement",
+            key="--upgrade-package",
+            remedy="name a package of the lock (see locks/pylock.*.toml) or select its target",
+        )
 
 
 def _fresh(jobs: Sequence[LockJob], results: Sequence[Resolved]) -> dict[Key, Lock]:
@@ -145,11 +213,11 @@ def _fresh(jobs: Sequence[LockJob], results: Sequence[Resolved]) -> dict[Key, Lo
 
 
 def _resolve_explained(
-    jobs: Sequence[LockJob], progress: Progress | None, graphs: Mapping[str, TargetDeps]
+    jobs: Sequence[LockJob], progress: Progress | None, graphs: Mapping[str, TargetDeps], relocks: Sequence[Relock]
 ) -> list[Resolved]:
     """Resolve; a resolver failure says who requires each package it names."""
     try:
-        return _resolve(jobs, progress)
+        return _resolve(jobs, progress, relocks)
     except ToolError as exc:
         lines = requirers_of(graphs.values(), str(exc))
         if not lines:
@@ -188,13 +256,14 @@ def toolchain_problems(job: LockJob, locked: Mapping[str, str]) -> list[str]:
     return []
 
 
-def _resolve(jobs: Sequence[LockJob], progress: Progress | None) -> list[Resolved]:
+def _resolve(jobs: Sequence[LockJob], progress: Progress | None, relocks: Sequence[Relock]) -> list[Resolved]:
     if progress is None:
-        return resolve_all([j.inputs for j in jobs])
+        return resolve_all([j.inputs for j in jobs], relocks=relocks)
     progress.step("resolving " + ", ".join(j.label for j in jobs), advance=0)
     return resolve_all(
-        [j.inputs for j in jobs], on_done=lambda r: progress.step(f"locked {r.inputs.target} {r.inputs.platform}")
-    )
+        [j.inputs for j in jobs], relocks=relocks,
+        on_done=lambda r: progress.step(f"locked {r.inputs.target} {r.inputs.platform}"),
+    )  # fmt: skip
 
 
 def _realign(
@@ -220,10 +289,11 @@ def _with_disk_locks(spec: Spec, report: GroupReport, fresh: Mapping[Key, Lock])
     return {k: fresh[k] if k in fresh else read_pylock(layout.lock_path(spec.root, *k)) for k in report.compared}
 
 
-def _write(spec: Spec, job: LockJob, result: Resolved) -> LockRow:
+def _write(spec: Spec, job: LockJob, result: Resolved, committed: Lock | None) -> LockRow:
     from megacpp_env.lock.state import write_lock
 
     changed = write_lock(job, result.lock, spec.root)
+    moved = diff_locks(committed or Lock(packages=()), result.lock).changes
     return LockRow(
         target=job.inputs.target,
         platform=job.inputs.platform,
@@ -233,6 +303,7 @@ def _write(spec: Spec, job: LockJob, result: Resolved) -> LockRow:
         packages=len(result.lock.packages),
         seconds=round(result.seconds, 2),
         uv_runs=result.uv_runs,
+        changes=moved,
     )
 
 
