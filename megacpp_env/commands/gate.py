@@ -45,16 +45,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from megacpp_env.errors import MegacppEnvError
-    from megacpp_env.lock.checkresults import read_check_results
-    from megacpp_env.lock.report import gate_error_text, gate_text
+    from megacpp_env.lock.report import gate_shown
 
     fmt = "json" if args.json else args.format
-    checks = read_check_results(Path(args.check_results)) if args.check_results else ()
-    try:
-        report, text = gate_text(load(args), args.base, Path(args.ack) if args.ack else None, fmt, checks)
-    except MegacppEnvError as exc:  # the comment says why there is no report; stderr gets the error
-        sys.stdout.write(gate_error_text(str(exc), args.base, fmt, checks))
-        raise
-    sys.stdout.write(text)
-    return 0 if report.verdict.passed else 1  # the checks fail their own step
+    ack = Path(args.ack) if args.ack else None
+    shown = gate_shown(
+        lambda: load(args), args.base, ack, fmt, Path(args.check_results) if args.check_results else None
+    )
+    sys.stdout.write(shown.text)
+    if shown.error is not None:
+        raise shown.error
+    return shown.exit_code

@@ -10,8 +10,9 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
+from megacpp_env.errors import MegacppEnvError
 from megacpp_env.lock import diff as d
-from megacpp_env.lock.checkresults import CheckResult
+from megacpp_env.lock.checkresults import CheckResult, read_check_results
 from megacpp_env.lock.comment import render_comment
 from megacpp_env.lock.escape import plain, scrub
 from megacpp_env.lock.gate import GateReport, Verdict, run_gate
@@ -125,6 +126,30 @@ def gate_text(
     """``gate``: the committed locks at ``base`` against the working tree, and its rendering."""
     report = run_gate(spec, base, ack_file)
     return report, render_gate(report, fmt, checks)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class GateShown:
+    """What ``gate`` prints and how it ends: ``error`` (raised by the verb after ``text`` is written)
+    when the gate could not run, else the exit code (1 on unacknowledged violations)."""
+
+    text: str
+    exit_code: int = 0
+    error: MegacppEnvError | None = None
+
+
+def gate_shown(
+    load_spec: Callable[[], Spec], base: str, ack_file: Path | None, fmt: str, check_results: Path | None
+) -> GateShown:
+    """``gate``'s one domain call: the checks the action ran, the gate and its rendering; when any of
+    it fails, the comment that says why (``markdown``) and the error."""
+    checks: Sequence[CheckResult] = ()
+    try:
+        checks = read_check_results(check_results) if check_results is not None else ()
+        report, text = gate_text(load_spec(), base, ack_file, fmt, checks)
+    except MegacppEnvError as exc:  # the comment says why there is no report; stderr gets the error
+        return GateShown(text=gate_error_text(str(exc), base, fmt, checks), exit_code=exc.exit_code, error=exc)
+    return GateShown(text=text, exit_code=0 if report.verdict.passed else 1)  # the checks fail their own step
 
 
 def gate_error_text(error: str, base: str, fmt: str, checks: Sequence[CheckResult] = ()) -> str:
