@@ -205,7 +205,11 @@ def test_vllm_cutlass_rule(clean, tmp_path):
     pinned = copy.deepcopy(unpinned)
     pinned["sources"]["vllm"]["build_env"]["VLLM_CUTLASS_SRC_DIR"] = "/opt/src/cutlass"
     assert fired(pinned, "GB012", tmp_path) == []
+    cmake = copy.deepcopy(unpinned)
+    cmake["sources"]["vllm"]["fetches"]["FETCHCONTENT_SOURCE_DIR_CUTLASS"] = "vllm_cutlass"
+    assert fired(cmake, "GB012", tmp_path) == []  # CMake's own override of the same fetch
     cloud_only = copy.deepcopy(unpinned)
+    cloud_only["targets"]["gb10"]["env"]["sources"].pop("vllm")
     cloud_only["targets"]["gb10"]["sources"] = [
         "causal_conv1d",
         "mamba_ssm",

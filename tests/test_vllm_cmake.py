@@ -23,6 +23,7 @@ triton at their pins; so only these two files run, which are the two that defect
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import tarfile
 from dataclasses import replace
@@ -177,3 +178,91 @@ def test_through_vllm_flash_attn_src_dir_fa4_is_a_symlink_with_upstream_imports(
     cute = tmp_path / "wheel" / "vllm" / "vllm_flash_attn" / "cute"
     assert cute.is_symlink() and cute.resolve() == (fa / "flash_attn" / "cute").resolve()
     assert "from flash_attn.cute import utils" in (cute / "interface.py").read_text()
+
+
+# ---- each target's arch list through vLLM's own arch handling -------------------------------------------
+
+SUPPORTED_START = "# Supported NVIDIA architectures."
+ARCH_PROJECT = """cmake_minimum_required(VERSION 3.26)
+project(vllm_archs LANGUAGES C)
+include({utils})
+set(CMAKE_CUDA_COMPILER_VERSION {cuda})
+{supported}
+# vLLM's CMakeLists.txt:231-232: the target archs filtered by the supported ones
+cuda_archs_loose_intersection(CUDA_ARCHS "${{CUDA_SUPPORTED_ARCHS}}" "{archs}")
+message(STATUS "CUDA_ARCHS=${{CUDA_ARCHS}}")
+# no torch, no nvcc here: an extension target is an empty object library, so qutlass.cmake's own
+# target_compile_definitions and source properties apply to it as they would
+function(define_extension_target NAME)
+  add_library(${{NAME}} OBJECT ${{CMAKE_CURRENT_SOURCE_DIR}}/stub.c)
+endfunction()
+set(CUTLASS_INCLUDE_DIR {cutlass})
+set(VLLM_GPU_LANG CUDA)
+include({qutlass})
+message(STATUS "QUTLASS_ARCHS=${{QUTLASS_ARCHS}} QUTLASS_TARGET_CC=${{QUTLASS_TARGET_CC}}")
+"""
+
+
+def _supported_block(cmakelists: str) -> str:
+    """vLLM's own `if(... CMAKE_CUDA_COMPILER_VERSION ...) set(CUDA_SUPPORTED_ARCHS ...)` block, verbatim."""
+    start = cmakelists.index(SUPPORTED_START)
+    end = cmakelists.index("\nendif()", start) + len("\nendif()")
+    block = cmakelists[start:end]
+    assert block.count("set(CUDA_SUPPORTED_ARCHS") == 4, block
+    return block
+
+
+def _vllm_targets() -> list[str]:
+    from megacpp_env.spec import load_spec
+
+    spec = load_spec(REPO_ROOT / "stack.yaml")
+    return [t.name for t in spec.targets.values() if any(s.name == "vllm" for s in t.sources)]
+
+
+@pytest.mark.parametrize("target", _vllm_targets())
+def test_each_target_arch_list_gets_vllm_and_qutlass_kernels_for_its_gpus(vllm_sdist, tmp_path, target):
+    """The TORCH_CUDA_ARCH_LIST vLLM's stage builds with (the rendered plan), through vLLM's own code run by
+    CMake with the toolchain's CUDA: the supported-arch filter (CMakeLists.txt:114-132, 231-232) keeps an
+    arch of each GPU family the target runs, and QuTLASS, which compiles every source for one
+    TARGET_CUDA_ARCH (qutlass.cmake:56-85), picks the family of the target's GPUs. On gb10 the shared list
+    9.0;10.0;12.0 made QuTLASS SM100-only (no kernel for GB10's SM121)."""
+    from megacpp_env.spec import load_spec
+
+    spec = load_spec(REPO_ROOT / "stack.yaml")
+    t = spec.target(target)
+    assert t.gpu is not None and t.toolchain.cuda
+    plan = read_plan(REPO_ROOT / "images" / target / "sources" / "vllm.json")
+    archs = plan.build_env["TORCH_CUDA_ARCH_LIST"].replace(" ", ";")
+    src = tmp_path / "vllm"
+    with tarfile.open(vllm_sdist) as tar:
+        for name in ("CMakeLists.txt", "cmake/utils.cmake", "cmake/external_projects/qutlass.cmake"):
+            data = tar.extractfile(tar.getmember(f"vllm-0.29.0/{name}"))
+            assert data is not None
+            (src / name).parent.mkdir(parents=True, exist_ok=True)
+            (src / name).write_bytes(data.read())
+    cutlass = tmp_path / "cutlass" / "include"
+    (cutlass / "cutlass").mkdir(parents=True)
+    (cutlass / "cutlass" / "cutlass.h").write_text("#pragma once\n")
+    qutlass = tmp_path / "qutlass"  # minimal: QUTLASS_SRC_DIR only has to be a directory
+    qutlass.mkdir()
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "stub.c").write_text("int stub;\n")
+    (project / "CMakeLists.txt").write_text(ARCH_PROJECT.format(
+        utils=src / "cmake/utils.cmake", cuda=t.toolchain.cuda, archs=archs, cutlass=cutlass,
+        qutlass=src / "cmake/external_projects/qutlass.cmake",
+        supported=_supported_block((src / "CMakeLists.txt").read_text()),
+    ))  # fmt: skip
+    proc = subprocess.run([str(cmake_bin()), "-S", str(project), "-B", str(tmp_path / "b")], capture_output=True,
+                          text=True, env={**os.environ, "QUTLASS_SRC_DIR": str(qutlass)}, check=False)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    archs_line = re.search(r"^-- CUDA_ARCHS=(.*)$", proc.stdout, re.MULTILINE)
+    cc = re.search(r"QUTLASS_TARGET_CC=(\d*)", proc.stdout)
+    assert archs_line is not None and cc is not None, proc.stdout[-2000:]
+    cuda_archs = archs_line.group(1).split(";")
+    families = {int(re.match(r"sm_(\d+)", a).group(1)) // 10 for a in t.gpu.archs}  # type: ignore[union-attr]
+    for family in families:  # vLLM builds kernels for every GPU family the target runs
+        assert any(a.startswith(f"{family}.") for a in cuda_archs), (target, family, cuda_archs)
+    qutlass_families = {10, 12} & families
+    if qutlass_families:  # QuTLASS serves one family: it must be the target's
+        assert cc.group(1) and {int(cc.group(1)) // 10} == qutlass_families, (target, cc.group(1), t.gpu.archs)
