@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from megacpp_env.fsutil import read_regular
+from megacpp_env.layout import CMAKE_FETCH_OVERRIDE_RE
 
 COMMAND_RE = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)\s*\(")
 ENV_READ_RE = re.compile(r"\$ENV\{([A-Za-z_][A-Za-z0-9_]*)\}|\bDEFINED\s+ENV\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -248,7 +249,8 @@ def _override(cmd: Command) -> str:
     ExternalProject_Add."""
     if cmd.name != "fetchcontent_declare":
         return ""
-    return "FETCHCONTENT_SOURCE_DIR_" + cmd.args[0].translate(_UPPER)
+    name = "FETCHCONTENT_SOURCE_DIR_" + cmd.args[0].translate(_UPPER)
+    return name if CMAKE_FETCH_OVERRIDE_RE.fullmatch(name) else ""  # a name a spec can give (and print) safely
 
 
 _UPPER = str.maketrans("abcdefghijklmnopqrstuvwxyz", "ABCDEFGHIJKLMNOPQRSTUVWXYZ")
