@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -263,10 +264,13 @@ def _submodules_except(repo: Path, declared: Mapping[str, str], config: Mapping[
     urls = _gitmodule_urls(repo)
     for rel, sha in sorted(git.gitlinks(repo).items()):
         full = f"{prefix}{rel}"
-        if full in declared:
+        if rel not in urls and full in declared:
             continue
         if rel not in urls:
             raise RefusedError(f"{repo}: submodule {rel} has no URL in .gitmodules (fix the pin or declare it)")
+        if full in declared:  # taken where it can be had (a mirror or a remote that has it), else left out
+            _declared_submodule(repo, rel, urls[rel], sha, declared, config, full)
+            continue
         inside = sorted(p[len(full) + 1 :] for p in declared if p.startswith(full + "/"))
         sub = repo / rel
         sub.mkdir(parents=True, exist_ok=True)
@@ -283,6 +287,25 @@ def _submodules_except(repo: Path, declared: Mapping[str, str], config: Mapping[
         git.run_git(["-c", "advice.detachedHead=false", "checkout", "--quiet", "--detach", sha], sub,
                     config=config, trusted=True)  # fmt: skip
         _submodules_except(sub, declared, config, prefix=f"{full}/")
+
+
+def _declared_submodule(
+    repo: Path, rel: str, url: str, sha: str, declared: Mapping[str, str], config: Mapping[str, str], full: str
+) -> None:
+    """A declared-unobtainable submodule: checked out at its pin when the mirror (or its remote) has it, as
+    any other; when the fetch fails it is left uninitialised (an empty directory), never stood in for."""
+    sub = repo / rel
+    git.init(sub)
+    git.set_remote(sub, "origin", url)
+    fetch = git.run_git(["fetch", "--quiet", "--depth", "1", "--no-tags", "origin", sha], sub, config=config,
+                        trusted=True, check=False)  # fmt: skip
+    if fetch.returncode != 0:
+        shutil.rmtree(sub)
+        sub.mkdir()
+        return
+    git.run_git(["-c", "advice.detachedHead=false", "checkout", "--quiet", "--detach", sha], sub,
+                config=config, trusted=True)  # fmt: skip
+    _submodules_except(sub, declared, config, prefix=f"{full}/")
 
 
 def _gitmodule_urls(repo: Path) -> dict[str, str]:

@@ -55,6 +55,10 @@ def image_cuda_root(version: str) -> str:
 SOURCE_MIRROR = ".megacpp/source-mirror"
 ARTIFACT_MIRROR = ".megacpp/artifacts"  # `mirror-artifacts NAME --to .megacpp/artifacts/NAME`; build reads it
 
+# A build-time fetch redirected by CMake's own override, a cache variable (``-D<name>=<tree>`` appended to
+# the build's CMAKE_ARGS) rather than an environment variable: FetchContent upper-cases the content name.
+CMAKE_FETCH_OVERRIDE_RE = re.compile(r"FETCHCONTENT_SOURCE_DIR_[A-Z0-9][A-Z0-9_-]*")  # use with fullmatch
+
 # Labels (besides org.opencontainers.image.*).
 LABEL_PREFIX = "io.megacpp.env"
 
@@ -135,7 +139,17 @@ def source_plans_dir(root: Path, target: str) -> Path:
 
 def artifact_mirror_dir(root: Path, name: str) -> Path:
     """Where ``build`` expects artifact set ``name`` (verified offline before Docker runs)."""
-    return root / ARTIFACT_MIRROR / name
+    return root / artifact_mirror_rel(name)
+
+
+def artifact_mirror_rel(name: str) -> str:
+    """Artifact set ``name`` in the build context: what a source stage bind-mounts and the image copies."""
+    return f"{ARTIFACT_MIRROR}/{name}"
+
+
+def source_mirror_rel(source: str) -> str:
+    """Source ``source``'s part of the source mirror in the build context: what its stage bind-mounts."""
+    return f"{SOURCE_MIRROR}/sources/{source}"
 
 
 def source_mirror_dir(root: Path) -> Path:

@@ -20,7 +20,7 @@ from megacpp_env.layout import platform_arch
 from megacpp_env.rules.facts import refuse_unpinned_fetches
 from megacpp_env.spec.model import Source, Spec, Target
 from megacpp_env.srcbuild import closure
-from megacpp_env.srcbuild.plan import SourcePlan
+from megacpp_env.srcbuild.plan import VIA_CMAKE_ARGS, SourcePlan
 from megacpp_env.templating import TemplateValueError, render_template
 
 TEMPLATE = "Dockerfile.j2"
@@ -105,7 +105,7 @@ def _artifacts_of(spec: Spec, target: Target, src: Source) -> list[tuple[str, st
         art = spec.artifacts[name]
         owner = spec.sources.get(art.source)
         if owner and art.source in src.needs and (owner.repo, owner.commit) == (src.repo, src.commit):
-            out.append((f"{layout.ARTIFACT_MIRROR}/{name}", f"{layout.IMAGE_ARTIFACT_MOUNT}/{name}", art.env))
+            out.append((layout.artifact_mirror_rel(name), f"{layout.IMAGE_ARTIFACT_MOUNT}/{name}", art.env))
     return out
 
 
@@ -122,12 +122,17 @@ def _source_view(
         "overlay": src.overlay,
         "install": src.install,
         "plan": sourceplans.plan_path(root, target.name, src.name).relative_to(root).as_posix(),
-        "mirror": f"{layout.SOURCE_MIRROR}/sources/{src.name}",
+        "mirror": layout.source_mirror_rel(src.name),
         "image_mirror": f"{layout.IMAGE_SOURCE_MIRROR}/sources/{src.name}",
         # shown in the stage's header comment (the plan file is what the stage reads)
         "build_env": sorted(plan.build_env.items()),
-        "fetches": [(f.env, f.name) for f in plan.fetches],
+        "fetches": [(_fetch_label(f.env, f.via), f.name) for f in plan.fetches],
     }
+
+
+def _fetch_label(variable: str, via: str) -> str:
+    """How a stage's header comment shows a fetch: ``VAR=`` or ``CMAKE_ARGS += -DVAR=`` (CMake's override)."""
+    return f"CMAKE_ARGS += -D{variable}" if via == VIA_CMAKE_ARGS else variable
 
 
 def _closure_view() -> list[dict[str, Any]]:
@@ -193,7 +198,7 @@ def view(spec: Spec, target: Target, templates: Path) -> dict[str, Any]:
             _source_view(root, target, s, sourceplans.plan_of(spec, target, s), _artifacts_of(spec, target, s))
             for s in target.sources
         ],
-        "artifacts": [(f"{layout.ARTIFACT_MIRROR}/{n}", f"{layout.IMAGE_ARTIFACTS}/{n}") for n in target.artifacts],
+        "artifacts": [(layout.artifact_mirror_rel(n), f"{layout.IMAGE_ARTIFACTS}/{n}") for n in target.artifacts],
         "srcbuild": layout.IMAGE_SRCBUILD,
         "srcbuild_closure": _closure_view(),
         "plans_dir": layout.IMAGE_PLANS,

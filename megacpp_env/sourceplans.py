@@ -113,7 +113,14 @@ def target_for(spec: Spec, source: Source, name: str = "") -> Target:
 
 def mirror_request(spec: Spec, source: Source) -> MirrorRequest:
     """The source's own pin first, then each declared build-time fetch's."""
-    pins = [Pin(url=source.repo, commit=source.commit, submodules=source.submodules)]
+    pins = [
+        Pin(
+            url=source.repo,
+            commit=source.commit,
+            submodules=source.submodules,
+            unobtainable=tuple(sorted(source.unobtainable)),
+        )
+    ]
     for name in sorted(set(source.fetches.values())):
         fetched = spec.source(name)
         pins.append(Pin(url=fetched.repo, commit=fetched.commit, submodules=fetched.submodules))

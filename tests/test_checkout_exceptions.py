@@ -6,7 +6,7 @@ submodule is served from a bare copy that holds every object of its pin but one 
 from __future__ import annotations
 
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -16,9 +16,8 @@ from megacpp_env.checkout import checkout_source, verify_checkout
 from megacpp_env.errors import MegacppEnvError
 from megacpp_env.spec.model import Source
 from megacpp_env.srcbuild.plan import SourcePlan
-from tests.fixtures.git_repos import commit_all, make_repo
+from tests.fixtures.git_repos import FILE_OK, commit_all, make_repo
 
-FILE_OK = {"protocol.file.allow": "always"}
 IMAGE = "media/big.png"
 DECLARED = {
     "lib/gone": "its repository is gone (test)",
@@ -128,3 +127,59 @@ def test_spec_rejects_a_path_that_leaves_the_checkout(tmp_path: Path) -> None:
         load_spec(tmp_path / "stack.yaml")
     (tmp_path / "stack.yaml").write_text(text.replace("'../etc/passwd'", "3rdparty/spdlog"))
     assert load_spec(tmp_path / "stack.yaml").sources["demo"].unobtainable == {"3rdparty/spdlog": "why"}
+
+
+def _two_submodules(tmp_path: Path) -> tuple[str, str, Path]:
+    """(url, commit) of a superproject with submodules ``lib/kept`` and ``lib/declared``, and the path of
+    ``lib/declared``'s repository (a test deletes it to make it unobtainable)."""
+    kept, declared = tmp_path / "kept", tmp_path / "declared"
+    make_repo(kept, {"k.txt": "k\n"})
+    make_repo(declared, {"include/spdlog.h": "// spdlog\n"})
+    main = tmp_path / "super"
+    sha = make_repo(main, {"README": "x\n"}, submodules={"lib/kept": kept.as_uri(), "lib/declared": declared.as_uri()})
+    return main.as_uri(), sha, declared
+
+
+WHY = {"lib/declared": "cannot be had here (test)"}
+
+
+def test_a_declared_submodule_that_can_be_had_is_taken(tmp_path: Path) -> None:
+    """`unobtainable` says what may be missing here, not what a build must leave out: where the pin can be
+    had (a build machine that reaches it; FlashInfer's spdlog, which its all-reduce fusion and MoE routing
+    JIT modules include at run time), the checkout has it, verified as any submodule."""
+    url, sha, _ = _two_submodules(tmp_path)
+    src = Source(name="demo", repo=url, commit=sha, submodules=True, unobtainable=WHY)
+    dest = tmp_path / "src"
+    checkout_source(src, dest, git_config=FILE_OK)
+    assert (dest / "lib/declared/include/spdlog.h").read_text() == "// spdlog\n"
+    result = verify_checkout(dest, src)
+    assert result.ok and result.exceptions == ()
+
+
+def test_the_mirror_takes_a_declared_submodule_where_it_can_and_leaves_it_out_where_it_cannot(tmp_path: Path) -> None:
+    from megacpp_env.errors import ToolError
+    from megacpp_env.sourceplans import mirror_request
+    from megacpp_env.srcbuild.mirror import mirror_only_config, mirror_sources
+
+    url, sha, declared = _two_submodules(tmp_path)
+    src = Source(name="demo", repo=url, commit=sha, submodules=True, unobtainable=WHY)
+    spec = None  # no fetches: mirror_request consults no other source
+    req = mirror_request(spec, src)  # type: ignore[arg-type]
+    said: list[str] = []
+    (made,) = mirror_sources(tmp_path / "m1", [req], rewrites=FILE_OK, progress=said.append)
+    assert declared.as_uri() in made.repos  # reachable: mirrored
+    dest = tmp_path / "from-m1"
+    checkout_source(src, dest, git_config={**FILE_OK, **mirror_only_config(tmp_path / "m1", "demo")})
+    assert (dest / "lib/declared/include/spdlog.h").is_file() and verify_checkout(dest, src).exceptions == ()
+    shutil.rmtree(declared)
+    (made,) = mirror_sources(tmp_path / "m2", [req], rewrites=FILE_OK, progress=said.append)
+    assert declared.as_uri() not in made.repos
+    assert any(line.startswith(f"left out (declared unobtainable): {declared.as_uri()} @ ") for line in said)
+    dest = tmp_path / "from-m2"
+    checkout_source(src, dest, git_config={**FILE_OK, **mirror_only_config(tmp_path / "m2", "demo")})
+    assert not (dest / "lib/declared/.git").exists() and (dest / "lib/kept/k.txt").is_file()
+    result = verify_checkout(dest, src)
+    assert result.ok and [e.split(":")[0] for e in result.exceptions] == ["lib/declared"]
+    plain = replace(src, unobtainable={})
+    with pytest.raises(ToolError):  # undeclared, the same missing repository fails the mirror
+        mirror_sources(tmp_path / "m3", [mirror_request(spec, plain)], rewrites=FILE_OK)  # type: ignore[arg-type]

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import shutil
 import subprocess
 import tarfile
@@ -450,12 +449,11 @@ def test_committed_facts_are_what_extract_reads_at_the_pin(tmp_path, capsys, sou
     assert (spec_dir / "facts" / f"{source}.toml").read_text() == (REPO_ROOT / "facts" / f"{source}.toml").read_text()
 
 
-def test_committed_vllm_facts_are_what_extract_reads_from_the_pypi_sdist(tmp_path, capsys):
-    """facts/vllm.toml was read from vLLM 0.29.0's PyPI sdist (sha256 in the file); 40 MB is not carried
-    here, so the test runs where MEGACPP_VLLM_SDIST names a copy: verified by its own commit record."""
-    sdist = Path(os.environ.get("MEGACPP_VLLM_SDIST", "/nonexistent"))
-    if not sdist.is_file():
-        pytest.skip("set MEGACPP_VLLM_SDIST to vllm-0.29.0.tar.gz from PyPI to re-read the committed facts")
+def test_committed_vllm_facts_are_what_extract_reads_from_the_pypi_sdist(tmp_path, capsys, vllm_sdist):
+    """facts/vllm.toml was read from vLLM 0.29.0's PyPI sdist (sha256 in the file; 40 MB, not carried in
+    the repository: tests/fixtures/upstream.py downloads it once into the ignored .megacpp/upstream/, or
+    MEGACPP_VLLM_SDIST names a copy), verified by its own commit record."""
+    sdist = vllm_sdist
     spec_dir = tmp_path / "repo"
     spec_dir.mkdir()
     shutil.copy(REPO_ROOT / "stack.yaml", spec_dir / "stack.yaml")

@@ -480,8 +480,8 @@ def test_checker_flags_a_forbidden_load_through_a_chain(sources, contract) -> No
     light = {**sources, "megacpp_env.layout": "import yaml\n"}
     assert all_forbidden(light, contract[1]) == [
         "megacpp_env.layout loads yaml: megacpp_env.layout -> yaml",
-        "megacpp_env.srcbuild.__main__ loads yaml: megacpp_env.srcbuild.__main__ -> megacpp_env.srcbuild.build"
-        " -> megacpp_env.checkout -> megacpp_env.layout -> yaml",
+        "megacpp_env.srcbuild.__main__ loads yaml: megacpp_env.srcbuild.__main__ -> megacpp_env.srcbuild.plan"
+        " -> megacpp_env.layout -> yaml",
     ]
 
 

@@ -38,11 +38,17 @@ def tc(d):
     return d["toolchains"]["cuda132-ubuntu2404"]
 
 
-def _unpin(d, env):
+def _unpin(d, key, env=""):
     """Move a pinned build-time fetch of vLLM back into unpinned_fetches (its stage has no network)."""
     vllm = d["sources"]["vllm"]
-    vllm.setdefault("unpinned_fetches", {})[env] = "unpinned by the test"
-    del d["sources"][vllm["fetches"].pop(env)]
+    vllm.setdefault("unpinned_fetches", {})[env or key] = "unpinned by the test"
+    del d["sources"][vllm["fetches"].pop(key)]
+
+
+def _fa4_through_its_own_variable(d):
+    """vLLM's VLLM_FLASH_ATTN_SRC_DIR instead of CMake's override: its local-development branch."""
+    fetches = d["sources"]["vllm"]["fetches"]
+    fetches["VLLM_FLASH_ATTN_SRC_DIR"] = fetches.pop("FETCHCONTENT_SOURCE_DIR_VLLM-FLASH-ATTN")
 
 
 def _set_env(d, name, value):
@@ -83,7 +89,10 @@ TRIPS = {
     "FA002": lambda d: d["sources"]["vllm_deepgemm"].__setitem__("provisional", "not yet re-read"),
     "UP013": lambda d: d["sources"]["vllm"]["build_env"].__setitem__("VLLM_VERSION_OVERRIDE", "0.29.1"),
     "UP011": None,  # overlays/vllm is empty on the shipped spec; see tests/test_rules_upstream.py
-    "FA003": lambda d: _unpin(d, "TRITON_KERNELS_SRC_DIR"),  # every fetch: tests/test_sealed_fetches.py
+    "FA003": lambda d: _unpin(d, "FETCHCONTENT_SOURCE_DIR_TRITON_KERNELS", "TRITON_KERNELS_SRC_DIR"),  # every fetch: tests/test_sealed_fetches.py
+    "UP014": lambda d: d["sources"]["vllm_fmha_sm100"].pop("submodules"),  # every fetch: tests/test_rules_fetches.py
+    "UP015": None,  # warns on the shipped spec (trees not read here); see tests/test_rules_fetches.py
+    "UP016": _fa4_through_its_own_variable,
     "UP012": lambda d: d["sources"]["vllm"]["sanity"]["vllm_models"].append("Qwen3_5ForCausalLMTextOnly"),
     "UP001": lambda d: d["sources"]["flashinfer"]["build_env"].__setitem__("FLASHINFER_ENABLE_AOT", "1"),
     "UP002": lambda d: (
@@ -145,7 +154,8 @@ def test_shipped_spec_has_no_errors_once_overlays_exist(clean, tmp_path):
     assert [f for f in findings if f.severity == "error"] == []
     # no CUTLASS warning any more (GB012): vLLM's CUTLASS is a pinned source (VLLM_CUTLASS_SRC_DIR)
     # no UP003 either: causal-conv1d and mamba build the target's archs through their arch overlays
-    assert {f.rule for f in findings if f.severity == "warning"} == {"TC005", "UP011"}
+    # UP015: the trees of vLLM's fetches that no snapshot here holds are reported unverified, by name
+    assert {f.rule for f in findings if f.severity == "warning"} == {"TC005", "UP011", "UP015"}
 
 
 def test_gb10_dead_path_requirement(clean, tmp_path):
@@ -195,7 +205,11 @@ def test_vllm_cutlass_rule(clean, tmp_path):
     pinned = copy.deepcopy(unpinned)
     pinned["sources"]["vllm"]["build_env"]["VLLM_CUTLASS_SRC_DIR"] = "/opt/src/cutlass"
     assert fired(pinned, "GB012", tmp_path) == []
+    cmake = copy.deepcopy(unpinned)
+    cmake["sources"]["vllm"]["fetches"]["FETCHCONTENT_SOURCE_DIR_CUTLASS"] = "vllm_cutlass"
+    assert fired(cmake, "GB012", tmp_path) == []  # CMake's own override of the same fetch
     cloud_only = copy.deepcopy(unpinned)
+    cloud_only["targets"]["gb10"]["env"]["sources"].pop("vllm")
     cloud_only["targets"]["gb10"]["sources"] = [
         "causal_conv1d",
         "mamba_ssm",

@@ -351,11 +351,15 @@ def test_a_fetched_source_must_be_pinned_where_the_build_pins_it(stack_data, roo
 
 def test_a_fetched_source_points_where_the_build_expects_it(stack_data, root):
     """TRITON_KERNELS_SRC_DIR names python/triton_kernels/triton_kernels inside triton (SOURCE_SUBDIR in
-    vLLM's CMake, facts fetches.subdir): the source declared for it must set that subdir."""
+    vLLM's CMake, facts fetches.subdir): a source given through it must set that subdir. Through CMake's
+    own FETCHCONTENT_SOURCE_DIR_TRITON_KERNELS (the shipped spec) it names the root: FetchContent applies
+    SOURCE_SUBDIR itself, so a subdir there is the error."""
     assert list(pinned_fetches(load(stack_data, root))) == []
     data = copy.deepcopy(stack_data)
-    assert data["sources"]["vllm"]["fetches"]["TRITON_KERNELS_SRC_DIR"] == "vllm_triton_kernels"
-    assert data["sources"]["vllm_triton_kernels"].pop("subdir") == "python/triton_kernels/triton_kernels"
+    fetches = data["sources"]["vllm"]["fetches"]
+    assert fetches.pop("FETCHCONTENT_SOURCE_DIR_TRITON_KERNELS") == "vllm_triton_kernels"
+    fetches["TRITON_KERNELS_SRC_DIR"] = "vllm_triton_kernels"
+    assert "subdir" not in data["sources"]["vllm_triton_kernels"]
     found = list(pinned_fetches(load(data, root)))
     assert keys(found) == ["sources.vllm_triton_kernels.subdir"]
     assert found[0][1] == (
@@ -365,6 +369,11 @@ def test_a_fetched_source_points_where_the_build_expects_it(stack_data, root):
     data["sources"]["vllm_triton_kernels"]["subdir"] = "python/triton_kernels"
     (found,) = pinned_fetches(load(data, root))
     assert found[0] == "sources.vllm_triton_kernels.subdir" and "has subdir python/triton_kernels" in found[1]
+    data = copy.deepcopy(stack_data)
+    data["sources"]["vllm_triton_kernels"]["subdir"] = "python/triton_kernels/triton_kernels"
+    (found,) = pinned_fetches(load(data, root))
+    assert found[0] == "sources.vllm_triton_kernels.subdir" and found[2] == "drop sources.vllm_triton_kernels.subdir"
+    assert "CMake applies its SOURCE_SUBDIR python/triton_kernels/triton_kernels itself" in found[1]
 
 
 def test_a_declared_coupling_must_be_built_first(stack_data, root):

@@ -16,19 +16,22 @@ from megacpp_env.render import render_target
 from megacpp_env.rules import run_rules
 from tests.fixtures.spec import REPO_ROOT, load_data
 
-VLLM_FETCHES = ["VLLM_CUTLASS_SRC_DIR", "VLLM_FLASH_ATTN_SRC_DIR", "FLASH_MLA_SRC_DIR", "QUTLASS_SRC_DIR",
-                "DEEPGEMM_SRC_DIR", "FLASH_KDA_SRC_DIR", "FMHA_SM100_SRC_DIR", "TML_FA4_SRC_DIR",
-                "TRITON_KERNELS_SRC_DIR"]  # fmt: skip
+# (the spec's key, the *_SRC_DIR variable vLLM's CMake reads): FA4 and triton_kernels go through CMake's
+# own FETCHCONTENT_SOURCE_DIR_<NAME> (their variable also selects local-development code: UP016)
+VLLM_FETCHES = [("VLLM_CUTLASS_SRC_DIR",) * 2, ("FETCHCONTENT_SOURCE_DIR_VLLM-FLASH-ATTN", "VLLM_FLASH_ATTN_SRC_DIR"),
+                ("FLASH_MLA_SRC_DIR",) * 2, ("QUTLASS_SRC_DIR",) * 2, ("DEEPGEMM_SRC_DIR",) * 2,
+                ("FLASH_KDA_SRC_DIR",) * 2, ("FMHA_SM100_SRC_DIR",) * 2, ("TML_FA4_SRC_DIR",) * 2,
+                ("FETCHCONTENT_SOURCE_DIR_TRITON_KERNELS", "TRITON_KERNELS_SRC_DIR")]  # fmt: skip
 # triton's v3.5.1 tag, as facts/README.md ("triton_kernels") says how it was tied
 TRITON_V351 = "0add68262ab0a2e33b84524346cb27cbb2787356"
 
 
-def unpin(data, env):
+def unpin(data, key, env=""):
     data = copy.deepcopy(data)
     vllm = data["sources"]["vllm"]
-    name = vllm["fetches"].pop(env)
+    name = vllm["fetches"].pop(key)
     del data["sources"][name]
-    vllm["unpinned_fetches"] = {env: "moved here by the test"}
+    vllm["unpinned_fetches"] = {env or key: "moved here by the test"}
     return data
 
 
@@ -46,19 +49,19 @@ def errors(data, root, rule="FA003"):
 
 def test_the_shipped_spec_pins_every_fetch_of_vllm(stack_data, project):
     vllm = stack_data["sources"]["vllm"]
-    assert "unpinned_fetches" not in vllm and sorted(vllm["fetches"]) == sorted(VLLM_FETCHES)
-    triton = stack_data["sources"][vllm["fetches"]["TRITON_KERNELS_SRC_DIR"]]
-    assert triton == {
+    assert "unpinned_fetches" not in vllm and sorted(vllm["fetches"]) == sorted(k for k, _ in VLLM_FETCHES)
+    triton = stack_data["sources"][vllm["fetches"]["FETCHCONTENT_SOURCE_DIR_TRITON_KERNELS"]]
+    assert {k: triton[k] for k in ("repo", "ref", "commit")} == {
         "repo": "https://github.com/triton-lang/triton.git", "ref": "v3.5.1", "commit": TRITON_V351,
-        "subdir": "python/triton_kernels/triton_kernels",
     }  # fmt: skip
+    assert "subdir" not in triton  # CMake's override names the root; FetchContent applies SOURCE_SUBDIR
     assert errors(stack_data, project) == [] and errors(stack_data, project, "UP008") == []
     spec = load_data(stack_data, project / "stack.yaml")
     assert render_target(spec, spec.target("cloud")) and render_target(spec, spec.target("gb10"))
 
 
 def test_an_unpinned_fetch_is_an_error_naming_the_fetch_and_the_remedy(stack_data, project):
-    (found,) = errors(unpin(stack_data, "TRITON_KERNELS_SRC_DIR"), project)
+    (found,) = errors(unpin(stack_data, "FETCHCONTENT_SOURCE_DIR_TRITON_KERNELS", "TRITON_KERNELS_SRC_DIR"), project)
     assert found.severity == "error" and found.key == "sources.vllm.unpinned_fetches.TRITON_KERNELS_SRC_DIR"
     assert found.message.startswith(
         "vllm is built without network in gb10, cloud, but its build downloads triton_kernels "
@@ -67,13 +70,13 @@ def test_an_unpinned_fetch_is_an_error_naming_the_fetch_and_the_remedy(stack_dat
     )
     assert (
         found.remedy
-        == "declare a pinned source for it and move it to `fetches: {TRITON_KERNELS_SRC_DIR: <that source>}`"
+        == "declare a pinned source for it and move it to `fetches: {FETCHCONTENT_SOURCE_DIR_TRITON_KERNELS: <that source>}`"
     )
 
 
-@pytest.mark.parametrize("env", VLLM_FETCHES)
-def test_moving_a_fetch_into_unpinned_fetches_fails_check_render_and_build(stack_data, project, capsys, env):
-    data = unpin(stack_data, env)
+@pytest.mark.parametrize(("fetch", "env"), VLLM_FETCHES)
+def test_moving_a_fetch_into_unpinned_fetches_fails_check_render_and_build(stack_data, project, capsys, fetch, env):
+    data = unpin(stack_data, fetch, env)
     (project / "stack.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
     spec = str(project / "stack.yaml")
     key = f"sources.vllm.unpinned_fetches.{env}"

@@ -183,8 +183,7 @@ def test_a_fetch_that_names_a_subdir_points_the_variable_there(stack_data, tmp_p
     fetch = next(f for f in plan.fetches if f.env == "KERNELS_SRC_DIR")
     assert fetch.subdir == "python/kernels/kernels"
     subdirs = {f.env: f.to_dict().get("subdir") for f in plan.fetches if f.env != "KERNELS_SRC_DIR"}
-    assert subdirs.pop("TRITON_KERNELS_SRC_DIR") == "python/triton_kernels/triton_kernels"
-    assert list(subdirs.values()) == [None] * 8
+    assert list(subdirs.values()) == [None] * 9  # triton_kernels goes through CMake's override: the root
     path = tmp_path / "plan.json"
     path.write_text(plan.dumps())
     assert read_plan(path) == plan
@@ -194,3 +193,52 @@ def test_a_fetch_that_names_a_subdir_points_the_variable_there(stack_data, tmp_p
     missing = replace(fetch, name="kernels_two", subdir="python/nope")
     with pytest.raises(VerificationError, match=r"kernels_two: no directory 'python/nope' in its checkout at"):
         _fetch(missing, tmp_path / "src", FILE_OK)
+
+
+def test_cmake_override_fetches_are_appended_to_cmake_args(spec) -> None:
+    """FA4 and triton_kernels reach vLLM's CMake as -DFETCHCONTENT_SOURCE_DIR_<NAME>=<checkout> appended to
+    the CMAKE_ARGS the stage already sets (setup.py:319-321 splits and appends it); their *_SRC_DIR
+    variables, which select vLLM's local-development code, are never set."""
+    from megacpp_env.errors import RefusedError
+    from megacpp_env.srcbuild.plan import fetch_env
+
+    plan = plan_of(spec, spec.target("cloud"), spec.source("vllm"))
+    by_var = {f.env: f for f in plan.fetches}
+    assert by_var["FETCHCONTENT_SOURCE_DIR_VLLM-FLASH-ATTN"].via == "cmake_args"
+    assert by_var["FMHA_SM100_SRC_DIR"].via == "env"
+    paths = {f.env: f"/opt/src/{f.name.replace('_', '-')}" for f in plan.fetches}
+    env = fetch_env(plan, dict(plan.build_env), paths)
+    assert env["CMAKE_ARGS"] == (
+        "-DFETCHCONTENT_FULLY_DISCONNECTED=ON -DFETCHCONTENT_SOURCE_DIR_TRITON_KERNELS=/opt/src/vllm-triton-kernels "
+        "-DFETCHCONTENT_SOURCE_DIR_VLLM-FLASH-ATTN=/opt/src/vllm-flash-attn"
+    )
+    assert env["FMHA_SM100_SRC_DIR"] == "/opt/src/vllm-fmha-sm100"
+    assert "VLLM_FLASH_ATTN_SRC_DIR" not in env and "TRITON_KERNELS_SRC_DIR" not in env
+    assert not any(k.startswith("FETCHCONTENT") for k in env)
+    spaced = {**paths, "FETCHCONTENT_SOURCE_DIR_VLLM-FLASH-ATTN": "/tmp/my src/fa"}
+    with pytest.raises(RefusedError, match=r"vllm: the checkout of vllm_flash_attn is at '/tmp/my src/fa', which "
+                       r"CMAKE_ARGS cannot carry \(split on whitespace\)"):  # fmt: skip
+        fetch_env(plan, dict(plan.build_env), spaced)
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda f: f.update(via="cmake"), "fetches[0].via: expected one of env, cmake_args, got 'cmake'"),
+        (lambda f: f.update(via="env", env="FETCHCONTENT_SOURCE_DIR_VLLM-FLASH-ATTN"),
+         "fetches[0].env: expected an environment variable name"),
+        (lambda f: f.update(via="cmake_args", env="VLLM_FLASH_ATTN_SRC_DIR"),
+         "fetches[0].env: expected FETCHCONTENT_SOURCE_DIR_<NAME>"),
+        (lambda f: f.update(via="cmake_args", env="FETCHCONTENT_SOURCE_DIR_X", subdir="python/x"),
+         "fetches[0].subdir: CMake's override names the tree's root"),
+    ],
+)  # fmt: skip
+def test_a_fetch_of_a_plan_file_is_read_by_its_via(spec, tmp_path: Path, mutate, message) -> None:
+    doc = json.loads(plan_of(spec, spec.target("cloud"), spec.source("vllm")).dumps())
+    doc["fetches"] = doc["fetches"][:1]
+    mutate(doc["fetches"][0])
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(SpecError) as exc:
+        read_plan(path)
+    assert message in str(exc.value)

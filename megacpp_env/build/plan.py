@@ -12,10 +12,15 @@ The default tag is ``megacpp/<target>:<content hash>`` (under ``--registry HOST[
 plans, the lock files of the platform, stack.yaml (source pins), the overlays the image copies, the
 tool's own source, the platform and any base-image override: the same inputs give the same tag.
 
-The build context is the spec's repository when that repository is megacpp-env's own source.
-Otherwise (a project that only has stack.yaml, images/, locks/, overlays/; megacpp-env installed
-with pip, uv tool or pipx) the same files are staged into a temporary directory together with the
-running tool's source (``toolsrc``), so the content hash, and the tag, are the same either way.
+The build context is assembled, never the repository as it lies: ``context_inputs`` lists what the
+target's Dockerfile reads (the spec's files, the tool's source, the target's parts of the source mirror
+and its artifact mirrors, each path from the same ``layout`` helper the renderer writes it with), and
+``build.run.build_context`` stages exactly those into a temporary directory (mirror files hard-linked),
+so nothing the Dockerfile reads can be missing from it, and nothing else is in it.
+tests/test_build_context_docker.py proves it with the real engine for every rendered target. The
+tool's source is the spec's repository when that repository is megacpp-env's own source; otherwise (a
+project that only has stack.yaml, images/, locks/, overlays/; megacpp-env installed with pip, uv tool
+or pipx) it is the running tool's (``toolsrc``), so the content hash, and the tag, are the same either way.
 """
 
 from __future__ import annotations
@@ -83,7 +88,7 @@ class BuildPlan:
     mirror_port: int = 0
     cache_ref: str = ""  # classic --push: the build's own image (with its inline cache) is pushed here too
     notes: tuple[str, ...] = ()
-    staged: tuple[tuple[str, Path], ...] = ()  # the context's files when it is staged (not the spec root)
+    staged: tuple[tuple[str, Path], ...] = ()  # the build context: relpath -> file or directory (context_inputs)
     sbom: dict[str, Any] = field(default_factory=dict, repr=False)  # sbom.image_sbom; execute sets the base's id
 
     @property
@@ -107,7 +112,8 @@ class BuildPlan:
         """The three steps as shell lines with comments (what ``build --dry-run`` prints)."""
         return [
             f"# cd {shlex.quote(str(self.root))}",
-            "# 1. every pinned source into the source mirror inside the build context (this host, network)",
+            "# 1. every pinned source into the source mirror (this host, network); docker runs in a temporary "
+            "directory holding exactly the plan's inputs, mirrors included",
             shlex.join(self.mirror_argv()),
             "# 2. toolchain and locked dependencies (network)",
             shlex.join(self.deps_argv),
@@ -122,8 +128,8 @@ class BuildPlan:
             "platform": self.platform,
             "tag": self.tag,
             "content_hash": self.content_hash,
-            "cwd": "(a staged temporary directory)" if self.staged else str(self.root),
-            "context": "staged" if self.staged else "spec root",
+            "cwd": "(a staged temporary directory)",
+            "context": "staged",
             "source_mirror": layout.SOURCE_MIRROR,
             "mirror_argv": self.mirror_argv(),
             "deps_tag": self.deps_tag,
@@ -188,6 +194,19 @@ def context_files(spec: Spec, target: Target, platform: str) -> dict[str, Path]:
         out.update({f.relative_to(root).as_posix(): f for path in tool for f in _files(path)})
     else:
         out.update(toolsrc.tool_files())
+    return dict(sorted(out.items()))
+
+
+def context_inputs(spec: Spec, target: Target, platform: str) -> dict[str, Path]:
+    """The whole build context of ``target`` on ``platform``: relpath -> file or directory. The files of
+    ``context_files`` (hashed into the tag), plus what a build fills before Docker runs: each source's part
+    of the source mirror (its stage bind-mounts it) and each artifact set (stages bind-mount it, the image
+    copies it). Paths come from the ``layout`` helpers the renderer writes into the Dockerfile."""
+    out: dict[str, Path] = dict(context_files(spec, target, platform))
+    for src in target.sources:
+        out[layout.source_mirror_rel(src.name)] = spec.root / layout.source_mirror_rel(src.name)
+    for name in target.artifacts:
+        out[layout.artifact_mirror_rel(name)] = layout.artifact_mirror_dir(spec.root, name)
     return dict(sorted(out.items()))
 
 
@@ -272,7 +291,7 @@ def plan_build(spec: Spec, opts: BuildOptions, *, docker_bin: str = "docker") ->
     refuse_unpinned_fetches(spec, target.name)  # before any Docker call, --dry-run included
     platform = target.pick_platform(opts.platform)
     digest = content_hash(spec, target, platform, opts.base_image)
-    staged = () if uses_spec_root(spec) else tuple(context_files(spec, target, platform).items())
+    staged = tuple(context_inputs(spec, target, platform).items())
     tag = opts.tag or publish.image_tag(opts.registry, target.name, digest)
     if opts.push:
         publish.check_push_target(tag, opts.registry, bool(opts.tag))
@@ -289,7 +308,7 @@ def plan_build(spec: Spec, opts: BuildOptions, *, docker_bin: str = "docker") ->
     final = _final_request(spec, target, platform, opts, digest, tag, deps_tag)
     cache = publish.cache_ref(tag, platform) if opts.push and not final.needs_buildx else ""
     deps, final = buildcache.importing(deps, final, cache)  # both cache images, as pushed before
-    if staged:
+    if not uses_spec_root(spec):
         notes.append(
             f"{spec.root} is not megacpp-env's source: the build context is staged in a temporary directory "
             f"from the spec's files, its source mirror and the megacpp-env source of {toolsrc.origin()}"

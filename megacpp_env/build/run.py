@@ -68,7 +68,7 @@ class BuildResult:
 
 def execute(plan: BuildPlan, *, on_line: Callable[[str], None] | None = None) -> BuildResult:
     """Step 1 (source mirror), step 2 (deps, networked), step 3 (sources and image, no network); both
-    docker builds run in the same context (the spec root, or one staged copy with the mirror in it)."""
+    docker builds run in the same context, assembled from the plan's inputs after step 1."""
     start = time.monotonic()
     mirror_sources(plan.source_mirror, plan.mirror_requests, rewrites=dict(plan.source_rewrites), progress=on_line)
     with owned_tempdir("megacpp-build-") as tmp, build_context(plan) as context:
@@ -164,18 +164,10 @@ def run_build(
 
 @contextlib.contextmanager
 def build_context(plan: BuildPlan) -> Iterator[Path]:
-    """The directory ``docker build`` runs in: the spec root, or a staged copy of the plan's files."""
-    if not plan.staged:
-        yield plan.root
-        return
+    """The directory ``docker build`` runs in: exactly the plan's inputs (``plan.staged``,
+    ``build.plan.context_inputs``), staged into a temporary directory."""
     with owned_tempdir("megacpp-context-") as tmp:
-        context = stage_context(plan.staged, tmp)
-        if plan.source_mirror.is_dir():  # the source stages bind-mount it from the context
-            shutil.copytree(plan.source_mirror, context / layout.SOURCE_MIRROR, copy_function=_link_or_copy)
-        artifacts = plan.root / layout.ARTIFACT_MIRROR
-        if artifacts.is_dir():  # verified by preflight; bound into stages and copied into the image
-            shutil.copytree(artifacts, context / layout.ARTIFACT_MIRROR, copy_function=_link_or_copy)
-        yield context
+        yield stage_context(plan.staged, tmp)
 
 
 def _link_or_copy(source: str, dest: str) -> None:
@@ -186,12 +178,16 @@ def _link_or_copy(source: str, dest: str) -> None:
         shutil.copy2(source, dest)
 
 
-def stage_context(files: Iterable[tuple[str, Path]], dest: Path) -> Path:
-    """Copy ``files`` (relpath, source) under ``dest`` (symlinks resolved); missing sources are skipped
-    (the preflight has refused a build that needs them)."""
-    for rel, source in files:
-        if source.is_file():
-            target = dest / rel
+def stage_context(inputs: Iterable[tuple[str, Path]], dest: Path) -> Path:
+    """Put ``inputs`` (relpath, file or directory) under ``dest``: a file copied (symlinks resolved), a
+    directory (a mirror) copied with its files hard-linked. A missing one is left out: the preflight
+    refuses a build that needs it (an unmirrored artifact set, a stale lock), and Docker names it."""
+    for rel, source in inputs:
+        target = dest / rel
+        if source.is_dir():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copytree(source, target, copy_function=_link_or_copy, dirs_exist_ok=True)
+        elif source.is_file():
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(source, target)
     return dest

@@ -39,13 +39,21 @@ def extract_hint(src: Source) -> str:
 
 
 def check_facts(spec: Spec) -> list[FactsFinding]:
-    """Every source a target builds needs facts; a source only fetched by another one's build (a
-    ``fetches`` tree such as vLLM's CUTLASS) may go without, but facts it has must be at its pin."""
+    """Every source a target builds needs facts. A source only fetched by another one's build (a
+    ``fetches`` tree such as vLLM's CUTLASS) needs facts or an ``unread`` reason (its tree cannot be read
+    here: UP015 reports what that leaves unverified), never neither; facts it has must be at its pin."""
     facts = spec_facts(spec)
     built = {s.name for t in spec.targets.values() for s in t.sources}
+    fetched = {n for s in spec.sources.values() if s.name in built for n in s.fetches.values()}
     out: list[FactsFinding] = []
     for src in spec.sources.values():
-        if src.name not in built and facts.get(src.name) is None and src.name not in facts.errors:
+        have = facts.get(src.name) is not None or src.name in facts.errors
+        if src.name not in built and not have:
+            if src.name in fetched and not src.unread:
+                out.append(_unaccounted(src))
+            continue
+        if src.unread and have:
+            out.append(_read_after_all(src))
             continue
         out.append(_one(src, facts))
     for name in facts.orphans:
@@ -59,6 +67,28 @@ def check_facts(spec: Spec) -> list[FactsFinding]:
             )
         )
     return out
+
+
+def _unaccounted(src: Source) -> FactsFinding:
+    return FactsFinding(
+        source=src.name,
+        state="missing",
+        severity="error",
+        message=f"no {FACTS_DIR}/{src.name}.toml and no `unread` reason: a build fetches this tree, and neither "
+        "what it holds (its submodules) is read nor why it cannot be",
+        remedy=f"{extract_hint(src)}, or declare sources.{src.name}.unread: <why its tree cannot be read here>",
+    )
+
+
+def _read_after_all(src: Source) -> FactsFinding:
+    return FactsFinding(
+        source=src.name,
+        state="mismatch",
+        severity="error",
+        message=f"sources.{src.name}.unread says its tree cannot be read here, but {FACTS_DIR}/{src.name}.toml "
+        "holds its facts",
+        remedy=f"drop sources.{src.name}.unread",
+    )
 
 
 def _one(src: Source, facts: FactsSet) -> FactsFinding:

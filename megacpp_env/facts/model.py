@@ -21,6 +21,7 @@ from megacpp_env.records import Table
 
 SCHEMA_VERSION = 1
 READ_KINDS = ("git", "sdist", "dir")
+FETCH_SUBMODULE_MODES = ("all", "none", "list", "unknown")  # facts/cmake.py: what CMake clones
 
 
 class FactsFormatError(FormatError):
@@ -317,7 +318,12 @@ class Submodule:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Fetch:
-    """A build-time download (CMake FetchContent) and the variable that points it at a local tree."""
+    """A build-time download (CMake FetchContent or ExternalProject) as CMake itself would make it: the
+    variable that points it at a local tree (``env``), CMake's own override where it honours one
+    (``cmake_override``: ``FETCHCONTENT_SOURCE_DIR_<NAME>``), the submodules it clones
+    (``submodule_mode``: all, none, list (``submodules``), unknown; recursively unless
+    ``submodules_recurse`` is false) and every condition on ``env`` that chooses code (``env_branches``;
+    more than one: the variable also selects upstream's local-development code). ``facts/cmake.py``."""
 
     name: str
     repo: str
@@ -326,6 +332,18 @@ class Fetch:
     at: str
     subdir: str = ""
     submodules: tuple[str, ...] = ()
+    command: str = ""
+    submodule_mode: str = "all"
+    submodules_recurse: bool = True
+    cmake_override: str = ""
+    env_branches: tuple[str, ...] = ()
+
+    def release_override(self) -> str:
+        """The variable that points this download at a local tree and leaves upstream's code as released:
+        the ``*_SRC_DIR`` one when it only chooses the tree (one condition), else CMake's own override."""
+        if self.cmake_override and (len(self.env_branches) > 1 or not self.env):
+            return self.cmake_override
+        return self.env
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -336,11 +354,22 @@ class Fetch:
             "at": self.at,
             "subdir": self.subdir,
             "submodules": list(self.submodules),
+            "command": self.command,
+            "submodule_mode": self.submodule_mode,
+            "submodules_recurse": self.submodules_recurse,
+            "cmake_override": self.cmake_override,
+            "env_branches": list(self.env_branches),
         }
 
     @classmethod
     def from_table(cls, t: Table) -> Fetch:
-        t.only(("name", "repo", "ref", "env", "at", "subdir", "submodules"))
+        t.only(
+            ("name", "repo", "ref", "env", "at", "subdir", "submodules", "command", "submodule_mode",
+             "submodules_recurse", "cmake_override", "env_branches")
+        )  # fmt: skip
+        mode = t.text("submodule_mode")
+        if mode not in FETCH_SUBMODULE_MODES:
+            t.fail(f"unknown mode {mode!r} (known: {', '.join(FETCH_SUBMODULE_MODES)})", "submodule_mode")
         return cls(
             name=t.text("name"),
             repo=t.text("repo"),
@@ -349,6 +378,11 @@ class Fetch:
             at=t.text("at"),
             subdir=t.text("subdir", ""),
             submodules=t.texts("submodules"),
+            command=t.text("command"),
+            submodule_mode=mode,
+            submodules_recurse=t.flag("submodules_recurse"),
+            cmake_override=t.text("cmake_override", ""),
+            env_branches=t.texts("env_branches"),
         )
 
 

@@ -127,9 +127,12 @@ def scan_build(project: Path, root: Path) -> BuildScan:
         if path in entries and scan.divides and not divides:
             divides = f"{r}:{scan.divides}"
     fetches: list[Fetch] = []
+    policy = ""  # the top-level CMakeLists' cmake_minimum_required: in force in the files it includes
     for path in cmake_files(project):
         r = rel(path, root)
-        cm = cmake.scan_cmake(path, r)
+        cm = cmake.scan_cmake(path, r, policy_version=policy)
+        if path == project / "CMakeLists.txt":
+            policy = cm.policy_version
         for name, line in cm.env:
             _add_read(reads, name, f"{r}:{line}", None, ())
         if cm.finds_torch:
@@ -198,6 +201,11 @@ def _fetch(hit: cmake.FetchHit, r: str) -> Fetch:
         at=f"{r}:{hit.line}",
         subdir=hit.subdir,
         submodules=hit.submodules,
+        command=hit.command,
+        submodule_mode=hit.submodule_mode,
+        submodules_recurse=hit.submodules_recurse,
+        cmake_override=hit.cmake_override,
+        env_branches=tuple(f"{r}:{line}" for line in hit.env_branches),
     )
 
 

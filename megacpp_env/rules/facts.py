@@ -55,7 +55,8 @@ def unpinned_sealed_fetches(spec: Spec, targets: tuple[str, ...] = ()) -> list[t
                     f"sources.{src.name}.unpinned_fetches.{env}",
                     f"{src.name} is built without network in {', '.join(where)}, but its build downloads {what} "
                     f"unless {env} points at a pinned tree ({reason}): the sealed build fails there",
-                    f"declare a pinned source for it and move it to `fetches: {{{env}: <that source>}}`",
+                    f"declare a pinned source for it and move it to "
+                    f"`fetches: {{{fetch.release_override() if fetch else env}: <that source>}}`",
                 )
             )
     return out

@@ -159,7 +159,8 @@ def serving(spec: Spec, t: Target) -> Iterator[Hit]:
 @source_rule("GB012", "warning", "vLLM builds against a pinned CUTLASS >= 4.4.2, not one fetched by tag")
 def vllm_cutlass(spec: Spec, src: Source) -> Iterator[Hit]:
     declared = {**src.build_env, **getattr(src, "fetches", {})}
-    if not re.search(r"/vllm(\.git)?$", src.repo) or "VLLM_CUTLASS_SRC_DIR" in declared:
+    given = {"VLLM_CUTLASS_SRC_DIR", "FETCHCONTENT_SOURCE_DIR_CUTLASS"} & set(declared)  # vLLM's or CMake's override
+    if not re.search(r"/vllm(\.git)?$", src.repo) or given:
         return
     users = [t.name for t in spec.targets.values() if is_gb10_class(t) and src in t.sources]
     if users:

@@ -64,18 +64,28 @@ def pinned_fetches(spec: Spec, t: Target, src: Source) -> Iterator[Hit]:
     for fetch in f.fetches if f is not None else ():
         if not fetch.env or fetch.env in src.unpinned_fetches:
             continue  # no variable can redirect it, or the spec says why not yet (FA003 reports it)
-        if fetch.env not in declared and fetch.env not in env:
+        given = [v for v in (fetch.env, fetch.cmake_override) if v and v in declared]
+        if not given and fetch.env not in env:
             yield (
                 f"sources.{src.name}",
                 f"{src.name} downloads {fetch.name} ({fetch.repo} @ {fetch.ref}) at build time "
                 f"({fetch.at}) unless {fetch.env} points at a local tree",
-                f"declare a pinned source for it and `fetches: {{{fetch.env}: <that source>}}`",
+                f"declare a pinned source for it and `fetches: {{{fetch.release_override()}: <that source>}}`",
             )
-        elif fetch.env in declared:
-            yield from _fetch_pin(spec, src, fetch, declared[fetch.env])
+        for variable in given:
+            yield from _fetch_pin(spec, src, fetch, declared[variable], variable)
+    known = {v for x in (f.fetches if f is not None else ()) for v in (x.env, x.cmake_override) if v}
+    for variable in sorted(set(declared) - known) if f is not None else ():
+        yield (
+            f"sources.{src.name}.fetches.{variable}",
+            f"no download of {src.name}'s build reads {variable} (facts/{src.name}.toml [[fetches]]: each "
+            "`*_SRC_DIR` it reads, and FETCHCONTENT_SOURCE_DIR_<NAME> only where CMake honours it: a "
+            "FetchContent_Declare, not a FetchContent_Populate given its own options)",
+            "name the variable the facts give for that download",
+        )
 
 
-def _fetch_pin(spec: Spec, src: Source, fetch: object, name: str) -> Iterator[Hit]:
+def _fetch_pin(spec: Spec, src: Source, fetch: object, name: str, variable: str) -> Iterator[Hit]:
     pinned = spec.sources.get(name)
     ref = str(getattr(fetch, "ref", ""))
     if pinned is None:
@@ -89,11 +99,18 @@ def _fetch_pin(spec: Spec, src: Source, fetch: object, name: str) -> Iterator[Hi
             f"pin {name} to what {src.name} asks for at its own pin, or record why not in its `provisional`",
         )
     want = str(getattr(fetch, "subdir", ""))
-    if want and pinned.subdir != want:
-        env = str(getattr(fetch, "env", ""))
+    if variable == getattr(fetch, "cmake_override", None):
+        if pinned.subdir:
+            yield (
+                f"sources.{name}.subdir",
+                f"{variable} names the root of {getattr(fetch, 'name', name)}: CMake applies its SOURCE_SUBDIR "
+                f"{want or '(none)'} itself ({getattr(fetch, 'at', '')}); source {name} has subdir {pinned.subdir}",
+                f"drop sources.{name}.subdir",
+            )
+    elif want and pinned.subdir != want:
         yield (
             f"sources.{name}.subdir",
-            f"{src.name}'s build expects {env} to point at {want} inside {getattr(fetch, 'name', name)} "
+            f"{src.name}'s build expects {variable} to point at {want} inside {getattr(fetch, 'name', name)} "
             f"({getattr(fetch, 'at', '')}); source {name} has subdir {pinned.subdir or '(none)'}",
             f"set sources.{name}.subdir: {want} (the checkout's directory the variable names)",
         )

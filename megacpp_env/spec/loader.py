@@ -13,7 +13,7 @@ from packaging.utils import canonicalize_name
 
 from megacpp_env.errors import InputError, SpecError
 from megacpp_env.fsutil import read_bounded
-from megacpp_env.layout import PLATFORMS
+from megacpp_env.layout import CMAKE_FETCH_OVERRIDE_RE, PLATFORMS
 from megacpp_env.runtime.catalog import PATCHES
 from megacpp_env.sanity import SanityCheck
 from megacpp_env.spec import fields as F
@@ -56,7 +56,7 @@ SOURCE_KEYS = (
     "repo", "commit", "ref", "submodules", "install", "overlay", "pre_build", "build_env", "extra_requirements",
     "drop_requirements", "needs", "subdir", "provisional", "sanity", "fetches", "unpinned_fetches", "jobs",
     "build_env_reasons",
-    "unobtainable",
+    "unobtainable", "unread",
 )  # fmt: skip
 TARGET_KEYS = (
     "description", "platforms", "base_image", "toolchain", "gpu", "features", "serving", "requirements",
@@ -285,6 +285,7 @@ def _source(r: F.Reader, value: Any, key: str, name: str) -> Source:
         jobs=_jobs(r, d.get("jobs", {}), k("jobs")),
         build_env_reasons=_build_env_reasons(r, d, k("build_env_reasons")),
         unobtainable=_reasons(r, d.get("unobtainable", {}), k("unobtainable"), SUBDIR_RE, "a relative path"),
+        unread=_opt(r, d, key, "unread", r.string),
     )
 
 
@@ -302,10 +303,16 @@ def _build_env_reasons(r: F.Reader, d: dict[str, Any], key: str) -> dict[str, st
 
 
 def _fetches(r: F.Reader, value: Any, key: str) -> dict[str, str]:
-    out = r.env_map(value, key)
+    """``VARIABLE: source``: an environment variable the build reads, or CMake's own override
+    ``FETCHCONTENT_SOURCE_DIR_<NAME>`` (a cache variable, appended to CMAKE_ARGS as ``-D``)."""
+    raw = r.mapping(value, key)
+    cmake = {name: raw[name] for name in raw if isinstance(name, str) and CMAKE_FETCH_OVERRIDE_RE.fullmatch(name)}
+    out = r.env_map({name: v for name, v in raw.items() if name not in cmake}, key)
+    for name, source in cmake.items():
+        out[name] = r.string(source, join_key(key, name))
     for env, name in out.items():
         r.pattern(name, join_key(key, env), F.NAME_RE, "the name of another source under `sources:`")
-    return out
+    return dict(sorted(out.items()))
 
 
 def _check_fetches(r: F.Reader, sources: dict[str, Source]) -> None:

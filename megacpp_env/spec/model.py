@@ -136,7 +136,8 @@ class Source:
     provisional: str = ""
     sanity: SanityCheck = field(default_factory=SanityCheck)
     # Build-time fetches made hermetic: env var the build reads -> name of another pinned source whose
-    # checkout it points at (e.g. VLLM_CUTLASS_SRC_DIR: cutlass instead of CMake's FetchContent).
+    # checkout it points at (e.g. VLLM_CUTLASS_SRC_DIR: cutlass instead of CMake's FetchContent), or CMake's
+    # own FETCHCONTENT_SOURCE_DIR_<NAME>, appended to CMAKE_ARGS as -D<NAME>=<checkout>.
     fetches: Mapping[str, str] = field(default_factory=dict)
     # Build-time fetches the spec cannot pin yet: env var -> why (reported; the sealed build fails on them).
     unpinned_fetches: Mapping[str, str] = field(default_factory=dict)
@@ -148,6 +149,10 @@ class Source:
     # source or a submodule) whose pinned object cannot be obtained -> why. Such a path is left out,
     # never stood in for, and `verify-checkout` reports it (a present path is still judged by content).
     unobtainable: Mapping[str, str] = field(default_factory=dict)
+    # Why this source's tree cannot be read here (no snapshot holds its pin): what the facts would say of
+    # it (its submodules, the files a build reads from it) is unverified, and `check` says so (UP015).
+    # Policy text, not a build input.
+    unread: str = field(default="", metadata=HIDDEN)
 
     @property
     def dist_dir_name(self) -> str:

@@ -41,7 +41,7 @@ from megacpp_env.errors import RefusedError, VerificationError
 from megacpp_env.fsutil import atomic_write_text, sha256_file
 from megacpp_env.srcbuild import closure, mirror
 from megacpp_env.srcbuild.jobs import JobsDecision, Resources, decide, read_resources
-from megacpp_env.srcbuild.plan import FetchPlan, SourcePlan
+from megacpp_env.srcbuild.plan import FetchPlan, SourcePlan, fetch_env
 from megacpp_env.srcbuild.run import python_value, stream
 
 Progress = Callable[[str], None]
@@ -196,7 +196,8 @@ def _overlay(plan: SourcePlan, inputs: BuildInputs) -> None:
 
 
 def _fetch(fetch: FetchPlan, parent: Path, config: Mapping[str, str]) -> Path:
-    """A verified checkout of the fetch; the variable points at its ``subdir`` when the plan names one."""
+    """A verified checkout of the fetch; the variable points at its ``subdir`` when the plan names one (an
+    environment variable only: CMake's own override names the root)."""
     dest = parent / fetch.name.replace("_", "-")
     checkout.checkout_source(fetch, dest, git_config=config)
     _verify(fetch, dest)
@@ -210,7 +211,7 @@ def _build_env(plan: SourcePlan, decision: JobsDecision, fetched: Mapping[str, s
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PIP_REQUIRE_VIRTUALENV")}
     env.update(plan.build_env)
     env.update(decision.env)
-    env.update(fetched)
+    env = fetch_env(plan, env, fetched)
     env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
     return env
 

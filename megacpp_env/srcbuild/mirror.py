@@ -51,11 +51,16 @@ _MIRROR_CONFIG = {"uploadpack.allowAnySHA1InWant": "true", "uploadpack.allowFilt
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Pin:
-    """One repository at one commit; ``submodules``: mirror its submodules (recursively) too."""
+    """One repository at one commit; ``submodules``: mirror its submodules (recursively) too.
+    ``unobtainable``: the source's declared exceptions under this repository (paths relative to it): a
+    submodule among them is mirrored when its pin can be had (a machine that reaches it) and left out,
+    not failing the mirror, when it cannot; a checkout then takes it or leaves it out the same way."""
 
     url: str
     commit: str
     submodules: bool = False
+    unobtainable: tuple[str, ...] = ()
+    optional: bool = False  # this pin is one of its superproject's declared exceptions
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -271,21 +276,29 @@ def _missing_submodules(root: Path, source: str, pin: Pin) -> bool:
     repos = read_source_index(root, source)
     repo = source_dir(root, source) / str(repos[pin.url]["path"])
     subs = _submodule_pins(repo, pin)
-    return bool(missing_pins(root, source, [(s.url, s.commit) for s in subs])) or any(
-        _missing_submodules(root, source, s) for s in subs
+    have = [s for s in subs if not s.optional or not missing_pins(root, source, [(s.url, s.commit)])]
+    return bool(missing_pins(root, source, [(s.url, s.commit) for s in have])) or any(
+        _missing_submodules(root, source, s) for s in have
     )
 
 
 def _fill(
     work: Path, pins: Sequence[Pin], rewrites: dict[str, str], say: Callable[[str], None]
 ) -> dict[str, list[str]]:
-    """Fetch every pin (and its submodules, recursively) into ``work``; url -> sorted commits."""
+    """Fetch every pin (and its submodules, recursively) into ``work``; url -> sorted commits. A declared
+    exception that cannot be fetched is left out (said), never stood in for."""
     repos = _index_commits(work)
     queue = list(pins)
     while queue:
         pin = queue.pop(0)
         repo = work / "git" / f"{repo_key(pin.url)}.git"
-        _fetch_pin(repo, pin, rewrites, say)
+        try:
+            _fetch_pin(repo, pin, rewrites, say)
+        except ToolError as exc:
+            if not pin.optional:
+                raise
+            say(f"left out (declared unobtainable): {strip_url_credentials(pin.url)} @ {pin.commit}: {exc}")
+            continue
         repos[pin.url] = sorted({*repos.get(pin.url, []), pin.commit})
         if pin.submodules:
             queue.extend(_submodule_pins(repo, pin))
@@ -324,7 +337,8 @@ def _fetch(repo: Path, pin: Pin, rewrites: dict[str, str]) -> None:
 
 
 def _submodule_pins(repo: Path, pin: Pin) -> list[Pin]:
-    """Every submodule of ``pin.commit``: its URL (resolved against ``pin.url``) at its gitlinked commit."""
+    """Every submodule of ``pin.commit``: its URL (resolved against ``pin.url``) at its gitlinked commit; one
+    of ``pin.unobtainable`` is optional, and each carries the declared paths under it."""
     links = git.gitlinks(repo, pin.commit)
     if not links:
         return []
@@ -337,7 +351,9 @@ def _submodule_pins(repo: Path, pin: Pin) -> list[Pin]:
         git.check_url(urls[path], what=f"{where}: submodule {path}: url")
         url = resolve_submodule_url(pin.url, urls[path])
         git.check_url(url, what=f"{where}: submodule {path}: url", allow_local=git.is_local_url(pin.url))
-        out.append(Pin(url=url, commit=commit, submodules=True))
+        inner = tuple(d.removeprefix(f"{path}/") for d in pin.unobtainable if d.startswith(f"{path}/"))
+        out.append(Pin(url=url, commit=commit, submodules=True, unobtainable=inner,
+                       optional=path in pin.unobtainable))  # fmt: skip
     return out
 
 

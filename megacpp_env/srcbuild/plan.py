@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from megacpp_env.errors import FormatError
+from megacpp_env.errors import FormatError, RefusedError
+from megacpp_env.layout import CMAKE_FETCH_OVERRIDE_RE
 from megacpp_env.records import Table, read_json
 from megacpp_env.sanity import SanityCheck
 
@@ -32,10 +33,24 @@ JOBS_ENV = ("CMAKE_BUILD_PARALLEL_LEVEL", "FLASHINFER_NVCC_THREADS", "MAX_JOBS",
 THREADS_ENV = ("FLASHINFER_NVCC_THREADS", "NVCC_THREADS")  # the nvcc --threads a build passes on
 
 
+VIA_ENV = "env"  # the fetch's variable is set in the build's environment
+VIA_CMAKE_ARGS = "cmake_args"  # ``-D<variable>=<tree>`` is appended to the build's CMAKE_ARGS
+FETCH_VIAS = (VIA_ENV, VIA_CMAKE_ARGS)
+
+
+def fetch_via(variable: str) -> str:
+    """How a fetch's variable reaches the build: CMake's own override (``FETCHCONTENT_SOURCE_DIR_<NAME>``) is
+    a cache variable, given as ``-D`` through CMAKE_ARGS; any other name is an environment variable."""
+    return VIA_CMAKE_ARGS if CMAKE_FETCH_OVERRIDE_RE.fullmatch(variable) else VIA_ENV
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class FetchPlan:
     """A build-time fetch made hermetic: ``env`` points the build at a checkout of source ``name``, or at
-    ``subdir`` inside it (vLLM's ``TRITON_KERNELS_SRC_DIR`` names triton's python/triton_kernels/triton_kernels)."""
+    ``subdir`` inside it (``via`` env only: a variable upstream reads as that directory). ``via``
+    cmake_args: ``env`` is CMake's own ``FETCHCONTENT_SOURCE_DIR_<NAME>``, appended to CMAKE_ARGS as
+    ``-D<env>=<checkout>``, which keeps upstream's release code path (vLLM's ``VLLM_FLASH_ATTN_SRC_DIR`` would
+    select its local-development branch instead)."""
 
     env: str
     name: str
@@ -44,9 +59,11 @@ class FetchPlan:
     ref: str = ""
     submodules: bool = False
     subdir: str = ""
+    via: str = VIA_ENV
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
+            "via": self.via,
             "env": self.env,
             "name": self.name,
             "repo": self.repo,
@@ -214,6 +231,7 @@ def target_jobs(target: Target, **facts: Any) -> JobsPlan:
 
 
 def _fetch(env: str, src: Source) -> FetchPlan:
+    via = fetch_via(env)
     return FetchPlan(
         env=env,
         name=src.name,
@@ -221,8 +239,29 @@ def _fetch(env: str, src: Source) -> FetchPlan:
         commit=src.commit,
         ref=src.ref,
         submodules=src.submodules,
-        subdir=src.subdir,
+        subdir=src.subdir if via == VIA_ENV else "",  # CMake's override names the root (UP008)
+        via=via,
     )
+
+
+def fetch_env(plan: SourcePlan, env: Mapping[str, str], fetched: Mapping[str, str]) -> dict[str, str]:
+    """``env`` with each fetch's tree given to the build as its plan says: an environment variable set to
+    the path, or ``-D<variable>=<path>`` appended to CMAKE_ARGS (what a source stage and ``build-source``
+    run with; ``fetched``: variable -> path). vLLM's setup.py splits CMAKE_ARGS on whitespace
+    (setup.py:319-321), so a path holding whitespace is refused rather than split."""
+    out = dict(env)
+    for fetch in plan.fetches:
+        path = fetched[fetch.env]
+        if fetch.via == VIA_ENV:
+            out[fetch.env] = path
+            continue
+        if not path or any(ch.isspace() for ch in path):
+            raise RefusedError(
+                f"{plan.name}: the checkout of {fetch.name} is at {path!r}, which CMAKE_ARGS cannot carry "
+                "(split on whitespace): build it under a path without whitespace (--workdir)"
+            )
+        out["CMAKE_ARGS"] = " ".join(x for x in (out.get("CMAKE_ARGS", ""), f"-D{fetch.env}={path}") if x)
+    return out
 
 
 # ---- validating reader --------------------------------------------------------------------------
@@ -236,7 +275,7 @@ _JOBS_KEYS = (
     "reads", "nvcc_threads", "cuda", "mem_per_job_gib", "max_jobs", "nvcc_threads_override", "units", "archs",
     "divides",
 )  # fmt: skip
-_FETCH_KEYS = ("env", "name", "repo", "commit", "ref", "submodules", "subdir")
+_FETCH_KEYS = ("via", "env", "name", "repo", "commit", "ref", "submodules", "subdir")
 _DIST_RE = re.compile(r"^[a-z][a-z0-9-]*$")
 _OVERLAY_RE = re.compile(r"^$|^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _SUBDIR_RE = re.compile(r"^$|^[A-Za-z0-9_][A-Za-z0-9._-]*(/[A-Za-z0-9_][A-Za-z0-9._-]*)*$")
@@ -355,9 +394,15 @@ def _pin(t: Table) -> dict[str, Any]:
 
 def _read_fetch(t: Table) -> FetchPlan:
     t.only(_FETCH_KEYS)
-    env = _match(t, "env", ENV_RE, "an environment variable name")
-    return FetchPlan(
-        env=env,
-        **_pin(t),
-        subdir=_match(t, "subdir", _SUBDIR_RE, "a relative directory or empty") if t.has("subdir") else "",
-    )
+    via = t.text("via", VIA_ENV)
+    if via not in FETCH_VIAS:
+        t.fail(f"expected one of {', '.join(FETCH_VIAS)}, got {via!r}", "via", remedy=REMEDY)
+    if via == VIA_ENV:
+        env = _match(t, "env", ENV_RE, "an environment variable name")
+    else:
+        env = _match(t, "env", re.compile(f"^{CMAKE_FETCH_OVERRIDE_RE.pattern}$"), "FETCHCONTENT_SOURCE_DIR_<NAME>")
+    subdir = _match(t, "subdir", _SUBDIR_RE, "a relative directory or empty") if t.has("subdir") else ""
+    if subdir and via != VIA_ENV:
+        t.fail("CMake's override names the tree's root (FetchContent applies SOURCE_SUBDIR itself)", "subdir",
+               remedy=REMEDY)  # fmt: skip
+    return FetchPlan(env=env, **_pin(t), subdir=subdir, via=via)
