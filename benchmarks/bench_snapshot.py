@@ -249,9 +249,12 @@ def nvml_check(tmp: Path) -> dict[str, Any]:
     out: dict[str, Any] = {}
     facts = []
     reads: list[tuple[str, Any]] = [("apart", lambda: gpu.read_apart(None))]
+    from megacpp_env.snapshot.options import Cache
+
+    sealed = Cache(root=tmp / "nvml", key=os.urandom(32), records=tmp / "nvml" / "records")
     reads += [
         (name, lambda c=cache: gpu.read_nvml(c))
-        for name, cache in (("uncached", None), ("miss", tmp / "nvml"), ("hit", tmp / "nvml"))
+        for name, cache in (("uncached", None), ("miss", sealed), ("hit", sealed))
     ]
     for name, read in reads:
         start = time.perf_counter()

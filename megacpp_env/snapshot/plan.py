@@ -30,6 +30,8 @@ from megacpp_env.snapshot.verify import cachefile
 if TYPE_CHECKING:
     import subprocess
 
+    from megacpp_env.snapshot.probe import Probe
+    from megacpp_env.snapshot.tasks import Task
     from megacpp_env.snapshot.verify.early import Run
 
 _T = TypeVar("_T")
@@ -93,6 +95,7 @@ class Launched:
 
     run: Run | None = None
     nvml: subprocess.Popen[str] | None = None
+    probe: Task[Probe] | None = None  # the probe of the inspected interpreter (always taken: the context's)
     taken: set[str] = field(default_factory=set)
 
     def take_run(self) -> Run | None:
@@ -111,11 +114,14 @@ class Launched:
 @contextmanager
 def launch(plan: SnapshotPlan, *, nvml: bool = True) -> Iterator[Launched]:
     """Start the speculative verification (and wait, ``FIRST_WAIT`` at most, until its big files are
-    dealt) and the NVML child (``nvml``, unless pynvml is imported here: a caller's or a test's
+    dealt), the probe of the inspected interpreter (its start is paid every time: the sooner the
+    better) and the NVML child (``nvml``, unless pynvml is imported here: a caller's or a test's
     stand-in is then used in this process); on the way out, stop and reap what was not taken, and
     put the GIL switch interval back."""
     from megacpp_env.snapshot.collectors import nvml_child
+    from megacpp_env.snapshot.tasks import Task
     from megacpp_env.snapshot.verify.early import Run
+    from megacpp_env.snapshot.verify.probe_cache import run_probe
 
     interval = sys.getswitchinterval()
     launched = Launched()
@@ -124,6 +130,7 @@ def launch(plan: SnapshotPlan, *, nvml: bool = True) -> Iterator[Launched]:
             launched.nvml = nvml_child.spawn_quietly()
         sys.setswitchinterval(SWITCH_INTERVAL)  # the verb's imports share the GIL with the run
         launched.run = Run(python=plan.python, cache=plan.cache, workers=plan.workers).start()
+        launched.probe = Task(run_probe, plan.python, plan.environ, plan.cache, name="snapshot-probe")
         launched.run.begun.wait(FIRST_WAIT)
         yield launched
     finally:
