@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from megacpp_env.snapshot.options import SnapshotOptions
-from megacpp_env.snapshot.tasks import Task
+from megacpp_env.snapshot.tasks import Handoff, Task
 
 if TYPE_CHECKING:
     from megacpp_env.snapshot.plan import Launched, SnapshotPlan
@@ -30,6 +30,7 @@ class Context:
     spec: Callable[[], Spec | None]  # loaded at most once, when first asked for
     verifying: threading.Event = field(default_factory=threading.Event)  # the integrity workers have their work
     notes: list[str] = field(default_factory=list)  # cache files the collectors discarded (``live.cache``)
+    python_result: Handoff[Any] = field(default_factory=Handoff)  # the python collector's result, once it has it
 
     def probe_notes(self) -> list[str]:
         """What the probe's cache discarded (once it has run)."""

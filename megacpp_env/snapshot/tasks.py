@@ -43,6 +43,22 @@ class Task(Generic[T]):
         return self._value  # type: ignore[return-value]
 
 
+class Handoff(Generic[T]):
+    """One value handed from one thread to others: ``put`` once, ``get`` waits (bounded)."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self._value: T | None = None
+
+    def put(self, value: T | None) -> None:
+        self._value = value
+        self._event.set()
+
+    def get(self, timeout: float) -> T | None:
+        """The value, or None when none was put within ``timeout`` (or None was put)."""
+        return self._value if self._event.wait(timeout) else None
+
+
 def map_threads(fn: Callable[[T], R], items: Iterable[T], *, workers: int) -> list[R]:
     """``[fn(item) for item in items]`` on at most ``workers`` threads, in the items' order; once
     all have run, the error of the first item (by position) that raised is raised."""

@@ -4,6 +4,8 @@ Looked up on the inspected environment's PATH (its scripts directory first, wher
 cmake/ninja live). Each tool is time-bounded; a missing one records why.
 """
 
+# ruff: noqa: PTH118 (os.path.join on the unowned entries' paths, as os.walk gives them)
+
 from __future__ import annotations
 
 import hashlib
@@ -45,13 +47,26 @@ def search_path(environ: Mapping[str, str], scripts_dir: str) -> str:
 
 class ToolCache:
     """Version output per executable: ``nvcc --version`` alone costs a quarter of a second, and a
-    compiled program's ``--version`` only changes when its file does. Keyed on the resolved file's
-    (size, mtime, inode, ctime, mode) and the environment it runs with; only an ELF executable is
-    cached (a script's answer depends on what it runs: always asked). Kept sealed (``cachefile``);
-    only successful probes are kept."""
+    program's answer changes only when what it runs does. Kept sealed (``cachefile``); only
+    successful probes are kept. The key, beside the program's path, arguments and environment:
 
-    def __init__(self, cache: Cache | None, environ: Mapping[str, str], notes: list[str]) -> None:
-        self.cache, self.notes = cache, notes
+    - an ELF executable: the resolved file's (size, mtime, inode, ctime, mode);
+    - a Python script run by the inspected interpreter (pip's ``cmake``, ``ninja``): the script's
+      and the interpreter's stats and ``script_key()``, the snapshot's own verdict on everything
+      the script can import (``script_key``: None unless every distribution verified clean);
+    - anything else (a shell script, another interpreter's script): never cached, always asked.
+    """
+
+    def __init__(
+        self,
+        cache: Cache | None,
+        environ: Mapping[str, str],
+        notes: list[str],
+        *,
+        python: str = "",
+        script_key: Callable[[], str | None] = lambda: None,
+    ) -> None:
+        self.cache, self.notes, self.python, self.script_key = cache, notes, python, script_key
         kept = sorted((k, v) for k, v in environ.items() if k not in VOLATILE)
         self.env = hashlib.sha256(json.dumps(kept).encode()).hexdigest()
         self.entries: dict[str, Any] = {}
@@ -71,13 +86,30 @@ class ToolCache:
             real = os.path.realpath(program)
             st = Path(real).stat()
             with open(real, "rb") as fh:
-                elf = fh.read(4) == b"\x7fELF"
+                head = fh.read(512)
         except OSError:
             return None
-        if not elf:
-            return None
-        stat = [st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns, st.st_mode]
+        stat: list[Any] = [st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns, st.st_mode]
+        if not head.startswith(b"\x7fELF"):
+            extra = self._script(head)
+            if extra is None:
+                return None
+            stat += extra
         return f"{program}\0{real}\0{' '.join(args)}\0{self.env}", stat
+
+    def _script(self, head: bytes) -> list[Any] | None:
+        """What a Python script's answer depends on beyond its own file; None: not cacheable."""
+        if not head.startswith(b"#!") or not self.python:
+            return None
+        words = head[2:].split(b"\n", 1)[0].split()
+        if not words or os.path.realpath(os.fsdecode(words[0])) != os.path.realpath(self.python):
+            return None
+        verdict = self.script_key()
+        try:
+            st = Path(os.path.realpath(self.python)).stat()
+        except OSError:
+            return None
+        return None if verdict is None else [st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns, verdict]
 
     def get(self, program: str, args: Sequence[str]) -> dict[str, Any] | None:
         k = self.key(program, args)
@@ -145,11 +177,15 @@ def collect(
     site_dirs: Callable[[], Sequence[str]],
     cache: Cache | None = None,
     notes: list[str] | None = None,
+    *,
+    python: str = "",
+    script_key: Callable[[], str | None] = lambda: None,
 ) -> dict[str, Any]:
-    """``site_dirs`` is called (it may wait for the probe) only to find Triton's bundled ptxas."""
+    """``site_dirs`` is called (it may wait for the probe) only to find Triton's bundled ptxas;
+    ``script_key`` (it may wait for the python collector) only for a script of ``python``'s."""
     path = search_path(environ, scripts_dir)
     env = {**environ, "PATH": path}
-    tools = ToolCache(cache, environ, notes if notes is not None else [])
+    tools = ToolCache(cache, environ, notes if notes is not None else [], python=python, script_key=script_key)
     out: dict[str, Any] = {}
     tasks: dict[str, Task[dict[str, Any]]] = {}
     for name, (args, pattern) in TOOLS.items():
@@ -171,5 +207,48 @@ def collect(
     return dict(sorted(out.items()))
 
 
+SCRIPT_WAIT = 5.0  # seconds a script's cache lookup waits for the python collector's verdict (else: run it)
+UNOWNED_LIMIT = 20_000  # entries stat-ed under the site directories' unowned files; more: not cacheable
+
+
+def script_verdict(result: Any) -> str | None:
+    """The key of everything a script of the inspected interpreter can import, from the python
+    collector's result: None unless every distribution verified clean against its RECORD (content,
+    not names: a file edited twice would leave the same ``modified`` list); then a digest of the
+    python facts and of the stats of every file no RECORD owns in the site directories."""
+    facts = getattr(result, "facts", None)
+    if not isinstance(facts, dict):
+        return None
+    dists = facts.get("distributions") or {}
+    if not all(isinstance(d, dict) and (d.get("integrity") or {}).get("status") == "ok" for d in dists.values()):
+        return None
+    stats: list[Any] = []
+    for site, names in sorted((facts.get("unowned_site_files") or {}).items()):
+        for name in names:
+            for here, _dirs, files in os.walk(os.path.join(site, name)) if name.endswith("/") else ():
+                stats += [(os.path.join(here, f), _lstat(os.path.join(here, f))) for f in sorted(files)]
+            stats.append((name, _lstat(os.path.join(site, name))))
+            if len(stats) > UNOWNED_LIMIT:
+                return None
+    return hashlib.sha256(json.dumps([facts, stats], sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _lstat(path: str) -> list[int] | None:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return [st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns, st.st_mode]
+
+
 def start(ctx: Context) -> Callable[[], dict[str, Any]]:
-    return lambda: collect(ctx.environ, ctx.scripts, ctx.sites, ctx.plan.cache, ctx.notes)
+    verdict: list[str | None] = []
+
+    def script_key() -> str | None:
+        if not verdict:
+            verdict.append(script_verdict(ctx.python_result.get(SCRIPT_WAIT)))
+        return verdict[0]
+
+    return lambda: collect(
+        ctx.environ, ctx.scripts, ctx.sites, ctx.plan.cache, ctx.notes, python=ctx.python, script_key=script_key
+    )

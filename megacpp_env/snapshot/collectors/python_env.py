@@ -158,8 +158,14 @@ def start(ctx: Context) -> Callable[[], PythonResult]:
             return None
 
     def job() -> PythonResult:
-        run.launched.wait()
-        ctx.verifying.set()
-        return collect(ctx.probe.result(), ctx.scrubber, cache=plan.cache, workers=plan.workers, speculative=speculated)
+        result = None
+        try:
+            run.launched.wait()
+            ctx.verifying.set()
+            result = collect(ctx.probe.result(), ctx.scrubber, cache=plan.cache, workers=plan.workers,
+                             speculative=speculated)  # fmt: skip
+            return result
+        finally:
+            ctx.python_result.put(result)  # for the compilers' cache of a script's answer
 
     return job
