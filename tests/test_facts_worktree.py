@@ -45,7 +45,7 @@ def test_an_edit_under_assume_unchanged_is_not_verified(tmp_path: Path) -> None:
     repo, sha = _repo(tmp_path)
     _git(repo, "update-index", "--assume-unchanged", "setup.py")
     (repo / "setup.py").write_text("import os; os.system('evil')\n")
-    with pytest.raises(RefusedError, match="not a clean checkout|--unverified"):
+    with pytest.raises(RefusedError, match=r"not a clean checkout|--unverified"):
         _verified(repo, sha)
 
 
@@ -72,5 +72,5 @@ def test_an_untracked_project_file_hidden_by_an_ignore_file_is_not_verified(tmp_
     (repo / ".git" / "info" / "exclude").write_text("pyproject.toml\n")
     (repo / "pyproject.toml").write_text(str(FILES["pyproject.toml"]))
     assert git.head_commit(repo) == sha
-    with pytest.raises(RefusedError, match="not a clean checkout|--unverified"):
+    with pytest.raises(RefusedError, match=r"not a clean checkout|--unverified"):
         _verified(repo, sha)
