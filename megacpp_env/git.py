@@ -266,41 +266,6 @@ def toplevel(path: Path) -> Path | None:
     return Path(top) if proc.returncode == 0 and top else None
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class BranchStatus:
-    """One ``git status --porcelain=v2 --branch``: HEAD, its branch, and how many paths differ."""
-
-    commit: str | None  # None before the first commit
-    branch: str | None  # None when HEAD is detached
-    changed: int  # tracked paths that differ from HEAD (staged or not), submodules that moved included
-    untracked: int  # untracked, not ignored
-
-
-def branch_status(path: Path) -> BranchStatus:
-    """HEAD, branch and change counts of the work tree at ``path`` in one git call. Submodules are
-    compared by commit only (their own work trees are not inspected)."""
-    argv = ["status", "--porcelain=v2", "--branch", "-z", "--untracked-files=all", "--ignore-submodules=dirty"]
-    fields = run_git(argv, path).stdout.split(b"\0")
-    commit = branch = None
-    changed = untracked = 0
-    skip = False
-    for raw in fields:
-        entry = os.fsdecode(raw)
-        if skip or not entry:  # a rename's original path, or the trailing separator
-            skip = False
-            continue
-        if entry.startswith("# branch.oid "):
-            commit = entry.split()[2] if SHA_RE.match(entry.split()[2]) else None
-        elif entry.startswith("# branch.head "):
-            branch = None if entry.split(" ", 2)[2] == "(detached)" else entry.split(" ", 2)[2]
-        elif entry[:2] in ("1 ", "2 ", "u "):
-            changed += 1
-            skip = entry.startswith("2 ")
-        elif entry.startswith("? "):
-            untracked += 1
-    return BranchStatus(commit=commit, branch=branch, changed=changed, untracked=untracked)
-
-
 def head_commit(path: Path) -> str | None:
     """The full SHA of HEAD, or None when there is no commit (or no repository)."""
     proc = run_git(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"], path, check=False)

@@ -12,7 +12,7 @@ environment only. All git calls go through ``megacpp_env.git``.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,20 +20,38 @@ from megacpp_env.errors import MegacppEnvError, SpecError
 
 if TYPE_CHECKING:
     from megacpp_env.snapshot.context import Context
+    from megacpp_env.snapshot.options import Cache
 
 EMPTY_DIFF = "sha256:" + hashlib.sha256(b"").hexdigest()
 
 
-def collect(path: Path) -> dict[str, Any]:
-    """The repository containing ``path``; ``{"path": ..., "git": false}`` when there is none."""
+def collect(
+    path: Path, cache: Cache | None = None, *, environ: Mapping[str, str] | None = None, notes: list[str] | None = None
+) -> dict[str, Any]:
+    """The repository containing ``path``; ``{"path": ..., "git": false}`` when there is none. Its
+    facts are reused while the checkout cache's signature of everything the judge read holds."""
     from megacpp_env import git
-    from megacpp_env.worktree import content
+    from megacpp_env.snapshot.verify import checkout_cache
 
     top = git.toplevel(path)
     if top is None:
         return {"path": str(path), "git": False}
+    return checkout_cache.cached(
+        top,
+        "training-repository",
+        cache,
+        lambda: _inspect(top),
+        environ=environ or {},
+        notes=[] if notes is None else notes,
+    )
+
+
+def _inspect(top: Path) -> dict[str, Any]:
+    from megacpp_env import git
+    from megacpp_env.worktree import content
+
     try:
-        status = git.branch_status(top)
+        branch = git.git_text(["symbolic-ref", "-q", "--short", "HEAD"], top, check=False) or None
         tree = content.read(top)
         changed = len(tree.delta.changed) + len(tree.delta.added)
         digest = "sha256:" + tree.diff_hash() if changed and tree.head else EMPTY_DIFF
@@ -44,7 +62,7 @@ def collect(path: Path) -> dict[str, Any]:
         "path": str(top),
         "git": True,
         "commit": tree.head,
-        "branch": status.branch,
+        "branch": branch,
         "dirty": tree.delta.dirty,
         "changed": changed,
         "untracked": len(tree.delta.untracked),
@@ -73,4 +91,4 @@ def start(ctx: Context) -> Callable[[], dict[str, Any]]:
         except OSError as exc:  # the working directory was removed
             gone = {"path": None, "git": False, "error": f"no working directory: {exc.strerror}"}
             return lambda: gone
-    return lambda: collect(Path(where))
+    return lambda: collect(Path(where), ctx.plan.cache, environ=ctx.environ, notes=ctx.notes)

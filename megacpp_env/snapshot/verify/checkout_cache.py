@@ -209,8 +209,11 @@ def _user_configs(environ: Mapping[str, str]) -> list[str]:
     return [p for p in out if p]
 
 
-def _file(cache: Cache, path: Path) -> Path:
-    return cache.file(f"checkout-{hashlib.sha256(str(path).encode()).hexdigest()[:16]}.json")
+def _file(cache: Cache, path: Path, tag: str) -> Path:
+    """One file per checkout and use (a checkout of the spec, and the same directory as the training
+    repository, are judged with other facts)."""
+    digest = hashlib.sha256(os.fsencode(str(path)) + b"\0" + tag.encode()).hexdigest()[:16]
+    return cache.file(f"checkout-{digest}.json")
 
 
 def _load(where: Path, cache: Cache, notes: list[str]) -> tuple[str, list[Repo], dict[str, Any]] | None:
@@ -249,7 +252,7 @@ def cached(
     """``inspect()``'s facts for the checkout at ``path``, reused while its signature holds."""
     if cache is None or not os.path.lexists(os.path.join(path, ".git")):
         return inspect()
-    where = _file(cache, path)
+    where = _file(cache, path, tag)
     stored = _load(where, cache, notes)
     if stored is not None:
         digest, repos, facts = stored
