@@ -89,6 +89,16 @@ def test_one_snapshot_warms_every_cache(engines: list[Differential]) -> None:
     assert len(entry_kinds(engine.world)) <= ENTRY_KINDS, entry_kinds(engine.world)
 
 
+def test_an_untouched_world_is_its_golden(engines: list[Differential]) -> None:
+    """The control: no mutation, no drift, and every answer read (a digest from the check's
+    document and from the run record, no findings): the engine reads what the CLI prints."""
+    outcome = engines[0].run(Mutation(cls="control", drift=False))
+    assert outcome.ok, outcome.report()
+    for answer in (outcome.warm, outcome.cold):
+        assert (answer.check, answer.run, answer.findings, answer.run_findings) == ("exit 0", "exit 0", (), ())
+        assert answer.digest.startswith("sha256:") and answer.run_digest == answer.digest, outcome.report()
+
+
 def test_warm_answer_is_the_cold_answer(engines: list[Differential], tmp_path: Path) -> None:
     outcomes = run_all(engines, corpus())
     assert all(o.ok for o in outcomes), _failures(outcomes, tmp_path / "reports.txt")

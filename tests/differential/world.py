@@ -56,6 +56,7 @@ IGNORE_PREFIX = {
     "git-config-system": "sy_",
     "local-config": "lo_",
     "env-config": "en_",
+    "default-global-ignore": "gd_",
     "gitignore": "ig_",
 }
 
