@@ -48,13 +48,15 @@ def _dist() -> list[Group]:
     def group(name: str, strategy: st.SearchStrategy[Mutation], budget: int = 1) -> Group:
         return Group(name=name, area="dist", strategy=strategy, budget=budget)
 
-    out = [group("dist.same-size-edit", m.same_size_edit(t), 2) for t in m.RECORDED]
+    out = [group("dist.same-size-edit", m.same_size_edit(t), 2 if t in m.CACHED_APART else 1) for t in m.RECORDED]
     out += [group("dist.pth-hook[stray]", m.pth_hook("site/zzhook.py", "stray"), 2)]
     out += [group("dist.pth-hook[recorded]", m.pth_hook("site/hooked.py", "recorded"), 2)]
+    out += [group("dist.pth-hook[sitecustomize]", m.pth_hook("site/sitecustomize.py", "sitecustomize"), 2)]
+    out += [group("dist.pyvenv-cfg", m.pyvenv_cfg(), 2)]
     out += [group("dist.pth-line", m.pth_line(t), 2) for t in ("site/zzhook.pth", "site/hooked.pth", "site/a.pth")]
     out += [group("dist.metadata-version", m.metadata_version(), 3)]
     out += [group(f"dist.record-row[{n}]", m.record_row(n)) for n in m.HOSTILE_ROWS]
-    out += [group("dist.record-row-in-golden", m.record_row_in_golden(n)) for n in m.GOLDEN_BLINDING_ROWS]
+    out += [group("dist.record-row-in-golden", m.record_row_in_golden(n), 2) for n in m.GOLDEN_BLINDING_ROWS]
     out += [group(f"dist.record-special[{k}]", m.record_special(k)) for k in ("fifo", "directory", "devzero")]
     out += [group("dist.stray", m.stray(), 6), group("dist.remove", m.removed(), 6)]
     return out
@@ -64,8 +66,10 @@ def _checkout() -> list[Group]:
     def group(name: str, strategy: st.SearchStrategy[Mutation], budget: int = 1) -> Group:
         return Group(name=name, area="checkout", strategy=strategy, budget=budget)
 
-    out = [group(f"checkout.tracked[{f}]", m.tracked(f, how), 2) for f in m.FLAGS for how in m.EDITS]
-    out += [group(f"checkout.untracked[{s}]", m.untracked(s), 3) for s in m.SOURCES]
+    out = [
+        group(f"checkout.tracked[{f}]", m.tracked(f, how), 1 if f == "none" else 2) for f in m.FLAGS for how in m.EDITS
+    ]
+    out += [group(f"checkout.untracked[{s}]", m.untracked(s), 2) for s in m.SOURCES]
     out += [group("checkout.untracked-edit", m.untracked_edit(f), 2) for f in ("ex_prebuilt.so", "notes.txt")]
     knobs = [*m.KNOBS, "untrackedCache"]
     return out + [group(f"checkout.knob[{k}]", m.knob(k, c)) for k in knobs for c in m.KNOB_CHANGES]
@@ -76,8 +80,12 @@ def _cache() -> list[Group]:
         return Group(name=name, area="cache", strategy=strategy, budget=budget)
 
     every = [group(f"cache.{op}", m.cache_op(op, st.just(k))) for op in EVERY_ENTRY_OPS for k in range(ENTRY_KINDS)]
-    drawn = [group(f"cache.{op}", m.cache_op(op, st.integers(0, 100)), 3) for op in OPS if op not in EVERY_ENTRY_OPS]
-    blessed = [group(f"cache.bless-{how}", m.bless(how, t)) for how in ("stat", "digest") for t in m.BLESS_TARGETS]
+    drawn = [group(f"cache.{op}", m.cache_op(op, st.integers(0, 100)), 2) for op in OPS if op not in EVERY_ENTRY_OPS]
+    blessed = [
+        group(f"cache.bless-{how}", m.bless(how, t), 2 if t in m.CACHED_APART else 1)
+        for how in ("stat", "digest")
+        for t in m.BLESS_TARGETS
+    ]
     return every + drawn + blessed
 
 

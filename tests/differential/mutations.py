@@ -76,6 +76,7 @@ RECORDED = (
     "site/alpha-1.0.dist-info/METADATA",
     "venv/bin/alpha-cli",
 )
+CACHED_APART = ("site/alpha/core.py", "site/alpha/big.bin")  # a unit's cache file; the big files' own
 DIST_INFOS = ("alpha-1.0.dist-info", "beta-2.0.dist-info")
 STRAYS = (
     "site/evil.py",
@@ -139,6 +140,17 @@ def pth_line(target: str) -> st.SearchStrategy[Mutation]:
         return Mutation(cls="dist.pth-line", drift=True, change=(ShadowPth(target=target, restore_mtime=restore),))
 
     return st.builds(build, RESTORED)
+
+
+def pyvenv_cfg() -> st.SearchStrategy[Mutation]:
+    """``include-system-site-packages = false`` -> ``true`` (same size): the base's site-packages join sys.path."""
+
+    def build(restore: bool) -> Mutation:
+        old, new = "include-system-site-packages = false", "include-system-site-packages = true "
+        step = Replace(target="venv/pyvenv.cfg", old=old, new=new, restore_mtime=restore)
+        return Mutation(cls="dist.pyvenv-cfg", drift=True, change=(step,))
+
+    return st.builds(build, st.booleans())
 
 
 def metadata_version() -> st.SearchStrategy[Mutation]:

@@ -31,7 +31,7 @@ import signal
 import sys
 import tempfile
 import time
-from typing import Any
+from typing import IO, Any
 
 GROUP_WAIT = 5.0  # seconds a call's leftover processes may run on before they are killed
 PR_SET_CHILD_SUBREAPER = 36
@@ -127,7 +127,7 @@ def _become_subreaper() -> None:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER)")
 
 
-def _read(handle: Any) -> str:
+def _read(handle: IO[bytes]) -> str:
     handle.seek(0)
     return handle.read().decode("utf-8", "replace")
 

@@ -11,7 +11,8 @@ The venv (``python -m venv --without-pip``, filled with ``uv pip install`` from 
   parent, cached in its own file) and a console script (a ``../../../bin`` RECORD row);
 - ``beta 2.0`` (one module), ``six 1.0`` (the one the shadow directory shadows);
 - ``hookpkg 1.0``: ``hooked.pth`` (``import hooked``) and ``hooked.py``, both in its RECORD;
-- by hand, in no RECORD: ``zzhook.pth`` (``import zzhook``) and ``zzhook.py``, a user's startup hook.
+- by hand, in no RECORD: ``zzhook.pth`` (``import zzhook``) and ``zzhook.py``, a user's startup
+  hook, and a ``sitecustomize.py`` (which ``site`` imports with no ``.pth`` at all).
 
 ``shadow/`` holds ``six 9.9.9`` (module and dist-info); nothing puts it on ``sys.path`` until a
 mutation does. The checkout ``co`` has tracked files (one, ``ex_tracked.so``, named like what
@@ -26,7 +27,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -240,6 +240,7 @@ def _venv(world: World, wheels: list[Path]) -> None:
     )
     (world.site / "zzhook.pth").write_text("import zzhook\n")
     (world.site / "zzhook.py").write_text(world.hook_text(False))
+    (world.site / "sitecustomize.py").write_text(world.hook_text(False))  # imported by site itself
     shadow_info = world.shadow / "six-9.9.9.dist-info"
     shadow_info.mkdir(parents=True)
     (world.shadow / "six.py").write_text("__version__ = '9.9.9'\n")
@@ -276,7 +277,3 @@ def build_template(template: Path, world: World) -> None:
     _checkout(world)
     backdate(world.root, since=0)
     world.root.rename(template)
-
-
-def now() -> float:
-    return time.time()
