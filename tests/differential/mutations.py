@@ -167,7 +167,7 @@ def metadata_version() -> st.SearchStrategy[Mutation]:
 def record_row(name: str) -> st.SearchStrategy[Mutation]:
     def build(dist_info: str, replace_first: bool, restore: bool) -> Mutation:
         step = RecordRow(
-            dist_info=dist_info, row=HOSTILE_ROWS[name], replace_first=replace_first, restore_mtime=restore
+            dist_info=dist_info, name=name, row=HOSTILE_ROWS[name], replace_first=replace_first, restore_mtime=restore
         )
         return Mutation(cls=f"dist.record-row[{name}]", drift=True, change=(step,))
 
@@ -179,7 +179,9 @@ def record_row_in_golden(name: str) -> st.SearchStrategy[Mutation]:
     another distribution edited. One bad row must not blind the check to the rest."""
 
     def build(dist_info: str, target: str, offset: int, xor: int) -> Mutation:
-        row = RecordRow(dist_info=dist_info, row=HOSTILE_ROWS[name], replace_first=False, restore_mtime=False)
+        row = RecordRow(
+            dist_info=dist_info, name=name, row=HOSTILE_ROWS[name], replace_first=False, restore_mtime=False
+        )
         edit = EditBytes(target=target, offset=offset, xor=xor, restore_mtime=True)
         return Mutation(
             cls="dist.record-row-in-golden", drift=True, setup=(row,), change=(edit,), golden_after_setup=True

@@ -9,7 +9,7 @@ must see (git configuration chosen by environment variables).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.differential.world import IGNORE_PREFIX, World
@@ -219,7 +219,8 @@ class RecordRow(Step):
     """A row written into a distribution's RECORD: appended, or in place of its first row."""
 
     dist_info: str
-    row: bytes
+    name: str  # what is wrong with the row, for messages (the row itself may be 5000 bytes long)
+    row: bytes = field(repr=False)
     replace_first: bool
     restore_mtime: bool
 
@@ -229,7 +230,7 @@ class RecordRow(Step):
         lines = [self.row + b"\n", *lines[1:]] if self.replace_first else [*lines, self.row + b"\n"]
         write_in_place(path, b"".join(lines), restore_mtime=self.restore_mtime)
         where = "in place of its first row" if self.replace_first else "appended"
-        return f"{self.dist_info}/RECORD: row {self.row[:80]!r} {where}{_restored(self.restore_mtime)}"
+        return f"{self.dist_info}/RECORD: row {self.row[:80]!r} ({self.name}) {where}{_restored(self.restore_mtime)}"
 
 
 # ---- git ----------------------------------------------------------------------------------------
