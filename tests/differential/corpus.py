@@ -38,10 +38,11 @@ class Group:
     budget: int
 
 
-# Ops tried on every kind of cache entry the warm-up leaves (``ENTRY_KINDS`` of them: checkout,
-# probe, unit, big files, plan, tools; a GPU box adds nvml-fixed.json); the rest on drawn entries.
+# Ops tried on every kind of cache entry the warm-up leaves (``ENTRY_KINDS`` of them: the cache
+# directory's key, checkout, probe, unit, big files, plan, tools; a GPU box adds nvml-fixed.json);
+# the rest on drawn entries.
 EVERY_ENTRY_OPS = ("edit-value", "truncate", "fifo", "directory", "chown", "world-writable")
-ENTRY_KINDS = 6
+ENTRY_KINDS = 7
 
 
 def _dist() -> list[Group]:
