@@ -11,8 +11,6 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
-import pytest
-
 from megacpp_env.snapshot.collectors import compilers
 from megacpp_env.snapshot.options import Cache
 
@@ -84,16 +82,30 @@ def test_an_elf_program_is_kept_while_its_file_is_unchanged(tmp_path: Path) -> N
     assert tools.key(str(shell), ["--version"]) is None  # a shell script: never kept
 
 
-def _result(statuses: dict[str, str], unowned: dict[str, list[str]] | None = None) -> SimpleNamespace:
-    dists = {name: {"integrity": {"status": status}} for name, status in statuses.items()}
+def _result(
+    statuses: dict[str, str], unowned: dict[str, list[str]] | None = None, **lists: list[str]
+) -> SimpleNamespace:
+    dists = {name: {"location": lists.pop("location", [""])[0], "integrity": {"status": status, **lists}}
+             for name, status in statuses.items()}  # fmt: skip
     return SimpleNamespace(facts={"distributions": dists, "unowned_site_files": unowned or {}})
 
 
-@pytest.mark.parametrize("status", ["drifted", "no RECORD"])
-def test_no_verdict_unless_every_distribution_is_clean(status: str) -> None:
+def test_no_verdict_where_a_distribution_cannot_be_verified() -> None:
     assert compilers.script_verdict(_result({"a": "ok"})) is not None
-    assert compilers.script_verdict(_result({"a": "ok", "b": status})) is None
+    assert compilers.script_verdict(_result({"a": "ok", "b": "no RECORD"})) is None
+    assert compilers.script_verdict(_result({"a": "drifted"}, modified_count=[501])) is None  # a list cut short
     assert compilers.script_verdict(None) is None
+
+
+def test_the_verdict_follows_a_drifted_file_edited_again(tmp_path: Path) -> None:
+    """A distribution with a modified file: the facts list the same file after a second edit, the
+    verdict does not stay the same."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "x.py").write_text("A = 1\n")
+    result = _result({"a": "drifted"}, modified=["pkg/x.py"], location=[str(tmp_path)])
+    first = compilers.script_verdict(result)
+    (tmp_path / "pkg" / "x.py").write_text("A = 2\n")
+    assert first is not None and compilers.script_verdict(result) not in (None, first)
 
 
 def test_the_verdict_follows_the_unowned_files(tmp_path: Path) -> None:

@@ -121,6 +121,47 @@ def dialogue(
     return first, rest
 
 
+class Running:
+    """One program started now whose answer is collected later (``result``: what ``run_program``
+    returns or raises) or not at all (``stop``: killed and reaped): a program run on the chance that
+    a cache cannot answer for it."""
+
+    def __init__(self, argv: Sequence[str], *, timeout: float = 10.0, env: Mapping[str, str] | None = None) -> None:
+        self.argv, self.timeout = tuple(argv), timeout
+        self.name = Path(argv[0]).name
+        self.error: ToolError | None = None
+        self.proc: subprocess.Popen[str] | None = None
+        try:
+            self.proc = subprocess.Popen(
+                list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                errors="replace", env=dict(env) if env is not None else None,
+            )  # fmt: skip
+        except FileNotFoundError:
+            self.error = ToolNotFoundError(f"{self.name} not found")
+        except OSError as exc:
+            self.error = ToolError(f"{self.name} could not run: {exc.strerror or exc}")
+
+    def result(self) -> ProcResult:
+        if self.error is not None or self.proc is None:
+            raise self.error or ToolError(f"{self.name} did not start")
+        try:
+            out, err = self.proc.communicate(timeout=self.timeout)
+        except subprocess.TimeoutExpired:
+            self.stop()
+            raise ToolError(f"{self.name} timed out after {self.timeout:g}s") from None
+        result = ProcResult(argv=self.argv, returncode=self.proc.returncode, stdout=out, stderr=err)
+        if self.proc.returncode != 0:
+            detail = result.stderr.strip().splitlines()[-1:] or [f"exit {self.proc.returncode}"]
+            raise ToolError(f"{self.name} failed (exit {self.proc.returncode}): {detail[0][:200]}")
+        return result
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+        if self.proc is not None:
+            self.proc.communicate()
+
+
 class ProgramFailedError(ToolError):
     """A program of ``Programs`` exited non-zero (``returncode``: negative for the signal that killed it)."""
 

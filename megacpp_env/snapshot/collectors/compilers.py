@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from megacpp_env.errors import ToolError
-from megacpp_env.snapshot.proc import run_program, which
+from megacpp_env.snapshot.proc import Running, run_program, which
 from megacpp_env.snapshot.tasks import Task
 from megacpp_env.snapshot.verify import cachefile
 
@@ -81,6 +81,17 @@ class ToolCache:
                 data = {}
             self.entries = data if isinstance(data, dict) else {}
 
+    def waits(self, program: str) -> bool:
+        """Whether the key of ``program`` waits on the python collector (a script of the inspected
+        interpreter's, with a cache to look in)."""
+        if self.cache is None or not self.python:
+            return False
+        try:
+            with open(os.path.realpath(program), "rb") as fh:
+                return fh.read(2) == b"#!"
+        except OSError:
+            return False
+
     def key(self, program: str, args: Sequence[str]) -> tuple[str, list[Any]] | None:
         try:
             real = os.path.realpath(program)
@@ -142,11 +153,16 @@ TOOLS_LIMIT = 16 << 20
 def probe_tool(
     program: str, args: Sequence[str], pattern: str, environ: Mapping[str, str], cache: ToolCache
 ) -> dict[str, Any]:
+    """The program's version. A script whose key waits on the python collector's verdict is started
+    at once, beside that wait: a cache hit stops it, a miss (a first run) loses no time."""
+    early = Running([program, *args], timeout=TIMEOUT, env=environ) if cache.waits(program) else None
     cached = cache.get(program, args)
     if cached is not None:
+        if early is not None:
+            early.stop()
         return cached
     try:
-        result = run_program([program, *args], timeout=TIMEOUT, env=environ)
+        result = early.result() if early is not None else run_program([program, *args], timeout=TIMEOUT, env=environ)
     except ToolError as exc:
         return {"path": program, "error": str(exc)}
     text = result.stdout + result.stderr
@@ -213,23 +229,33 @@ UNOWNED_LIMIT = 20_000  # entries stat-ed under the site directories' unowned fi
 
 def script_verdict(result: Any) -> str | None:
     """The key of everything a script of the inspected interpreter can import, from the python
-    collector's result: None unless every distribution verified clean against its RECORD (content,
-    not names: a file edited twice would leave the same ``modified`` list); then a digest of the
-    python facts and of the stats of every file no RECORD owns in the site directories."""
+    collector's result: every distribution was verified against its RECORD (a clean one by content),
+    so the facts themselves, plus the stats of what a RECORD cannot vouch for: each file listed as
+    modified, removed or added (a file edited twice leaves the same list, not the same stat), and
+    every file no RECORD owns in the site directories. None (not cacheable) when a distribution has
+    no RECORD, a list was cut short, or there are more than ``UNOWNED_LIMIT`` such files."""
     facts = getattr(result, "facts", None)
     if not isinstance(facts, dict):
         return None
-    dists = facts.get("distributions") or {}
-    if not all(isinstance(d, dict) and (d.get("integrity") or {}).get("status") == "ok" for d in dists.values()):
-        return None
     stats: list[Any] = []
+    for dist in (facts.get("distributions") or {}).values():
+        integrity = dist.get("integrity") if isinstance(dist, dict) else None
+        if not isinstance(integrity, dict) or integrity.get("status") not in ("ok", "drifted"):
+            return None
+        for name in ("modified", "removed", "added", "malformed", "outside"):
+            if f"{name}_count" in integrity:
+                return None
+            if name in ("modified", "removed", "added"):
+                stats += [
+                    (rel, _lstat(os.path.join(str(dist.get("location")), rel))) for rel in integrity.get(name) or ()
+                ]
     for site, names in sorted((facts.get("unowned_site_files") or {}).items()):
         for name in names:
             for here, _dirs, files in os.walk(os.path.join(site, name)) if name.endswith("/") else ():
                 stats += [(os.path.join(here, f), _lstat(os.path.join(here, f))) for f in sorted(files)]
             stats.append((name, _lstat(os.path.join(site, name))))
-            if len(stats) > UNOWNED_LIMIT:
-                return None
+    if len(stats) > UNOWNED_LIMIT:
+        return None
     return hashlib.sha256(json.dumps([facts, stats], sort_keys=True, default=str).encode()).hexdigest()
 
 
