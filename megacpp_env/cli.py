@@ -25,6 +25,7 @@ from megacpp_env.errors import EXIT_ABORT_BISECT, EXIT_BUG, EXIT_INTERRUPTED, EX
 # verb -> (module under megacpp_env.commands, one-line help)
 VERBS: dict[str, tuple[str, str]] = {
     "check": ("check", "validate stack.yaml and run the policy rules"),
+    "explain": ("explain", "print the documentation of a finding code (TC005, SP002, LG004, ...)"),
     "facts": ("facts", "upstream facts per pinned source: extract NAME --from CHECKOUT, check, show"),
     "targets": ("targets", "list the targets of the spec"),
     "schema": ("schema", "print the JSON Schema of stack.yaml (for editors)"),

@@ -19,7 +19,12 @@ KNOWN_PROVIDERS = {"pytorch-triton": "triton"}
 NEVER = "sys_platform == 'never'"
 
 
-@target_rule("DP001", "error", "requirers of one package can all be satisfied")
+@target_rule(
+    "DP001",
+    "error",
+    "requirers of one package can all be satisfied",
+    trip=("add targets.gb10.requirements = quack-kernels==0.3.0",),
+)
 def requirement_conflicts(spec: Spec, t: Target) -> Iterator[Hit]:
     deps = target_deps(spec, t)
     if deps.missing_facts:
@@ -33,7 +38,12 @@ def _removed(req_text: str) -> bool:
     return req.marker is not None and not req.marker.evaluate({"sys_platform": "linux"})
 
 
-@target_rule("DP002", "error", "one distribution per module tree (pytorch-triton vs triton)")
+@target_rule(
+    "DP002",
+    "error",
+    "one distribution per module tree (pytorch-triton vs triton)",
+    trip=("drop targets.gb10.resolutions.overrides[0]",),
+)
 def module_owners(spec: Spec, t: Target) -> Iterator[Hit]:
     deps = target_deps(spec, t)
     names = {n.name for n in deps.needs}
@@ -63,7 +73,12 @@ def module_owners(spec: Spec, t: Target) -> Iterator[Hit]:
             )
 
 
-@spec_rule("DP003", "error", "resolutions apply: drops name facts requirements, overrides spare explicit indexes")
+@spec_rule(
+    "DP003",
+    "error",
+    "resolutions apply: drops name facts requirements, overrides spare explicit indexes",
+    trip=("set sources.vllm.drop_requirements.no-such-package = stripped",),
+)
 def resolutions_apply(spec: Spec) -> Iterator[Hit]:
     for src in spec.sources.values():
         yield from _drops_apply(spec, src)
@@ -98,7 +113,12 @@ def _drops_apply(spec: Spec, src: Source) -> Iterator[Hit]:
 USE_EXISTING_TORCH = "use_existing_torch.py"
 
 
-@source_rule("DP004", "error", "requirements a pre_build step strips are declared dropped")
+@source_rule(
+    "DP004",
+    "error",
+    "requirements a pre_build step strips are declared dropped",
+    trip=("drop sources.vllm.drop_requirements.torchcodec",),
+)
 def stripped_by_pre_build(spec: Spec, src: Source) -> Iterator[Hit]:
     """vLLM's ``use_existing_torch.py`` deletes every requirement line that contains "torch" (its
     default mode) before the build: the built wheel lacks them, so the lock must not resolve them."""

@@ -25,7 +25,12 @@ GB10_DEAD_FEATURES = {
 FLASH_ATTN_PACKAGES = ("flash-attn", "flash-attn-3", "flash-attn-4", "flash-attention")
 
 
-@target_rule("GB001", "error", "no bare sm_120/sm_121 arch (strips block-scaled MMA)")
+@target_rule(
+    "GB001",
+    "error",
+    "no bare sm_120/sm_121 arch (strips block-scaled MMA)",
+    trip=("set targets.gb10.gpu.kernel_arch = sm_120",),
+)
 def bare_arch(spec: Spec, t: Target) -> Iterator[Hit]:
     if not t.gpu:
         return
@@ -40,7 +45,12 @@ def bare_arch(spec: Spec, t: Target) -> Iterator[Hit]:
             yield (f"targets.{t.name}.gpu.archs[{i}]", f"bare {a} strips block-scaled MMA", "write sm_121a or sm_120f")
 
 
-@target_rule("GB002", "error", "sm_12x targets need CUDA 13.0 or later")
+@target_rule(
+    "GB002",
+    "error",
+    "sm_12x targets need CUDA 13.0 or later",
+    trip=('set toolchains.cuda132-ubuntu2404.cuda = "12.8"',),
+)
 def cuda_for_sm121(spec: Spec, t: Target) -> Iterator[Hit]:
     if is_gb10_class(t) and (not t.toolchain.cuda or Version(t.toolchain.cuda) < Version("13.0")):
         yield (
@@ -50,7 +60,9 @@ def cuda_for_sm121(spec: Spec, t: Target) -> Iterator[Hit]:
         )
 
 
-@target_rule("GB003", "error", "sm_121a needs PTX ISA 8.8 or later")
+@target_rule(
+    "GB003", "error", "sm_121a needs PTX ISA 8.8 or later", trip=('set toolchains.cuda132-ubuntu2404.ptx_isa = "8.7"',)
+)
 def ptx_isa(spec: Spec, t: Target) -> Iterator[Hit]:
     isa = t.toolchain.ptx_isa
     if t.gpu and "sm_121a" in t.gpu.archs and (not isa or Version(isa) < Version("8.8")):
@@ -61,7 +73,13 @@ def ptx_isa(spec: Spec, t: Target) -> Iterator[Hit]:
         )
 
 
-@target_rule("GB004", "error", "CUTLASS 4.4.2 or later on sm_12x", once=True)
+@target_rule(
+    "GB004",
+    "error",
+    "CUTLASS 4.4.2 or later on sm_12x",
+    once=True,
+    trip=('set toolchains.cuda132-ubuntu2404.cutlass = ">=4.2"',),
+)
 def cutlass(spec: Spec, t: Target) -> Iterator[Hit]:
     tc = t.toolchain  # once per toolchain: its key and message name the toolchain only
     if is_gb10_class(t) and (not tc.cutlass or admits_below(tc.cutlass, "4.4.2")):
@@ -73,7 +91,15 @@ def cutlass(spec: Spec, t: Target) -> Iterator[Hit]:
         )
 
 
-@target_rule("GB005", "error", "TRT-LLM 1.3.0rc2 or later for the NVFP4 MoE path")
+@target_rule(
+    "GB005",
+    "error",
+    "TRT-LLM 1.3.0rc2 or later for the NVFP4 MoE path",
+    trip=(
+        "add targets.gb10.features = trtllm_nvfp4_moe",
+        'set toolchains.cuda132-ubuntu2404.tensorrt_llm = ">=1.2"',
+    ),
+)
 def trtllm(spec: Spec, t: Target) -> Iterator[Hit]:
     c = t.toolchain.tensorrt_llm
     if "trtllm_nvfp4_moe" in t.features and (not c or admits_below(c, "1.3.0rc2")):
@@ -85,7 +111,9 @@ def trtllm(spec: Spec, t: Target) -> Iterator[Hit]:
         )
 
 
-@target_rule("GB006", "error", "dead paths on GB10 are refused")
+@target_rule(
+    "GB006", "error", "dead paths on GB10 are refused", trip=("add targets.gb10.features = flash_attention_4",)
+)
 def dead_paths(spec: Spec, t: Target) -> Iterator[Hit]:
     if not is_gb10_class(t):
         return
@@ -104,7 +132,15 @@ def dead_paths(spec: Spec, t: Target) -> Iterator[Hit]:
             yield (f"sources.{src.name}.repo", "FlashAttention source builds are dead paths on GB10", "use SDPA")
 
 
-@target_rule("GB007", "error", "TransformerEngine NVFP4 needs disable_rht on sm_12x")
+@target_rule(
+    "GB007",
+    "error",
+    "TransformerEngine NVFP4 needs disable_rht on sm_12x",
+    trip=(
+        "drop targets.gb10.features = te_nvfp4_disable_rht",
+        "add targets.gb10.features = te_nvfp4",
+    ),
+)
 def te_rht(spec: Spec, t: Target) -> Iterator[Hit]:
     if is_gb10_class(t) and "te_nvfp4" in t.features and "te_nvfp4_disable_rht" not in t.features:
         yield (
@@ -114,7 +150,15 @@ def te_rht(spec: Spec, t: Target) -> Iterator[Hit]:
         )
 
 
-@target_rule("GB008", "error", "Triton must use the CUDA 13.x ptxas on sm_121a")
+@target_rule(
+    "GB008",
+    "error",
+    "Triton must use the CUDA 13.x ptxas on sm_121a",
+    trip=(
+        "drop targets.gb10.env.runtime.TRITON_PTXAS_PATH",
+        "drop targets.gb10.runtime_patches = triton_ptxas",
+    ),
+)
 def triton_ptxas(spec: Spec, t: Target) -> Iterator[Hit]:
     needs = t.gpu is not None and "sm_121a" in t.gpu.archs
     if needs and "TRITON_PTXAS_PATH" not in t.runtime_env and "triton_ptxas" not in t.runtime_patches:
@@ -122,7 +166,12 @@ def triton_ptxas(spec: Spec, t: Target) -> Iterator[Hit]:
         yield f"targets.{t.name}.env.runtime", "Triton's bundled ptxas (12.8) does not know sm_121a", fix
 
 
-@target_rule("GB009", "warning", "max-autotune GEMM below 68 SMs needs the is_big_gpu override")
+@target_rule(
+    "GB009",
+    "warning",
+    "max-autotune GEMM below 68 SMs needs the is_big_gpu override",
+    trip=("drop targets.gb10.runtime_patches = inductor_small_gpu",),
+)
 def inductor_small_gpu(spec: Spec, t: Target) -> Iterator[Hit]:
     if not t.gpu or not t.gpu.sm_count or t.gpu.sm_count >= 68:
         return
@@ -137,14 +186,21 @@ def inductor_small_gpu(spec: Spec, t: Target) -> Iterator[Hit]:
         )
 
 
-@target_rule("GB010", "error", "MFU on GB10 divides by its own peak")
+@target_rule(
+    "GB010", "error", "MFU on GB10 divides by its own peak", trip=("set targets.gb10.gpu.peak_bf16_tflops = 989",)
+)
 def mfu_peak(spec: Spec, t: Target) -> Iterator[Hit]:
     if is_gb10_class(t) and t.gpu and t.gpu.peak_bf16_tflops and not 62 <= t.gpu.peak_bf16_tflops <= 100:
         why = f"peak {t.gpu.peak_bf16_tflops:g} TFLOPS is not a GB10 BF16 peak (~62-100)"
         yield f"targets.{t.name}.gpu.peak_bf16_tflops", why, "use GB10's own peak, not H100's"
 
 
-@target_rule("GB011", "warning", "GB10 serving runs eager with bounded memory")
+@target_rule(
+    "GB011",
+    "warning",
+    "GB10 serving runs eager with bounded memory",
+    trip=("set targets.gb10.serving.gpu_memory_utilization = 0.98",),
+)
 def serving(spec: Spec, t: Target) -> Iterator[Hit]:
     if not is_gb10_class(t) or not t.serving:
         return
@@ -156,7 +212,12 @@ def serving(spec: Spec, t: Target) -> Iterator[Hit]:
         yield f"targets.{t.name}.serving.gpu_memory_utilization", why, "keep it at or below 0.9"
 
 
-@source_rule("GB012", "warning", "vLLM builds against a pinned CUTLASS >= 4.4.2, not one fetched by tag")
+@source_rule(
+    "GB012",
+    "warning",
+    "vLLM builds against a pinned CUTLASS >= 4.4.2, not one fetched by tag",
+    trip=("drop sources.vllm.fetches.VLLM_CUTLASS_SRC_DIR",),
+)
 def vllm_cutlass(spec: Spec, src: Source) -> Iterator[Hit]:
     declared = {**src.build_env, **getattr(src, "fetches", {})}
     given = {"VLLM_CUTLASS_SRC_DIR", "FETCHCONTENT_SOURCE_DIR_CUTLASS"} & set(declared)  # vLLM's or CMake's override

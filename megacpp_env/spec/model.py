@@ -153,6 +153,9 @@ class Source:
     # it (its submodules, the files a build reads from it) is unverified, and `check` says so (UP015).
     # Policy text, not a build input.
     unread: str = field(default="", metadata=HIDDEN)
+    # Finding code -> why it cannot be fixed here: ``check`` reports that code's findings on this source as
+    # suppressed, with the reason (``megacpp_env.suppress``). Policy text, not a build input.
+    ignore: Mapping[str, str] = field(default_factory=dict, metadata=HIDDEN)
 
     @property
     def dist_dir_name(self) -> str:
@@ -285,6 +288,9 @@ class Target:
     # to the nightly index for the production targets.
     indexes: tuple[str, ...] | None = None
     source_sanity: Mapping[str, SanityCheck] = field(default_factory=dict)  # source -> checks added here
+    # Finding code -> why it cannot be fixed here: ``check`` (and ``doctor``) report that code's findings on
+    # this target as suppressed, with the reason. Policy text, not a build input (left out of to_dict).
+    ignore: Mapping[str, str] = field(default_factory=dict)
 
     def sanity_for(self, source: Source) -> SanityCheck:
         """The source's own sanity checks, then this target's additions (``targets.T.sanity.<source>``)."""
