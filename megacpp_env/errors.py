@@ -78,9 +78,10 @@ def did_you_mean(name: str, known: list[str] | tuple[str, ...]) -> str:
     """``did you mean 'check'?`` for the closest known name, else ``known: a, b, c`` (at most 20)."""
     import difflib
 
-    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    by_folded = {k.casefold(): k for k in known}  # "tc05" is close to "TC005"
+    close = difflib.get_close_matches(name.casefold(), list(by_folded), n=1, cutoff=0.6)
     if close:
-        return f"did you mean {close[0]!r}?"
+        return f"did you mean {by_folded[close[0]]!r}?"
     shown = ", ".join(list(known)[:20]) + (", ..." if len(known) > 20 else "")
     return f"known: {shown or 'none'}"
 

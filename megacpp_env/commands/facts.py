@@ -54,7 +54,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from megacpp_env.errors import EXIT_USAGE
     from megacpp_env.facts import workflow
-    from megacpp_env.facts.check import as_dict, source_of, state_of
     from megacpp_env.ui import print_json
 
     if args.action in ("extract", "show") and not args.name:
@@ -85,10 +84,11 @@ def run(args: argparse.Namespace) -> int:
         return 0
     errors = [f for f in result if f.fails()]
     if args.json:
-        print_json({"ok": not errors, "facts": [as_dict(f) for f in result]})
+        facts = [{"source": f.key.removeprefix("sources."), "state": f.area, **f.to_dict()} for f in result]
+        print_json({"ok": not errors, "facts": facts})
         return 1 if errors else 0
     for f in result:
-        text = f"{state_of(f)}: {source_of(f)}: {f.message}"
+        text = f"{f.area}: {f.key.removeprefix('sources.')}: {f.message}"
         print(f"{text} (remedy: {f.remedy})" if f.remedy and f.severity != "ok" else text)
     return 1 if errors else 0
 

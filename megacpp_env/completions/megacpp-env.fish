@@ -50,7 +50,7 @@ function _shtab_megacpp_env_using
   test "$_shtab_megacpp_env_cmdpath" = "$argv"
 end
 
-set -g _shtab_megacpp_env_commands check facts targets schema show render lock gate mirror mirror-artifacts mirror-sources checkout verify-checkout overlay 'overlay new' 'overlay apply' 'overlay verify' 'overlay status' 'overlay restore' build-source build pin-base sbom verify-image snapshot diff doctor completion reproduce run bisect-check
+set -g _shtab_megacpp_env_commands check explain facts targets schema show render lock gate mirror mirror-artifacts mirror-sources checkout verify-checkout overlay 'overlay new' 'overlay apply' 'overlay verify' 'overlay status' 'overlay restore' build-source build pin-base sbom verify-image snapshot diff doctor completion reproduce run bisect-check
 set -g _shtab_megacpp_env_opts_with_value --ack --base --base-image --build-requirements --builder --ca-bundle --cache-from --cache-to --check-golden --check-results --checkouts --dest --exclude-newer --expect --export-lock --format --from --golden --golden-dir --ignore --jobs --listed-requirements --mirror --names --network --output --overlays --package --paths --platform --python --record --registry --repo --requirements --resources-root --rule --sbom --snapshot --source --source-from --source-mirror --spec --tag --target --to --unverified --upgrade-package --venv --wheel --wheel-dir --workdir --worktree -o
 
 complete -c megacpp-env -e
@@ -66,10 +66,20 @@ complete -c megacpp-env -n '_shtab_megacpp_env_using check' -s h -l help -d 'sho
 complete -c megacpp-env -n '_shtab_megacpp_env_using check' -l spec -x -d 'the stack spec (default: $MEGACPP_ENV_SPEC, else the nearest stack.yaml here or in a parent directory)'
 complete -c megacpp-env -n '_shtab_megacpp_env_using check' -s v -l verbose -d 'also show every external command run (git, uv)'
 complete -c megacpp-env -n '_shtab_megacpp_env_using check' -s q -l quiet -d 'only results and errors: no progress, no build log'
-complete -c megacpp-env -n '_shtab_megacpp_env_using check' -l json -d 'print a machine-readable JSON report on stdout'
+complete -c megacpp-env -n '_shtab_megacpp_env_using check' -l format -xka "text json github sarif" -d 'github: workflow annotations with file and line; sarif: SARIF 2.1.0 (code scanning)'
+complete -c megacpp-env -n '_shtab_megacpp_env_using check' -l json -d 'the same as --format json'
 complete -c megacpp-env -n '_shtab_megacpp_env_using check' -l rule -x -d 'run only this rule (repeatable)'
-complete -c megacpp-env -n '_shtab_megacpp_env_using check' -l list-rules -d 'list every rule with its id and severity'
-complete -c megacpp-env -n '_shtab_megacpp_env_using check' -l strict -d 'treat warnings as errors'
+complete -c megacpp-env -n '_shtab_megacpp_env_using check' -l list-rules -d 'list every rule with its code and severity'
+complete -c megacpp-env -n '_shtab_megacpp_env_using check' -l strict -d 'warnings fail too (suppressed findings never do)'
+complete -c megacpp-env -n '_shtab_megacpp_env_using; and test $_shtab_megacpp_env_npos -eq 0' -a explain -d 'print the documentation of a finding code (TC005, SP002, LG004, ...)'
+complete -c megacpp-env -n '_shtab_megacpp_env_using explain' -s h -l help -d 'show this help message and exit'
+complete -c megacpp-env -n '_shtab_megacpp_env_using explain' -l spec -x -d 'the stack spec (default: $MEGACPP_ENV_SPEC, else the nearest stack.yaml here or in a parent directory)'
+complete -c megacpp-env -n '_shtab_megacpp_env_using explain' -s v -l verbose -d 'also show every external command run (git, uv)'
+complete -c megacpp-env -n '_shtab_megacpp_env_using explain' -s q -l quiet -d 'only results and errors: no progress, no build log'
+complete -c megacpp-env -n '_shtab_megacpp_env_using explain' -l all -d 'document every code'
+complete -c megacpp-env -n '_shtab_megacpp_env_using explain' -l list -d 'one line per code: code, severity, summary'
+complete -c megacpp-env -n '_shtab_megacpp_env_using explain' -l format -xka "text markdown json" -d format
+complete -c megacpp-env -n '_shtab_megacpp_env_using explain' -l json -d 'the same as --format json'
 complete -c megacpp-env -n '_shtab_megacpp_env_using; and test $_shtab_megacpp_env_npos -eq 0' -a facts -d 'upstream facts per pinned source: extract NAME --from CHECKOUT, check, show'
 complete -c megacpp-env -n '_shtab_megacpp_env_using facts' -s h -l help -d 'show this help message and exit'
 complete -c megacpp-env -n '_shtab_megacpp_env_using facts' -l spec -x -d 'the stack spec (default: $MEGACPP_ENV_SPEC, else the nearest stack.yaml here or in a parent directory)'
@@ -133,7 +143,7 @@ complete -c megacpp-env -n '_shtab_megacpp_env_using gate' -l spec -x -d 'the st
 complete -c megacpp-env -n '_shtab_megacpp_env_using gate' -s v -l verbose -d 'also show every external command run (git, uv)'
 complete -c megacpp-env -n '_shtab_megacpp_env_using gate' -s q -l quiet -d 'only results and errors: no progress, no build log'
 complete -c megacpp-env -n '_shtab_megacpp_env_using gate' -l base -x -d 'the ref to compare against (origin/main)'
-complete -c megacpp-env -n '_shtab_megacpp_env_using gate' -l format -xka "text markdown json" -d format
+complete -c megacpp-env -n '_shtab_megacpp_env_using gate' -l format -xka "text markdown json github sarif" -d 'markdown: the pull-request comment; github: workflow annotations (file, line); sarif: SARIF 2.1.0'
 complete -c megacpp-env -n '_shtab_megacpp_env_using gate' -l json -d 'print a machine-readable JSON report on stdout'
 complete -c megacpp-env -n '_shtab_megacpp_env_using gate' -l ack -x -d 'acknowledgement file (default: locks/ACKNOWLEDGED.toml)'
 complete -c megacpp-env -n '_shtab_megacpp_env_using gate' -l check-results -x -d 'include the results of checks run before the gate: DIR/NAME.rc (exit status), DIR/NAME.log'
@@ -295,7 +305,7 @@ complete -c megacpp-env -n '_shtab_megacpp_env_using snapshot' -l check-golden -
 complete -c megacpp-env -n '_shtab_megacpp_env_using snapshot' -l golden-dir -x -d 'where golden snapshots live (default: the spec'"'"'s snapshot.golden_dir)'
 complete -c megacpp-env -n '_shtab_megacpp_env_using snapshot' -l ignore -x -d 'finding keys to ignore for --check-golden (fnmatch on the key and its prefixes, e.g. '"'"'gpu'"'"', '"'"'env.NCCL_*'"'"'; repeatable)'
 complete -c megacpp-env -n '_shtab_megacpp_env_using snapshot' -l paths -x -d 'more source checkouts to inspect (repeatable)'
-complete -c megacpp-env -n '_shtab_megacpp_env_using snapshot' -l python -x -d 'the interpreter to inspect (default: $VIRTUAL_ENV'"'"'s, else the first python3 on PATH)'
+complete -c megacpp-env -n '_shtab_megacpp_env_using snapshot' -l python -x -d 'the interpreter to inspect (default: $VIRTUAL_ENV'"'"'s, else the project'"'"'s .venv as uv finds it, else the first python3 on PATH)'
 complete -c megacpp-env -n '_shtab_megacpp_env_using snapshot' -l torch -d 'import torch in a subprocess for its build facts and loaded CUDA libraries'
 complete -c megacpp-env -n '_shtab_megacpp_env_using snapshot' -l no-cache -d 're-hash every installed file'
 complete -c megacpp-env -n '_shtab_megacpp_env_using snapshot' -l export-lock -x -d 'also write a PEP 751 lock (pylock.toml or pylock.NAME.toml) of the distributions this box runs'
@@ -317,7 +327,7 @@ complete -c megacpp-env -n '_shtab_megacpp_env_using doctor' -s v -l verbose -d 
 complete -c megacpp-env -n '_shtab_megacpp_env_using doctor' -s q -l quiet -d 'only results and errors: no progress, no build log'
 complete -c megacpp-env -n '_shtab_megacpp_env_using doctor' -l json -d 'print a machine-readable JSON report on stdout'
 complete -c megacpp-env -n '_shtab_megacpp_env_using doctor' -l snapshot -x -d 'check this snapshot instead of taking a live one'
-complete -c megacpp-env -n '_shtab_megacpp_env_using doctor' -l python -x -d 'the interpreter to inspect (default: $VIRTUAL_ENV'"'"'s, else the first python3 on PATH)'
+complete -c megacpp-env -n '_shtab_megacpp_env_using doctor' -l python -x -d 'the interpreter to inspect (default: $VIRTUAL_ENV'"'"'s, else the project'"'"'s .venv as uv finds it, else the first python3 on PATH)'
 complete -c megacpp-env -n '_shtab_megacpp_env_using doctor' -l torch -d 'import torch for its cuDNN/NCCL and loaded libraries'
 complete -c megacpp-env -n '_shtab_megacpp_env_using doctor' -l paths -x -d 'another checkout to inspect (repeatable: one DIR per use, so it never takes TARGET)'
 complete -c megacpp-env -n '_shtab_megacpp_env_using doctor; and test $_shtab_megacpp_env_npos -eq 0' -ka "(megacpp-env completion --names targets 2>/dev/null)" -d 'a target of the spec (e.g. gb10, cloud)'
@@ -348,7 +358,7 @@ complete -c megacpp-env -n '_shtab_megacpp_env_using run' -l golden -x -d 'a gol
 complete -c megacpp-env -n '_shtab_megacpp_env_using run' -l golden-dir -x -d 'where golden snapshots live'
 complete -c megacpp-env -n '_shtab_megacpp_env_using run' -l allow-drift -d 'run CMD even when the environment drifted'
 complete -c megacpp-env -n '_shtab_megacpp_env_using run' -l record -x -d 'the run record (default: <golden dir>/NAME.runs.jsonl)'
-complete -c megacpp-env -n '_shtab_megacpp_env_using run' -l python -x -d 'the interpreter to inspect (default: $VIRTUAL_ENV'"'"'s, else the first python3 on PATH)'
+complete -c megacpp-env -n '_shtab_megacpp_env_using run' -l python -x -d 'the interpreter to inspect (default: $VIRTUAL_ENV'"'"'s, else the project'"'"'s .venv as uv finds it, else the first python3 on PATH)'
 complete -c megacpp-env -n '_shtab_megacpp_env_using run' -l paths -x -d 'checkouts to inspect instead of the golden'"'"'s (default: the ones the golden inspected)'
 complete -c megacpp-env -n '_shtab_megacpp_env_using run' -l ignore -x -d 'finding keys that are not drift (fnmatch on the key and its prefixes, e.g. '"'"'gpu'"'"', '"'"'env.NCCL_*'"'"'; repeatable)'
 complete -c megacpp-env -n '_shtab_megacpp_env_using run' -l json -d 'print a machine-readable JSON report on stdout'
@@ -360,5 +370,5 @@ complete -c megacpp-env -n '_shtab_megacpp_env_using bisect-check' -s q -l quiet
 complete -c megacpp-env -n '_shtab_megacpp_env_using bisect-check' -l package -x -d 'the project'"'"'s import name (default: from pyproject.toml)'
 complete -c megacpp-env -n '_shtab_megacpp_env_using bisect-check' -l worktree -x -d 'the worktree under bisect (default: .)'
 complete -c megacpp-env -n '_shtab_megacpp_env_using bisect-check' -l golden-dir -x -d 'where golden snapshots live'
-complete -c megacpp-env -n '_shtab_megacpp_env_using bisect-check' -l python -x -d 'the interpreter to inspect (default: $VIRTUAL_ENV'"'"'s, else the first python3 on PATH)'
+complete -c megacpp-env -n '_shtab_megacpp_env_using bisect-check' -l python -x -d 'the interpreter to inspect (default: $VIRTUAL_ENV'"'"'s, else the project'"'"'s .venv as uv finds it, else the first python3 on PATH)'
 complete -c megacpp-env -n '_shtab_megacpp_env_using bisect-check' -l json -d 'print a machine-readable JSON report on stdout'

@@ -12,8 +12,8 @@ from megacpp_env.spec.model import Source, Spec
 # state -> code: the facts check's findings (``explain FC001``)
 CODE_OF = {"ok": "FC000", "missing": "FC001", "stale": "FC002", "unreadable": "FC003", "mismatch": "FC004",
            "provisional": "FC005", "orphan": "FC006"}  # fmt: skip
-STATE_OF = {code: state for state, code in CODE_OF.items()}
 _FAMILY = "facts check (megacpp-env facts check; check reports it as FA001/FA002)"
+_SILENCE = "through the rule check reports it as: `ignore: {FA001: why}` under the source (FA002 for provisional)"
 
 
 def finding(src: str, state: str, severity: Severity, message: str, remedy: str = "") -> Finding:
@@ -25,6 +25,7 @@ def finding(src: str, state: str, severity: Severity, message: str, remedy: str 
         file=f"{FACTS_DIR}/{src}.toml",
         key=f"sources.{src}",
         remedy=remedy,
+        area=state,
     )
 
 
@@ -33,12 +34,8 @@ def source_of(f: Finding) -> str:
 
 
 def state_of(f: Finding) -> str:
-    return STATE_OF[f.code]
-
-
-def as_dict(f: Finding) -> dict[str, Any]:
-    """``facts check --json``: the finding, with the source and its state."""
-    return {"source": source_of(f), "state": state_of(f), **f.to_dict()}
+    """ok, missing, stale, unreadable, mismatch, provisional or orphan (the finding's area)."""
+    return f.area
 
 
 CODES = (
@@ -47,6 +44,7 @@ CODES = (
         severity="ok",
         summary="a source's facts are present, read at its pin, verified",
         family=_FAMILY,
+        silence="nothing to silence: it records a check that passed",
         example="ok: vllm: facts/vllm.toml at 5d3e1a2b3c4d",
     ),
     CodeDoc(
@@ -54,6 +52,7 @@ CODES = (
         severity="error",
         summary="every built source has facts (or fetched one an `unread` reason)",
         family=_FAMILY,
+        silence=_SILENCE,
         doc="A source's requirements and the build variables it reads are upstream facts "
         "(facts/<source>.toml), extracted from a checkout at its pin. Without them the lock and the rules "
         "guess. A source only fetched by another's build may declare `unread: why` instead.",
@@ -65,6 +64,7 @@ CODES = (
         severity="error",
         summary="facts were read at the source's pin",
         family=_FAMILY,
+        silence=_SILENCE,
         doc="Facts read at another commit describe another tree: re-extract them when the pin moves.",
         example="stale: vllm: facts/vllm.toml was read at 1111..., the pin is 2222...",
     ),
@@ -73,6 +73,7 @@ CODES = (
         severity="error",
         summary="a facts file can be read",
         family=_FAMILY,
+        silence=_SILENCE,
         example="unreadable: vllm: facts/vllm.toml: invalid TOML ...",
     ),
     CodeDoc(
@@ -80,6 +81,7 @@ CODES = (
         severity="error",
         summary="facts describe what the spec builds",
         family=_FAMILY,
+        silence=_SILENCE,
         doc="The project directory the facts describe is the one the spec builds (`subdir`), and a source "
         "with an `unread` reason has no facts.",
         example="mismatch: flashinfer_jit_cache: facts/flashinfer_jit_cache.toml describes the project in '.', "
@@ -90,6 +92,7 @@ CODES = (
         severity="warning",
         summary="provisional facts are reported",
         family=_FAMILY,
+        silence=_SILENCE,
         doc="Facts read from an sdist or another tree than the pin are provisional: they say so, with why.",
         example="provisional: vllm_deepgemm: facts/vllm_deepgemm.toml is provisional (read from the sdist ...)",
     ),
@@ -98,6 +101,7 @@ CODES = (
         severity="warning",
         summary="no facts file belongs to no source",
         family=_FAMILY,
+        silence=_SILENCE,
         example="orphan: old: facts/old.toml belongs to no source of the spec (remedy: delete facts/old.toml)",
     ),
 )

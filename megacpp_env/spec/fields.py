@@ -50,6 +50,32 @@ IMAGE_RE = re.compile(
     r"(?:@(?P<digest>sha256:[a-f0-9]{64}))?"
 )
 CODE_RE = re.compile(r"[A-Z]{2,3}[0-9]{3}")  # a finding code: TC005, SP002, SUP001
+
+
+# -- patterns for the JSON Schema (ECMA-262 and Python alike: no named groups, no inline flags) ------
+# What `check` reads with packaging, written as patterns an editor can run. tests/test_spec_schema.py
+# holds each against packaging itself (it accepts what packaging accepts).
+def _ci(word: str) -> str:
+    return "".join(f"[{c.lower()}{c.upper()}]" for c in word)
+
+
+_S = "[-_.]?"
+VERSION_PATTERN = (
+    r"\s*[vV]?(?:[0-9]+!)?[0-9]+(?:\.[0-9]+)*"
+    rf"(?:{_S}(?:{'|'.join(_ci(w) for w in ('alpha', 'a', 'beta', 'b', 'preview', 'pre', 'c', 'rc'))}){_S}[0-9]*)?"
+    rf"(?:-[0-9]+|{_S}(?:{'|'.join(_ci(w) for w in ('post', 'rev', 'r'))}){_S}[0-9]*)?"
+    rf"(?:{_S}{_ci('dev')}{_S}[0-9]*)?"
+    r"(?:\+[a-zA-Z0-9]+(?:[-_.][a-zA-Z0-9]+)*)?\s*"
+)  # PEP 440, as packaging.version.Version parses it
+_OP = r"(?:===|~=|==|!=|<=|>=|<|>)"
+_CLAUSE = rf"{_OP}\s*[^,;\s()<>=!~][^,;\s()]*"
+SPECIFIER_PATTERN = rf"\s*{_CLAUSE}\s*(?:,\s*{_CLAUSE}\s*)*"  # a PEP 440 specifier set, not empty
+_NAME = r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9_])?"  # packaging: \b[a-zA-Z0-9][a-zA-Z0-9._-]*\b
+REQUIREMENT_PATTERN = (
+    rf"\s*{_NAME}\s*(?:\[\s*(?:{_NAME}\s*(?:,\s*{_NAME}\s*)*)?\])?\s*"
+    rf"(?:\(\s*{SPECIFIER_PATTERN}\s*\)|{SPECIFIER_PATTERN})?\s*(?:;.*)?"
+)  # PEP 508 without a URL (the spec refuses direct URL requirements)
+URL_PATTERN = "(?:https?|git|ssh|file)://[^\\s'\"\\\\]+"  # URL_RE
 MAX_STRING = 4096
 
 
