@@ -24,7 +24,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from megacpp_env import netio
-from megacpp_env.errors import RefusedError, SpecError, ToolError, VerificationError, unknown_name
+from megacpp_env.errors import RefusedError, ToolError, VerificationError, unknown_name
 from megacpp_env.fsutil import read_text_input, sha256_file, sweep_staging
 from megacpp_env.spec.model import ArtifactSet, Spec
 
