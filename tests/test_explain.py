@@ -75,3 +75,7 @@ def test_an_unknown_code_is_a_usage_error_with_the_closest(asked, hint, capsys):
 def test_explain_without_a_code_is_a_usage_error(capsys):
     assert main(["explain"]) == 2
     assert "name a CODE" in capsys.readouterr().err
+
+
+def test_every_rule_documents_why():
+    assert [r.code for r in all_rules() if not r.doc().doc] == []

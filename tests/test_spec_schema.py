@@ -244,6 +244,23 @@ def test_the_requirement_pattern_accepts_every_requirement_packaging_accepts(tex
             assert re.fullmatch(SPECIFIER_PATTERN, str(req.specifier))
 
 
+@given(st.text(alphabet="=<>~!.0123ab*+ ,", max_size=16))
+@settings(max_examples=1500, deadline=None)
+def test_the_specifier_pattern_accepts_every_set_packaging_accepts(text):
+    import re
+
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    from megacpp_env.spec.fields import SPECIFIER_PATTERN
+
+    try:
+        parsed = SpecifierSet(text)
+    except InvalidSpecifier:
+        return
+    if len(parsed):  # the loader refuses an empty one
+        assert re.fullmatch(SPECIFIER_PATTERN, text), text
+
+
 CJS_CASES = ["unknown target key", "target without toolchain", "gcc as a number", "commit is a branch",
              "unknown platform", "gcc is not a version", "an index URL of another scheme",
              "a requirement that is no PEP 508", "a repository that is no URL"]  # fmt: skip

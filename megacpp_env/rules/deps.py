@@ -26,6 +26,8 @@ NEVER = "sys_platform == 'never'"
     trip=("add targets.gb10.requirements = quack-kernels==0.3.0",),
 )
 def requirement_conflicts(spec: Spec, t: Target) -> Iterator[Hit]:
+    """Every requirer of one package can be satisfied at once (the facts' requirements and the stack's, with the
+    target's resolutions): a conflict would only show when the lock fails."""
     deps = target_deps(spec, t)
     if deps.missing_facts:
         return  # FA001 says so; the graph is incomplete
@@ -45,6 +47,8 @@ def _removed(req_text: str) -> bool:
     trip=("drop targets.gb10.resolutions.overrides[0]",),
 )
 def module_owners(spec: Spec, t: Target) -> Iterator[Hit]:
+    """One distribution per module tree: pytorch-triton and triton both own site-packages/triton/, so a target must
+    override triton away where pytorch-triton provides it."""
     deps = target_deps(spec, t)
     names = {n.name for n in deps.needs}
     declared: dict[str, str] = {
@@ -80,6 +84,8 @@ def module_owners(spec: Spec, t: Target) -> Iterator[Hit]:
     trip=("set sources.vllm.drop_requirements.no-such-package = stripped",),
 )
 def resolutions_apply(spec: Spec) -> Iterator[Hit]:
+    """Resolutions apply: a dropped requirement names one the facts have, and no override replaces a package pinned to
+    an explicit index (uv would resolve it without its index)."""
     for src in spec.sources.values():
         yield from _drops_apply(spec, src)
     for t in spec.targets.values():

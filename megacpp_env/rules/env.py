@@ -30,6 +30,8 @@ def _own_env(t: Target, src: Source) -> dict[str, str]:
     trip=('set sources.flashinfer.build_env.FLASHINFER_ENABLE_AOT = "1"',),
 )
 def unread_env(spec: Spec) -> Iterator[Hit]:
+    """No build variable that upstream does not read: the facts, the overlay's files and the build tools the facts show
+    decide what a build reads; a knob (compiler, CUDA) or a reason in build_env_reasons is accepted."""
     for t, src in builds(spec, wheels=True):
         yield from _unread_source_env(spec, t, src)
     yield from _unread_target_env(spec)
@@ -100,6 +102,8 @@ def _unread_target_env(spec: Spec) -> Iterator[Hit]:
     ),
 )
 def ignored_arch_list(spec: Spec, t: Target, src: Source) -> Iterator[Hit]:
+    """No TORCH_CUDA_ARCH_LIST for a setup.py that hard-codes its -gencode list (it would be ignored), unless an
+    overlay reads an arch variable."""
     f = spec_facts(spec).get(src.name)
     if f is None or not f.arch.gencode or "TORCH_CUDA_ARCH_LIST" not in _own_env(t, src):
         return
@@ -122,6 +126,8 @@ def ignored_arch_list(spec: Spec, t: Target, src: Source) -> Iterator[Hit]:
     trip=("drop targets.gb10.env.sources.causal_conv1d",),
 )
 def hard_coded_archs(spec: Spec, t: Target, src: Source) -> Iterator[Hit]:
+    """Sources build the target's archs, not a hard-coded list: an overlay reads the arch variable and the target sets
+    it per source."""
     f = spec_facts(spec).get(src.name)
     var = overlay_arch_var(spec, src)
     if t.gpu is None or f is None or not f.arch.gencode or (var and var in t.build_env_for(src)):
@@ -191,6 +197,7 @@ def _env_values(spec: Spec, name: str) -> Iterator[tuple[str, str]]:
     trip=('set targets.gb10.env.sources.flashinfer_jit_cache.FLASHINFER_CUDA_ARCH_LIST = "9.0a;10.0a"',),
 )
 def flashinfer_arch_list(spec: Spec) -> Iterator[Hit]:
+    """FLASHINFER_CUDA_ARCH_LIST is space-separated (FlashInfer splits it on spaces)."""
     for key, value in _env_values(spec, "FLASHINFER_CUDA_ARCH_LIST"):
         tokens = value.split(" ")
         if ";" in value or not value or any(not FLASHINFER_ARCH_RE.match(tok) for tok in tokens):
@@ -210,6 +217,7 @@ def flashinfer_arch_list(spec: Spec) -> Iterator[Hit]:
     trip=('set targets.gb10.gpu.torch_cuda_arch_list = "9.0;10.0;12.0f"',),
 )
 def family_arch_in_torch_list(spec: Spec) -> Iterator[Hit]:
+    """No family (f) arch in TORCH_CUDA_ARCH_LIST: torch's cpp_extension rejects it."""
     values = list(_env_values(spec, "TORCH_CUDA_ARCH_LIST"))
     values += [
         (f"targets.{t.name}.gpu.torch_cuda_arch_list", t.gpu.torch_cuda_arch_list)
@@ -236,6 +244,8 @@ def family_arch_in_torch_list(spec: Spec) -> Iterator[Hit]:
     trip=('set sources.causal_conv1d.build_env.CAUSAL_CONV1D_FORCE_BUILD = "true"',),
 )
 def exact_switch_values(spec: Spec, t: Target, src: Source) -> Iterator[Hit]:
+    """A switch upstream compares with one exact string is set to that string (CAUSAL_CONV1D_FORCE_BUILD: "TRUE", not
+    "true")."""
     f = spec_facts(spec).get(src.name)
     if f is None:
         return

@@ -18,6 +18,8 @@ from megacpp_env.spec.model import Source, Spec, Target
     trip=("set sources.causal_conv1d.commit = 9e4ace0b1d53ede275308abf25f64a1fc04c5fd5",),
 )
 def facts_current(spec: Spec) -> Iterator[Hit]:
+    """Every source a target builds has upstream facts (facts/<source>.toml), readable and read at its pin; a source
+    only fetched by another's build has facts or an `unread` reason."""
     for f in check_facts(spec):
         if f.severity == "error":
             yield (f"sources.{source_of(f)}.commit", f"{state_of(f)}: {f.message}", f.remedy)
@@ -30,6 +32,7 @@ def facts_current(spec: Spec) -> Iterator[Hit]:
     trip=("set sources.vllm_deepgemm.provisional = not yet re-read",),
 )
 def facts_provisional(spec: Spec) -> Iterator[Hit]:
+    """Provisional facts (read from an sdist or a tree other than the pin) and provisional pins are reported."""
     for f in check_facts(spec):
         if state_of(f) in ("provisional", "orphan"):
             yield (f.key if state_of(f) != "orphan" else "sources", f.message, f.remedy)
@@ -84,6 +87,8 @@ def unpinned_sealed_fetches(spec: Spec, targets: tuple[str, ...] = ()) -> list[t
     ),
 )
 def sealed_fetches(spec: Spec) -> Iterator[Hit]:
+    """A source built in a sealed stage (the image's second build runs with --network none) has no unpinned build-time
+    fetch: the build would fail there."""
     yield from unpinned_sealed_fetches(spec)
 
 

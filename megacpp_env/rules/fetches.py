@@ -67,6 +67,8 @@ def _submodule_problem(fetch: Fetch, pinned: Source, tree: SourceFacts | None) -
     trip=("drop sources.vllm_fmha_sm100.submodules",),
 )
 def fetch_submodules(spec: Spec, t: Target, src: Source) -> Iterator[Hit]:
+    """A build-time fetch brings the submodules CMake would clone (the facts' submodule_mode at the CMake file and
+    line, against the fetched source's submodules)."""
     facts = spec_facts(spec)
     own = facts.get(src.name)
     for variable, name in sorted(fetches_of(src).items()) if own is not None else ():
@@ -97,6 +99,8 @@ def fetch_submodules(spec: Spec, t: Target, src: Source) -> Iterator[Hit]:
     ),
 )
 def unread_fetches(spec: Spec, t: Target, src: Source) -> Iterator[Hit]:
+    """A fetched tree not read here (`unread`) is reported unverified: CMake's clone of it and the files the build
+    reads from it are not checked."""
     facts = spec_facts(spec)
     own = facts.get(src.name)
     for variable, name in sorted(fetches_of(src).items()) if own is not None else ():
@@ -160,6 +164,8 @@ def _branches_problem(src: Source, variable: str, name: str, fetch: Fetch) -> It
     ),
 )
 def fetch_overrides(spec: Spec, t: Target, src: Source) -> Iterator[Hit]:
+    """A fetch's override keeps upstream's release code path: no *_SRC_DIR that selects local-development code, not
+    both overrides, CMake's override only for a build that reads CMAKE_ARGS."""
     own = spec_facts(spec).get(src.name)
     reads = {e.name: e.at for e in own.env} if own is not None else {}
     for variable, name in sorted(fetches_of(src).items()) if own is not None else ():

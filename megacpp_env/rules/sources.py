@@ -53,6 +53,7 @@ def _cutlass_versions(spec: Spec, src: Source, facts: Mapping[str, SourceFacts])
     ),
 )
 def cutlass_content(spec: Spec, t: Target, src: Source) -> Iterator[Hit]:
+    """CUTLASS 4.4.2 or later by its version.h (never by git ancestry) on sm_12x targets."""
     versions = _cutlass_versions(spec, src, spec_facts(spec).facts) if _is_gb10_class(t) else ()
     for version, where, via in versions:
         if Version(version) < Version(CUTLASS_FLOOR):
@@ -74,6 +75,7 @@ def cutlass_content(spec: Spec, t: Target, src: Source) -> Iterator[Hit]:
     trip=("drop sources.vllm.fetches.FLASH_MLA_SRC_DIR",),
 )
 def pinned_fetches(spec: Spec, t: Target, src: Source) -> Iterator[Hit]:
+    """Every build-time fetch a build makes points at a pinned source (fetches: VARIABLE: source)."""
     f = spec_facts(spec).get(src.name)
     declared = fetches_of(src)
     env = t.build_env_for(src)
@@ -144,6 +146,7 @@ def _fetch_pin(spec: Spec, src: Source, fetch: object, name: str, variable: str)
     ),
 )
 def couplings(spec: Spec, t: Target, src: Source) -> Iterator[Hit]:
+    """A declared run-time coupling (needs) is built into the same target, before the source that needs it."""
     names = [s.name for s in t.sources]
     for needed, reason in src.needs.items():
         if needed not in names:
@@ -168,6 +171,8 @@ def couplings(spec: Spec, t: Target, src: Source) -> Iterator[Hit]:
     ),
 )
 def artifact_pins(spec: Spec) -> Iterator[Hit]:
+    """An artifact set pins the directories and checksums.txt hashes its source's facts pin (FlashInfer's
+    artifacts.py): the cubins a build reads are the ones upstream pinned."""
     facts = spec_facts(spec).facts
     for art in spec.artifacts.values():
         if not art.source:
@@ -211,6 +216,7 @@ def artifact_pins(spec: Spec) -> Iterator[Hit]:
     ),
 )
 def empty_overlays(spec: Spec, src: Source) -> Iterator[Hit]:
+    """An overlay attached to a source lays files over it: an empty one changes nothing in the build."""
     from megacpp_env.worktree.manifest import ManifestError, load_manifest
 
     directory = overlay_dir(spec.root, src.overlay) if src.overlay else None
@@ -252,6 +258,8 @@ def _overlay_mentions(spec: Spec, src: Source, name: str) -> str:
     trip=("add sources.vllm.sanity.vllm_models = Qwen3_5ForCausalLMTextOnly",),
 )
 def sanity_can_pass(spec: Spec, src: Source) -> Iterator[Hit]:
+    """Sanity checks name what the pinned source (or its overlay) provides: each vllm_models name is in the registry
+    the facts read at the pin or a file of the overlay."""
     f = spec_facts(spec).get(src.name)
     if f is None or not f.models_at or f.commit != src.commit:
         return  # no registry read at the pin (FA001 reports stale or missing facts)
@@ -279,6 +287,8 @@ VERSION_VARS = ("VLLM_VERSION_OVERRIDE", "SETUPTOOLS_SCM_PRETEND_VERSION")
     trip=('set sources.vllm.build_env.VLLM_VERSION_OVERRIDE = "0.29.1"',),
 )
 def version_override(spec: Spec, t: Target, src: Source) -> Iterator[Hit]:
+    """A version override (VLLM_VERSION_OVERRIDE, SETUPTOOLS_SCM_PRETEND_VERSION) names the release a verified sdist
+    says the pin is."""
     f = spec_facts(spec).get(src.name)
     # only a verified sdist says the release's exact version (PKG-INFO); a checkout's static
     # version need not be what setuptools-scm would derive at the commit

@@ -67,13 +67,14 @@ VERSION_PATTERN = (
     rf"(?:{_S}{_ci('dev')}{_S}[0-9]*)?"
     r"(?:\+[a-zA-Z0-9]+(?:[-_.][a-zA-Z0-9]+)*)?\s*"
 )  # PEP 440, as packaging.version.Version parses it
-_OP = r"(?:===|~=|==|!=|<=|>=|<|>)"
-_CLAUSE = rf"{_OP}\s*[^,;\s()<>=!~][^,;\s()]*"
-SPECIFIER_PATTERN = rf"\s*{_CLAUSE}\s*(?:,\s*{_CLAUSE}\s*)*"  # a PEP 440 specifier set, not empty
+_CLAUSE = r"(?:===\s*[^,;\s()]+|(?:~=|==|!=|<=|>=|<|>)\s*[^,;\s()<>=!~][^,;\s()]*)"  # === takes any text
+# a PEP 440 specifier set (SpecifierSet skips empty items); in a requirement, only a trailing comma
+SPECIFIER_PATTERN = rf"\s*(?:,\s*)*{_CLAUSE}\s*(?:,\s*(?:{_CLAUSE}\s*)?)*"
+_REQ_SPECIFIERS = rf"\s*{_CLAUSE}\s*(?:,\s*{_CLAUSE}\s*)*(?:,\s*)?"
 _NAME = r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9_])?"  # packaging: \b[a-zA-Z0-9][a-zA-Z0-9._-]*\b
 REQUIREMENT_PATTERN = (
     rf"\s*{_NAME}\s*(?:\[\s*(?:{_NAME}\s*(?:,\s*{_NAME}\s*)*)?\])?\s*"
-    rf"(?:\(\s*{SPECIFIER_PATTERN}\s*\)|{SPECIFIER_PATTERN})?\s*(?:;.*)?"
+    rf"(?:\(\s*(?:{_REQ_SPECIFIERS})?\s*\)|{_REQ_SPECIFIERS})?\s*(?:;.*)?"
 )  # PEP 508 without a URL (the spec refuses direct URL requirements)
 URL_PATTERN = "(?:https?|git|ssh|file)://[^\\s'\"\\\\]+"  # URL_RE
 MAX_STRING = 4096
