@@ -1,6 +1,6 @@
 """Every finding code of every check family, from the families' own registries: what ``explain CODE``
-prints, what docs/CODES.md holds (``explain --all --format markdown``), the rules SARIF declares, and
-the set a suppression's code is checked against.
+prints, what docs/CODES.md holds (``explain --all --format markdown``; ``findings.formats.render_docs``
+writes both), the rules SARIF declares, and the set a suppression's code is checked against.
 
 The families: the policy rules (``rules``: each rule's summary, docstring and trip edits), the spec's
 own errors and its suppressions (``spec.codes``), the lock gate (``lock.gate``), ``doctor``, snapshot
@@ -10,11 +10,10 @@ dependency check. A top-level module: it reads every family, and nothing below r
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable
 
 from megacpp_env.errors import unknown_name
-from megacpp_env.findings import CodeDoc, docs_anchor
+from megacpp_env.findings import CodeDoc
 
 
 def documented() -> tuple[CodeDoc, ...]:
@@ -45,15 +44,9 @@ def known() -> frozenset[str]:
     return frozenset(d.code for d in documented())
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Explained:
-    docs: tuple[CodeDoc, ...]
-    text: str
-
-
-def explain(codes: Iterable[str], *, every: bool = False, fmt: str = "text") -> Explained:
+def explain(codes: Iterable[str], *, every: bool = False) -> tuple[CodeDoc, ...]:
     """The documentation of ``codes`` (each known, else a usage error with the closest code), or of
-    every code (``every``), as text, markdown (docs/CODES.md) or a list (``list``: code, severity, summary)."""
+    every code (``every``, or no code named); ``findings.formats.render_docs`` renders it."""
     docs = documented()
     by_code = {d.code: d for d in docs}
     chosen: list[CodeDoc] = []
@@ -62,45 +55,4 @@ def explain(codes: Iterable[str], *, every: bool = False, fmt: str = "text") -> 
         if wanted not in by_code:
             raise unknown_name("code", wanted, sorted(by_code))
         chosen.append(by_code[wanted])
-    shown = tuple(docs if every or not chosen else chosen)
-    render: Callable[[CodeDoc], str] = {"markdown": _markdown, "list": _line}.get(fmt, _text)
-    text = "".join(render(d) for d in shown)
-    if fmt == "markdown":
-        text = _MARKDOWN_HEAD + text
-    return Explained(docs=shown, text=text)
-
-
-def _line(d: CodeDoc) -> str:
-    return f"{d.code}  {d.severity:<7}  {d.summary}\n"
-
-
-def _text(d: CodeDoc) -> str:
-    out = [f"{d.code} ({d.severity}): {d.summary}", f"  reported by: {d.family}"]
-    if d.doc:
-        out.append(f"  {d.doc}")
-    if d.example:
-        out.append("  example: " + d.example.replace("\n", "\n    "))
-    if d.silence:
-        out.append(f"  silence it: {d.silence}")
-    out.append(f"  docs: {docs_anchor(d.code)}")
-    return "\n".join(out) + "\n\n"
-
-
-_MARKDOWN_HEAD = """\
-# Finding codes
-
-Written by `megacpp-env explain --all --format markdown` from the registries of the check families
-(tests/test_explain.py keeps this file so). `megacpp-env explain CODE` prints one.
-
-"""
-
-
-def _markdown(d: CodeDoc) -> str:
-    out = [f"## {d.code}", "", f"**{d.summary}** ({d.severity}; {d.family})", ""]
-    if d.doc:
-        out += [d.doc, ""]
-    if d.example:
-        out += ["Example:", "", "```", d.example, "```", ""]
-    if d.silence:
-        out += [f"Silence it: {d.silence}", ""]
-    return "\n".join(out) + "\n"
+    return tuple(docs if every or not chosen else chosen)

@@ -268,11 +268,12 @@ def run_gate_job(temp: Path, project: Path, action_repo: Path, env: dict[str, st
         elif uses.startswith("actions/upload-artifact@"):
             path = Path(with_["path"])
             if with_["if-no-files-found"] == "warn":  # a directory that may be missing (the SARIF logs)
-                ok = path.is_absolute() and (path.is_dir() or not path.exists())
+                assert path.is_absolute() and (path.is_dir() or not path.exists()), with_
             else:
                 assert path.is_absolute() and path.is_file(), with_  # if-no-files-found: error
                 assert with_["if-no-files-found"] == "error"
-            artifacts[with_["name"]] = path
+            if path.exists():  # no files: a warning, and no artifact
+                artifacts[with_["name"]] = path
         else:
             assert "run" in step and not uses, step
             out = temp / f"gh-output-{sid}"

@@ -66,7 +66,8 @@ def _text(checked: Checked) -> None:
     from megacpp_env.ui import QUIET, paint, settings
 
     quiet = settings().verbosity <= QUIET  # -q: only the failing findings and, if any, the verdict
-    for f in checked.errors if quiet else checked.findings:
+    shown = checked.errors if quiet else sorted(checked.findings, key=lambda f: not f.suppressed)
+    for f in shown:  # suppressed ones first: what needs doing stands next to the verdict (and ends a log)
         print(one_line(f.format()))
     if checked.errors or not quiet:
         n = counts(checked.findings)

@@ -20,14 +20,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from megacpp_env.codes import explain
     from megacpp_env.errors import UsageError
-    from megacpp_env.ui import print_json
+    from megacpp_env.findings.formats import render_docs
 
     if not (args.code or args.all or args.list):
         raise UsageError("name a CODE (e.g. TC005), or --list or --all", remedy="megacpp-env explain --list")
-    fmt = "json" if args.json else "list" if args.list else args.format
-    explained = explain(args.code, every=args.all or args.list, fmt=fmt)
-    if fmt == "json":
-        print_json([d.to_dict() for d in explained.docs])
-    else:
-        sys.stdout.write(explained.text)
+    docs = explain(args.code, every=args.all or args.list)
+    sys.stdout.write(render_docs(docs, "json" if args.json else "list" if args.list else args.format))
     return 0

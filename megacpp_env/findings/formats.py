@@ -18,7 +18,7 @@ from urllib.parse import quote
 
 from megacpp_env import __version__
 from megacpp_env.errors import one_line
-from megacpp_env.findings import CodeDoc, Finding, Severity
+from megacpp_env.findings import CodeDoc, Finding, Severity, docs_anchor
 
 FORMATS = ("text", "json", "github", "sarif")
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -165,3 +165,52 @@ def render(findings: Sequence[Finding], fmt: str, *, docs: Iterable[CodeDoc] = (
     if fmt == "json":
         return json.dumps(to_json(findings), indent=2, sort_keys=True) + "\n"
     return text_lines(findings)
+
+
+# ---- the documentation of codes (explain, docs/CODES.md) -----------------------------------------
+
+_CODES_HEAD = """\
+# Finding codes
+
+Written by `megacpp-env explain --all --format markdown` from the registries of the check families
+(tests/test_explain.py keeps this file so). `megacpp-env explain CODE` prints one.
+
+"""
+
+
+def _doc_line(d: CodeDoc) -> str:
+    return f"{d.code}  {d.severity:<7}  {d.summary}\n"
+
+
+def _doc_text(d: CodeDoc) -> str:
+    out = [f"{d.code} ({d.severity}): {d.summary}", f"  reported by: {d.family}"]
+    if d.doc:
+        out.append(f"  {d.doc}")
+    if d.example:
+        out.append("  example: " + d.example.replace("\n", "\n    "))
+    if d.silence:
+        out.append(f"  silence it: {d.silence}")
+    out.append(f"  docs: {docs_anchor(d.code)}")
+    return "\n".join(out) + "\n\n"
+
+
+def _doc_markdown(d: CodeDoc) -> str:
+    out = [f"## {d.code}", "", f"**{d.summary}** ({d.severity}; {d.family})", ""]
+    if d.doc:
+        out += [d.doc, ""]
+    if d.example:
+        out += ["Example:", "", "```", d.example, "```", ""]
+    if d.silence:
+        out += [f"Silence it: {d.silence}", ""]
+    return "\n".join(out) + "\n"
+
+
+def render_docs(docs: Iterable[CodeDoc], fmt: str = "text") -> str:
+    """Codes' documentation: ``text`` (explain), ``markdown`` (docs/CODES.md), ``list`` (one line each),
+    ``json``."""
+    docs = list(docs)
+    if fmt == "json":
+        return json.dumps([d.to_dict() for d in docs], indent=2, sort_keys=True) + "\n"
+    if fmt == "markdown":
+        return _CODES_HEAD + "".join(_doc_markdown(d) for d in docs)
+    return "".join((_doc_line if fmt == "list" else _doc_text)(d) for d in docs)
