@@ -125,6 +125,7 @@ def test_spec_found_upward_from_a_subdirectory():
 
 
 def test_check_refuses_an_unknown_rule(capsys):
+    assert main(["check", "--rule", "tc005", "-q"]) == 0  # a code in lower case is that code
     assert main(["check", "--rule", "TC999"]) == 2  # a usage error, with the closest code
     err = capsys.readouterr().err
     assert "unknown rule code 'TC999'" in err and "did you mean 'TC009'?" in err

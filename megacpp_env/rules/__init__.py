@@ -51,7 +51,7 @@ def check_rule_ids(ids: Iterable[str]) -> tuple[str, ...]:
     """The rule codes a user named, all of them known; an unknown one is a usage error (exit 2) with the
     closest code."""
     known = [r.code for r in all_rules()]
-    ids = tuple(ids)
+    ids = tuple(i.strip().upper() for i in ids)  # tc005 is TC005, as explain reads it
     for i in ids:
         if i not in known:
             raise unknown_name("rule code", i, known)
