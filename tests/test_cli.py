@@ -156,7 +156,7 @@ FAILING = {
     "verify-checkout": ["verify-checkout", "/nonexistent/checkout"],
     "overlay": ["overlay", "status", "bad/name", "--to", "."],
     "build": ["build", "nope", "--spec", str(STACK_YAML)],
-    "verify-image": ["verify-image", "img:1", "--platform", "linux/nope"],
+    "verify-image": ["verify-image", "img:1"],  # docker is not reachable (the test makes it so)
     "snapshot": ["snapshot", "--python", "/nonexistent/python"],
     "diff": ["diff", "/nonexistent/a.json", "/nonexistent/b.json"],
     "doctor": ["doctor", "nope", "--spec", str(STACK_YAML)],

@@ -116,3 +116,16 @@ def test_check_sarif_on_the_shipped_spec_validates_with_its_suppressions(capsys)
     assert validation_errors(log) == []
     results = log["runs"][0]["results"]
     assert results and all(r.get("suppressions") for r in results)  # every shipped warning is suppressed
+
+
+@pytest.mark.parametrize("fmt", ["github", "sarif"])
+def test_a_spec_that_does_not_parse_is_a_finding_in_ci_formats(fmt, capsys, tmp_path):
+    spec = tmp_path / "stack.yaml"
+    spec.write_text("schema_version: 1\ntargets: [\n")
+    assert main(["check", "--spec", str(spec), "--format", fmt]) == 1
+    out = capsys.readouterr().out
+    if fmt == "github":
+        assert out.startswith("::error file=") and "title=SP001::invalid YAML" in out
+    else:
+        assert validation_errors(json.loads(out)) == []
+        assert json.loads(out)["runs"][0]["results"][0]["ruleId"] == "SP001"

@@ -27,10 +27,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from megacpp_env import codes, rules
 
-    checked = rules.check(
-        lambda: load(args), args.rule, documented=codes.documented, strict=args.strict, list_rules=args.list_rules
-    )
     fmt = "json" if args.json else args.format
+    checked = rules.check(
+        lambda: load(args), args.rule, documented=codes.documented, strict=args.strict, list_rules=args.list_rules,
+        file_errors=fmt in ("github", "sarif"),  # a broken file is an annotation too
+    )  # fmt: skip
     if isinstance(checked, tuple):
         return _list_rules(checked, fmt == "json")
     if fmt in ("github", "sarif"):

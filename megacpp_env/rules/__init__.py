@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from types import ModuleType
 
-from megacpp_env.errors import MegacppEnvError, SpecErrors, unknown_name
+from megacpp_env.errors import MegacppEnvError, SpecError, SpecErrors, unknown_name
 from megacpp_env.findings import CodeDoc, Finding, failing
 from megacpp_env.rules.base import Rule
 from megacpp_env.spec import suppress
@@ -90,17 +90,21 @@ def check(
     documented: Callable[[], tuple[CodeDoc, ...]],
     strict: bool = False,
     list_rules: bool = False,
+    file_errors: bool = False,
 ) -> Checked | tuple[Rule, ...]:
     """``check [--rule ID]``: the named rules (known, else a usage error before the spec loads) or every
     rule over the spec, with the spec's suppressions applied (``documented``: every code any family has,
     to tell an unknown code in a suppression); a spec that does not load gives every error it has as
-    findings. ``--list-rules``: every rule, no spec."""
+    findings; ``file_errors``: a spec file that cannot be read or parsed too (CI formats annotate it),
+    else that stays one error. ``--list-rules``: every rule, no spec."""
     if list_rules:
         return all_rules()
     only = check_rule_ids(ids)
     try:
         loaded = spec()
-    except SpecErrors as exc:  # the document's errors; a file that cannot be read or parsed stays one error
+    except SpecError as exc:  # the document's errors; a file that cannot be read or parsed stays one error
+        if not (isinstance(exc, SpecErrors) or (file_errors and exc.file)):
+            raise
         found = findings_of(exc)
         return Checked(spec=None, file=exc.file, findings=found, errors=failing(found), docs=documented())
     ran = only or tuple(r.code for r in all_rules())
