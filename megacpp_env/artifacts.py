@@ -24,7 +24,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from megacpp_env import netio
-from megacpp_env.errors import RefusedError, SpecError, ToolError, VerificationError
+from megacpp_env.errors import RefusedError, ToolError, VerificationError, unknown_name
 from megacpp_env.fsutil import read_text_input, sha256_file, sweep_staging
 from megacpp_env.spec.model import ArtifactSet, Spec
 
@@ -188,7 +188,6 @@ def mirror_and_verify(spec: Spec, name: str, dest: Path, *, url: str = "", verif
     every pinned file offline."""
     artifact = spec.artifacts.get(name)
     if artifact is None:
-        known = ", ".join(spec.artifacts) or "none"
-        raise SpecError(f"no artifact set {name!r} (known: {known})", file=str(spec.path), key="artifacts")
+        raise unknown_name("artifact set", name, list(spec.artifacts), file=str(spec.path))
     mirrored = None if verify_only else mirror_artifacts(artifact, dest, url=url)
     return MirrorCheck(artifact=artifact, mirrored=mirrored, problems=verify_artifacts(artifact, dest))

@@ -25,6 +25,7 @@ from megacpp_env.errors import EXIT_ABORT_BISECT, EXIT_BUG, EXIT_INTERRUPTED, EX
 # verb -> (module under megacpp_env.commands, one-line help)
 VERBS: dict[str, tuple[str, str]] = {
     "check": ("check", "validate stack.yaml and run the policy rules"),
+    "explain": ("explain", "print the documentation of a finding code (TC005, SP002, LG004, ...)"),
     "facts": ("facts", "upstream facts per pinned source: extract NAME --from CHECKOUT, check, show"),
     "targets": ("targets", "list the targets of the spec"),
     "schema": ("schema", "print the JSON Schema of stack.yaml (for editors)"),
@@ -63,6 +64,36 @@ SUBVERBS: dict[tuple[str, str], tuple[str, str]] = {
 ERROR_EXIT: dict[str, int] = {"bisect-check": EXIT_ABORT_BISECT}
 
 SPEC_ENV = "MEGACPP_ENV_SPEC"  # spec/discover.py reads it; named here only for --help
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, with a did-you-mean for a mistyped choice (a verb, an action, a format)."""
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        choices = action.choices
+        if choices is None or value in choices:
+            return
+        import difflib
+
+        close = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1)
+        shown = f"did you mean {close[0]!r}?" if close else f"choose from {', '.join(map(repr, choices))}"
+        raise argparse.ArgumentError(action, f"invalid choice: {value!r} ({shown})")
+
+
+def _unrecognized(extra: list[str], args: argparse.Namespace) -> str:
+    """``unrecognized arguments: --jsn (did you mean --json?)``: the closest option of the verb."""
+    import difflib
+
+    options = list(_probe(_module_of(args), common=True).options())
+    hints = {
+        e: close[0]
+        for e in extra
+        if e.startswith("-") and (close := difflib.get_close_matches(e.split("=")[0], options, n=1, cutoff=0.75))
+    }
+    if len(hints) == 1 and len(extra) == 1:
+        return f"unrecognized arguments: {extra[0]} (did you mean {hints[extra[0]]}?)"
+    tail = f" (did you mean {', '.join(f'{v} for {k}' for k, v in hints.items())}?)" if hints else ""
+    return f"unrecognized arguments: {' '.join(extra)}{tail}"
 
 
 class _NotForSubverb(argparse.Action):
@@ -207,7 +238,7 @@ def build_parsers(
 ) -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     """The top-level parser, and the parser of the chosen verb (or sub-verb), which reports usage
     errors such as unrecognized arguments under its own usage line."""
-    parser = argparse.ArgumentParser(
+    parser: argparse.ArgumentParser = _Parser(
         prog="megacpp-env",
         description="One stack.yaml for the MegaCpp stack: check, render, lock, build, snapshot, diff.",
         epilog="exit codes: 0 ok, 1 findings or user error, 2 usage, 3 bug, 130 interrupted",
@@ -278,7 +309,7 @@ def _main(args_list: list[str]) -> int:
         args, extra = parser.parse_known_args(args_list)
         extra = _intermixed(args, extra)
         if extra:
-            chosen.error(f"unrecognized arguments: {' '.join(extra)}")
+            chosen.error(_unrecognized(extra, args))
     except SystemExit as exc:  # argparse: --help/--version exit 0, bad usage exits 2
         code = int(exc.code) if isinstance(exc.code, int) else EXIT_USAGE
         return _error_exit(_chosen_verb(args_list), code) if code else code

@@ -31,6 +31,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from megacpp_env.errors import FormatError
+from megacpp_env.findings import CodeDoc, Finding
 from megacpp_env.records import Table, read_json
 
 SCHEMA_VERSION = 1
@@ -98,6 +99,50 @@ def read_resolutions(path: Path) -> Resolutions:
     return Resolutions.from_table(read_json(path, FormatError))
 
 
+# problem -> code (``explain DC001``)
+CODE_OF = {"missing": "DC001", "conflict": "DC002", "both installed": "DC003", "bad metadata": "DC004"}
+_FAMILY = "dependency check (python -m megacpp_env.depcheck, in images and build-source)"
+_SILENCE = "a declared resolution of the target in stack.yaml (resolutions.overrides or resolutions.provides)"
+CODES = (
+    CodeDoc(
+        code="DC001",
+        severity="error",
+        summary="every requirement of an installed distribution is installed",
+        family=_FAMILY,
+        doc="What pip check checks: each Requires-Dist (markers evaluated) names an installed "
+        "distribution; a declared provider or an override that removes the package accepts it.",
+        example="missing: vllm 0.29.0 requires xgrammar==0.1.25: not installed",
+        silence=_SILENCE,
+    ),
+    CodeDoc(
+        code="DC002",
+        severity="error",
+        summary="every requirement is met by the installed version",
+        family=_FAMILY,
+        example="conflict: mamba-ssm 2.3.0 requires triton: 3.5.0 is installed",
+        silence=_SILENCE,
+    ),
+    CodeDoc(
+        code="DC003",
+        severity="error",
+        summary="a provider is not installed beside what it provides",
+        family=_FAMILY,
+        doc="pytorch-triton and triton both own site-packages/triton/: they overwrite each other's files.",
+        example="both installed: pytorch-triton requires triton: pytorch-triton provides "
+        "triton, and both are installed",
+        silence="cannot be accepted: remove one of them",
+    ),
+    CodeDoc(
+        code="DC004",
+        severity="error",
+        summary="every Requires-Dist parses",
+        family=_FAMILY,
+        example="bad metadata: foo 1.0 requires foo>=>1: unparsable Requires-Dist",
+        silence="cannot be accepted: the distribution's metadata is broken",
+    ),
+)
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Installed:
     name: str  # canonical
@@ -106,7 +151,7 @@ class Installed:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Finding:
+class Problem:
     requirer: str
     requirement: str
     problem: str  # "missing", "conflict", "both installed", "bad metadata"
@@ -116,6 +161,17 @@ class Finding:
     def line(self) -> str:
         head = f"{self.requirer} requires {self.requirement}: {self.detail}"
         return f"accepted ({self.accepted_by}): {head}" if self.accepted_by else f"{self.problem}: {head}"
+
+    def finding(self) -> Finding:
+        """The common finding (``megacpp_env.findings``): an accepted problem is suppressed by its resolution."""
+        return Finding(
+            code=CODE_OF[self.problem],
+            severity="error",
+            key=self.requirer,
+            message=f"{self.requirer} requires {self.requirement}: {self.detail}",
+            remedy="declare the resolution in the target (resolutions: overrides or provides), or fix the lock",
+            suppressed=self.accepted_by,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -129,10 +185,10 @@ class Finding:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Report:
-    findings: tuple[Finding, ...] = field(default_factory=tuple)
+    findings: tuple[Problem, ...] = field(default_factory=tuple)
 
     @property
-    def failing(self) -> list[Finding]:
+    def failing(self) -> list[Problem]:
         return [f for f in self.findings if not f.accepted_by]
 
     @property
@@ -165,7 +221,7 @@ def _version_ok(req: Requirement, version: str) -> bool:
 def check(env: dict[str, Installed], res: Resolutions) -> Report:
     provides: dict[str, str] = {canonicalize_name(q): canonicalize_name(p) for p, q, _ in res.provides}
     overrides: dict[str, Accepted] = {canonicalize_name(Requirement(o.requirement).name): o for o in res.overrides}
-    findings: list[Finding] = []
+    findings: list[Problem] = []
     for dist in sorted(env.values(), key=lambda d: d.name):
         for text in dist.requires:
             found = _one(dist, text, env, provides, overrides)
@@ -174,7 +230,7 @@ def check(env: dict[str, Installed], res: Resolutions) -> Report:
     for provided, provider in sorted(provides.items()):
         if provided in env and provider in env:
             findings.append(
-                Finding(
+                Problem(
                     requirer=provider,
                     requirement=provided,
                     problem="both installed",
@@ -186,11 +242,11 @@ def check(env: dict[str, Installed], res: Resolutions) -> Report:
 
 def _one(
     dist: Installed, text: str, env: dict[str, Installed], provides: dict[str, str], overrides: dict[str, Accepted]
-) -> Finding | None:
+) -> Problem | None:
     try:
         req = Requirement(text)
     except InvalidRequirement:
-        return Finding(requirer=dist.name, requirement=text, problem="bad metadata", detail="unparsable Requires-Dist")
+        return Problem(requirer=dist.name, requirement=text, problem="bad metadata", detail="unparsable Requires-Dist")
     if req.marker is not None and not req.marker.evaluate({"extra": ""}):
         return None
     name = canonicalize_name(req.name)
@@ -199,12 +255,12 @@ def _one(
         return None
     problem = "missing" if have is None else "conflict"
     detail = "not installed" if have is None else f"{have.version} is installed"
-    base = Finding(requirer=f"{dist.name} {dist.version}", requirement=text, problem=problem, detail=detail)
+    base = Problem(requirer=f"{dist.name} {dist.version}", requirement=text, problem=problem, detail=detail)
     return _accept(base, dist.name, req, name, have, env, provides, overrides.get(name))
 
 
 def _accept(
-    f: Finding,
+    f: Problem,
     requirer: str,
     req: Requirement,
     name: str,
@@ -212,7 +268,7 @@ def _accept(
     env: dict[str, Installed],
     provides: dict[str, str],
     override: Accepted | None,
-) -> Finding:
+) -> Problem:
     """``f`` marked accepted when a declared provides alias or override covers it, else ``f``."""
     provider = env.get(provides.get(name, ""))
     if have is None and provider is not None and _version_ok(req, provider.version):
@@ -228,8 +284,8 @@ def _accept(
     return f
 
 
-def _accepted(f: Finding, by: str) -> Finding:
-    return Finding(requirer=f.requirer, requirement=f.requirement, problem=f.problem, detail=f.detail, accepted_by=by)
+def _accepted(f: Problem, by: str) -> Problem:
+    return Problem(requirer=f.requirer, requirement=f.requirement, problem=f.problem, detail=f.detail, accepted_by=by)
 
 
 def main(argv: Iterable[str] | None = None) -> int:
@@ -247,9 +303,8 @@ def main(argv: Iterable[str] | None = None) -> int:
         return 2
     report = check(installed(args.path), res)
     if args.json:
-        print(
-            json.dumps({"ok": report.ok, "findings": [f.to_dict() for f in report.findings]}, indent=2, sort_keys=True)
-        )
+        found = [{**f.to_dict(), **f.finding().to_dict()} for f in report.findings]
+        print(json.dumps({"ok": report.ok, "findings": found}, indent=2, sort_keys=True))
     else:
         for f in report.findings:
             print(f.line())

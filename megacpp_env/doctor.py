@@ -16,13 +16,15 @@ import platform as host_platform
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from megacpp_env import layout
+from megacpp_env.findings import CodeDoc, Finding, Severity
 from megacpp_env.lock.pylock import Lock, LockedPackage, LockFormatError, read_pylock
 from megacpp_env.snapshot.collectors.runtime import HOOK_GLOB
-from megacpp_env.snapshot.diff import Finding, show
+from megacpp_env.snapshot.diff import show
 from megacpp_env.snapshot.document import Snapshot, load_snapshot
+from megacpp_env.spec import suppress
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -44,10 +46,12 @@ class DoctorReport:
 
     @property
     def ok(self) -> bool:
-        return not any(f.severity == "error" for f in self.findings)
+        return not any(f.fails() for f in self.findings)
 
     def counts(self) -> dict[str, int]:
-        return {s: sum(1 for f in self.findings if f.severity == s) for s in RANK}
+        out = {s: sum(1 for f in self.findings if f.severity == s and not f.suppressed) for s in RANK}
+        suppressed = sum(1 for f in self.findings if f.suppressed)
+        return {**out, "suppressed": suppressed} if suppressed else out
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -67,12 +71,47 @@ class DoctorReport:
             if f.area != area:
                 area = f.area
                 lines.append(area)
-            lines.append(f"  {f.severity:<8} {f.message}")
+            if f.suppressed:
+                lines.append(f"  {'suppressed':<8} {f.code} {f.message} (reason: {f.suppressed})")
+            else:
+                lines.append(f"  {f.severity:<8} {f.message}")
         return "\n".join(lines) + "\n"
 
 
+# area -> code of doctor's findings there (``explain DR002``), in display order
+AREA_CODES = {"platform": "DR001", "toolchain": "DR002", "gpu": "DR003", "lock": "DR004", "installed": "DR005",
+              "sources": "DR006", "runtime": "DR007", "suppressions": "SUP001"}  # fmt: skip
+_WHAT = {
+    "platform": "this machine is of a platform the target builds for",
+    "toolchain": "the compilers, Python, CUDA, driver, cuDNN, CUTLASS and TRT-LLM are the target's",
+    "gpu": "the GPUs' architectures are among the target's",
+    "lock": "every locked distribution is installed at its version, from its source",
+    "installed": "no installed file was modified since it was installed",
+    "sources": "pinned checkouts are at their pins, with their overlays applied",
+    "runtime": "the runtime patches and their environment are in effect",
+}
+
+
 def _f(area: str, severity: str, key: str, message: str) -> Finding:
-    return Finding(area=area, severity=severity, key=key, message=message)
+    return Finding(code=AREA_CODES[area], severity=cast("Severity", severity), area=area, key=key, message=message)
+
+
+def codes() -> tuple[CodeDoc, ...]:
+    """The documentation of doctor's codes (``explain``)."""
+    return tuple(
+        CodeDoc(
+            code=code,
+            severity="error",
+            summary=_WHAT[area],
+            family="doctor (megacpp-env doctor TARGET)",
+            doc=f"doctor compares the live machine (a snapshot) with what the target promises; its {area} "
+            "findings are errors (exit 1), warnings, info or ok (what was checked and passed).",
+            example=f"megacpp-env doctor gb10 -> {area}\n  error    <what differs from the target>",
+            silence=f'`ignore: {{{code}: "why"}}` under the target (targets.NAME.ignore)',
+        )
+        for area, code in AREA_CODES.items()
+        if area in _WHAT
+    )
 
 
 def live_platform(snapshot: Snapshot) -> str:
@@ -473,9 +512,13 @@ def run_doctor(spec: Spec, target_name: str, snap: Snapshot) -> DoctorReport:
     lock, lock_shown, lock_findings = load_target_lock(spec, target_name, lock_platform)
     findings += lock_findings + (check_lock(lock, snap) if lock else [])
     findings += check_installed_files(snap) + check_sources(target, snap) + check_runtime(target, snap)
-    order = ["platform", "toolchain", "gpu", "lock", "installed", "sources", "runtime"]
+    order = list(AREA_CODES)
     ranked = sorted(findings, key=lambda f: (order.index(f.area), RANK.index(f.severity), f.key))
-    return DoctorReport(target=target_name, platform=platform, lock=lock_shown, findings=tuple(ranked))
+    checked = [c for a, c in AREA_CODES.items() if a in _WHAT]
+    found = suppress.apply(
+        spec, ranked, suppress.declared(spec, target=target_name), checked=checked, known=None, whole_run=True
+    )
+    return DoctorReport(target=target_name, platform=platform, lock=lock_shown, findings=tuple(found))
 
 
 def diagnose(

@@ -32,12 +32,15 @@ class SpecError(MegacppEnvError, ValueError):
     The message is one line: ``FILE:LINE: KEY.PATH: what is wrong[ (remedy)]``.
     """
 
-    def __init__(self, message: str, *, file: str = "", line: int = 0, key: str = "", remedy: str = "") -> None:
+    def __init__(
+        self, message: str, *, file: str = "", line: int = 0, key: str = "", remedy: str = "", code: str = ""
+    ) -> None:
         self.file = file
         self.line = line
         self.key = key
         self.detail = message
         self.remedy = remedy
+        self.code = code  # the spec's error code (SP001...: ``explain CODE``), where one applies
         where = file
         if line:
             where = f"{where}:{line}" if where else f"line {line}"
@@ -46,6 +49,46 @@ class SpecError(MegacppEnvError, ValueError):
         if remedy:
             text = f"{text} (remedy: {remedy})"
         super().__init__(one_line(text))
+
+
+class SpecErrors(SpecError):
+    """Every error found in one spec: the loader reads on after an error, so one run reports them all.
+    It reads as its first error (and how many more there are); ``errors`` holds each one."""
+
+    def __init__(self, errors: list[SpecError] | tuple[SpecError, ...]) -> None:
+        first = errors[0]
+        super().__init__(
+            first.detail, file=first.file, line=first.line, key=first.key, remedy=first.remedy, code=first.code
+        )
+        self.errors = tuple(errors)
+        if len(errors) > 1:
+            more = len(errors) - 1
+            self.args = (f"{self.args[0]} (and {more} more error{'s' if more > 1 else ''}: "
+                         "`megacpp-env check` lists them all)",)  # fmt: skip
+
+
+class UsageError(SpecError):
+    """The command line names something that does not exist (a target, a source, a rule code): exit 2,
+    like argparse's own usage errors, with a did-you-mean when a known name is close."""
+
+    exit_code = EXIT_USAGE
+
+
+def did_you_mean(name: str, known: list[str] | tuple[str, ...]) -> str:
+    """``did you mean 'check'?`` for the closest known name, else ``known: a, b, c`` (at most 20)."""
+    import difflib
+
+    by_folded = {k.casefold(): k for k in known}  # "tc05" is close to "TC005"
+    close = difflib.get_close_matches(name.casefold(), list(by_folded), n=1, cutoff=0.6)
+    if close:
+        return f"did you mean {by_folded[close[0]]!r}?"
+    shown = ", ".join(list(known)[:20]) + (", ..." if len(known) > 20 else "")
+    return f"known: {shown or 'none'}"
+
+
+def unknown_name(what: str, name: str, known: list[str] | tuple[str, ...], *, file: str = "") -> UsageError:
+    """The usage error for a ``what`` (target, source, rule code) the command line names and nothing has."""
+    return UsageError(f"unknown {what} {name!r}", file=file, remedy=did_you_mean(name, known))
 
 
 def one_line(text: str) -> str:

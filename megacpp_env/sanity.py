@@ -42,8 +42,11 @@ class Result:
 @dataclass(frozen=True, kw_only=True, slots=True)
 class SanityCheck:
     imports: tuple[str, ...] = ()
+    """Modules imported in the image after install."""
     statements: tuple[str, ...] = ()
+    """Python statements run in the image after install."""
     vllm_models: tuple[str, ...] = ()
+    """vLLM model architectures that must be registered."""
 
     def args(self) -> list[str]:
         """The ``python -m megacpp_env.sanity`` arguments for these checks."""

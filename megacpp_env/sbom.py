@@ -200,9 +200,7 @@ def render_sbom(sbom: dict[str, Any]) -> str:
 def target_sbom(spec: Spec, name: str, platform: str | None, output: Path | None) -> str:
     """``sbom TARGET``: the target's SBOM for ``platform`` (default: its first), rendered; written
     atomically to ``output`` when given (then the text returned is empty)."""
-    target = spec.targets.get(name)
-    if target is None:
-        raise RefusedError(f"unknown target {name!r} (known: {', '.join(spec.targets)})")
+    target = spec.target(name)
     chosen = platform or target.platforms[0]
     if chosen not in target.platforms:
         raise RefusedError(f"--platform {chosen}: {target.name} builds {', '.join(target.platforms)}")

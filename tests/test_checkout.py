@@ -349,11 +349,11 @@ def test_unverifiable_message_for_a_missing_path(tmp_path: Path) -> None:
     )
 
 
-def test_cli_unknown_source_is_a_user_error(smoke_spec: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_unknown_source_is_a_usage_error(smoke_spec: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from megacpp_env.cli import main
 
-    assert main(["checkout", "nope", "--spec", str(smoke_spec)]) == 1
-    assert "no source 'nope'" in capsys.readouterr().err
+    assert main(["checkout", "nope", "--spec", str(smoke_spec)]) == 2
+    assert "unknown source 'nope'" in capsys.readouterr().err
 
 
 def test_cli_checkout_reuses_an_overlaid_checkout_only_as_its_manifest_says(

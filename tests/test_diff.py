@@ -83,12 +83,19 @@ def test_formats():
     assert "| warning | env CPPMEGA_MAMBA3_P1: unset -> 0 |" in md
     data = json.loads(render(report, "json"))
     assert data["drift"] is True
-    assert data["findings"] == [
+    assert data["findings"] == [  # the one finding record of every check: code, where, docs anchor
         {
             "area": "env",
+            "code": "SD007",
             "severity": "warning",
             "key": "env.CPPMEGA_MAMBA3_P1",
+            "location": "env.CPPMEGA_MAMBA3_P1",
+            "file": "",
+            "line": 0,
             "message": "env CPPMEGA_MAMBA3_P1: unset -> 0",
+            "remedy": "",
+            "docs": "docs/CODES.md#sd007",
+            "suppressed": "",
         }
     ]
 

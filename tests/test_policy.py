@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import copy
+import re
 import shutil
 
 import pytest
+import yaml
 
 from megacpp_env.rules import all_rules, run_rules
 from tests.fixtures.spec import REPO_ROOT, load_data
@@ -55,76 +57,48 @@ def _set_env(d, name, value):
     gb10(d)["env"]["runtime"][name] = value
 
 
+def edit(data, line):
+    """One trip edit of a rule's registry entry (``Rule.trip``): "set KEY = VALUE", "add KEY = VALUE" (to a
+    list), "drop KEY", "drop KEY = VALUE" (from a list); KEY a dotted key path with [i] indices, VALUE YAML."""
+    op, _, rest = line.partition(" ")
+    path, _, raw = rest.partition(" = ")
+    parts = [int(p) if p.isdigit() else p for p in re.split(r"\.|\[(\d+)\]", path) if p]
+    node = data
+    for part in parts[:-1]:
+        node = node[part]
+    last = parts[-1]
+    value = yaml.safe_load(raw) if raw else None
+    if op == "set":
+        node[last] = value
+    elif op == "add":
+        node[last].append(value)
+    elif op == "drop" and raw:
+        node[last].remove(value)
+    elif op == "drop":
+        del node[last]
+    else:
+        raise AssertionError(f"unknown edit {line!r}")
+
+
+# Rules whose trip is not an edit of the shipped spec: it fires on the spec as shipped (tests below), or it
+# needs facts or a move of a fetch (the tests named beside them); `explain` shows their example in words.
 TRIPS = {
-    "GB001": lambda d: gb10(d)["gpu"].__setitem__("kernel_arch", "sm_120"),
-    "GB002": lambda d: tc(d).__setitem__("cuda", "12.8"),
-    "GB003": lambda d: tc(d).__setitem__("ptx_isa", "8.7"),
-    "GB004": lambda d: tc(d).__setitem__("cutlass", ">=4.2"),
-    "GB005": lambda d: (gb10(d)["features"].append("trtllm_nvfp4_moe"), tc(d).__setitem__("tensorrt_llm", ">=1.2")),
-    "GB006": lambda d: gb10(d)["features"].append("flash_attention_4"),
-    "GB007": lambda d: (gb10(d)["features"].remove("te_nvfp4_disable_rht"), gb10(d)["features"].append("te_nvfp4")),
-    "GB008": lambda d: (
-        gb10(d)["env"]["runtime"].pop("TRITON_PTXAS_PATH"),
-        gb10(d)["runtime_patches"].remove("triton_ptxas"),
-    ),
-    "GB009": lambda d: gb10(d)["runtime_patches"].remove("inductor_small_gpu"),
-    "GB010": lambda d: gb10(d)["gpu"].__setitem__("peak_bf16_tflops", 989),
-    "GB011": lambda d: gb10(d)["serving"].__setitem__("gpu_memory_utilization", 0.98),
-    "TC001": lambda d: d["indexes"]["pytorch-nightly-cu132"].__setitem__(
-        "url", "https://download.pytorch.org/whl/nightly/cu130"
-    ),
-    "TC002": lambda d: d["sources"]["vllm"].__setitem__("commit", "0" * 40),
-    "TC003": lambda d: d["indexes"]["pytorch-nightly-cu132"].__setitem__("explicit", False),
-    "TC004": lambda d: d["targets"]["cloud"].__setitem__("toolchain", "debian-forky-cpu"),
     "TC005": None,  # trips on the shipped spec (no digests); see test below
-    "GB012": None,  # trips on the shipped spec (vLLM's CUTLASS is not pinned yet); see test below
-    "TC006": lambda d: d["indexes"]["pytorch-nightly-cu132"].__setitem__("explicit", False),
-    "TC007": lambda d: d["sources"]["vllm"].__setitem__("overlay", "vllm-missing"),
-    "TC008": lambda d: d["sources"]["mamba_ssm"]["build_env"].__setitem__("MAMBA_FORCE_BUILD", "FALSE"),
-    "TC009": lambda d: tc(d).__setitem__("min_driver", "580.0"),
-    "TC010": lambda d: gb10(d)["gpu"].__setitem__("torch_cuda_arch_list", "9.0;10.0"),
-    "TC011": lambda d: gb10(d).pop("gpu"),
-    # rules on upstream facts, overlays and the dependency graph (megacpp_env/rules; tests/test_rules_upstream.py)
-    "FA001": lambda d: d["sources"]["causal_conv1d"].__setitem__("commit", "9e4ace0b1d53ede275308abf25f64a1fc04c5fd5"),
-    "FA002": lambda d: d["sources"]["vllm_deepgemm"].__setitem__("provisional", "not yet re-read"),
-    "UP013": lambda d: d["sources"]["vllm"]["build_env"].__setitem__("VLLM_VERSION_OVERRIDE", "0.29.1"),
     "UP011": None,  # overlays/vllm is empty on the shipped spec; see tests/test_rules_upstream.py
-    "FA003": lambda d: _unpin(d, "FETCHCONTENT_SOURCE_DIR_TRITON_KERNELS", "TRITON_KERNELS_SRC_DIR"),  # every fetch: tests/test_sealed_fetches.py
-    "UP014": lambda d: d["sources"]["vllm_fmha_sm100"].pop("submodules"),  # every fetch: tests/test_rules_fetches.py
     "UP015": None,  # warns on the shipped spec (trees not read here); see tests/test_rules_fetches.py
-    "UP016": _fa4_through_its_own_variable,
-    "UP012": lambda d: d["sources"]["vllm"]["sanity"]["vllm_models"].append("Qwen3_5ForCausalLMTextOnly"),
-    "UP001": lambda d: d["sources"]["flashinfer"]["build_env"].__setitem__("FLASHINFER_ENABLE_AOT", "1"),
-    "UP002": lambda d: (
-        d["sources"]["mamba_ssm"].pop("overlay"),
-        d["sources"]["mamba_ssm"]["build_env"].__setitem__("TORCH_CUDA_ARCH_LIST", "12.0"),
-    ),
-    "UP003": lambda d: gb10(d)["env"]["sources"].pop("causal_conv1d"),  # its overlay reads an unset variable
-    "UP004": lambda d: gb10(d)["env"]["sources"]["flashinfer_jit_cache"].__setitem__(
-        "FLASHINFER_CUDA_ARCH_LIST", "9.0a;10.0a"
-    ),
-    "UP005": lambda d: gb10(d)["gpu"].__setitem__("torch_cuda_arch_list", "9.0;10.0;12.0f"),
-    "UP006": lambda d: d["sources"]["causal_conv1d"]["build_env"].__setitem__("CAUSAL_CONV1D_FORCE_BUILD", "true"),
     "UP007": None,  # needs a CUTLASS below 4.4.2 in the facts; see tests/test_rules_upstream.py
-    "UP008": lambda d: d["sources"]["vllm"]["fetches"].pop("FLASH_MLA_SRC_DIR"),
-    "UP009": lambda d: [
-        (t["sources"].remove("causal_conv1d"), t["env"]["sources"].pop("causal_conv1d"))
-        for t in (gb10(d), d["targets"]["cloud"])
-    ],
-    "UP010": lambda d: d["targets"]["cloud"]["env"]["sources"].__setitem__(
-        "causal_conv1d", {"MEGACPP_CUDA_ARCHS": "90a"}
-    ),
-    "DP001": lambda d: gb10(d)["requirements"].append("quack-kernels==0.3.0"),
-    "DP002": lambda d: gb10(d)["resolutions"]["overrides"].pop(0),
-    "DP003": lambda d: d["sources"]["vllm"]["drop_requirements"].__setitem__("no-such-package", "stripped"),
-    "DP004": lambda d: d["sources"]["vllm"]["drop_requirements"].pop("torchcodec"),
+    "FA003": lambda d: _unpin(d, "FETCHCONTENT_SOURCE_DIR_TRITON_KERNELS", "TRITON_KERNELS_SRC_DIR"),  # every fetch: tests/test_sealed_fetches.py
+    "UP016": _fa4_through_its_own_variable,
     "AR001": lambda d: d["artifacts"]["flashinfer_cubins"]["dirs"].popitem(),
 }
+TRIPS |= {r.code: (lambda d, r=r: [edit(d, e) for e in r.trip]) for r in RULES if r.trip}
 
 
 def test_every_rule_has_a_trip_case():
     assert {r.code for r in RULES} == set(TRIPS)
     assert len({r.code for r in RULES}) == len(RULES)
+    # a rule without trip edits says in words what trips it (`explain` shows it)
+    assert [r.code for r in RULES if not r.trip and not r.example] == []
 
 
 @pytest.mark.parametrize("rule_id", sorted(k for k, v in TRIPS.items() if v))
@@ -135,7 +109,7 @@ def test_rule_trips_and_not(rule_id, clean, tmp_path):
     findings = fired(data, rule_id, tmp_path)
     assert findings, f"{rule_id} did not fire"
     for f in findings:
-        assert f.rule == rule_id and f.message and f.remedy and f.line > 0
+        assert f.code == rule_id and f.message and f.remedy and f.line > 0
 
 
 def test_digest_rule(clean, tmp_path):
@@ -155,7 +129,7 @@ def test_shipped_spec_has_no_errors_once_overlays_exist(clean, tmp_path):
     # no CUTLASS warning any more (GB012): vLLM's CUTLASS is a pinned source (VLLM_CUTLASS_SRC_DIR)
     # no UP003 either: causal-conv1d and mamba build the target's archs through their arch overlays
     # UP015: the trees of vLLM's fetches that no snapshot here holds are reported unverified, by name
-    assert {f.rule for f in findings if f.severity == "warning"} == {"TC005", "UP011", "UP015"}
+    assert {f.code for f in findings if f.severity == "warning"} == {"TC005", "UP011", "UP015"}
 
 
 def test_gb10_dead_path_requirement(clean, tmp_path):

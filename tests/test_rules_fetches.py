@@ -129,19 +129,19 @@ def test_every_tree_not_read_here_is_reported_unverified(stack_data, root):
     assert msa.startswith("unverified: the tree of vllm_fmha_sm100 at 087c161814d4 is not read here (")
     assert "of it CMake clones every submodule, recursively (no GIT_SUBMODULES) at " in msa
     findings = run_rules(load(stack_data, root))
-    assert {f.severity for f in findings if f.rule == "UP015"} == {"warning"}
+    assert {f.severity for f in findings if f.code == "UP015"} == {"warning"}
 
 
 def test_a_fetched_tree_neither_read_nor_declared_unread_is_an_error(stack_data, root):
     data = copy.deepcopy(stack_data)
     del data["sources"]["vllm_fmha_sm100"]["unread"]
-    found = [f for f in run_rules(load(data, root)) if f.rule == "FA001"]
+    found = [f for f in run_rules(load(data, root)) if f.code == "FA001"]
     assert [(f.key, f.severity) for f in found] == [("sources.vllm_fmha_sm100.commit", "error")]
     assert "no facts/vllm_fmha_sm100.toml and no `unread` reason" in found[0].message
     assert "declare sources.vllm_fmha_sm100.unread: <why its tree cannot be read here>" in found[0].remedy
     data = copy.deepcopy(stack_data)
     data["sources"]["vllm_qutlass"]["unread"] = "said by the test"
-    found = [f for f in run_rules(load(data, root)) if f.rule == "FA001"]
+    found = [f for f in run_rules(load(data, root)) if f.code == "FA001"]
     assert [f.remedy for f in found] == ["drop sources.vllm_qutlass.unread"]
 
 
@@ -182,7 +182,7 @@ def test_both_overrides_or_one_cmake_ignores_are_errors(stack_data, root):
     data = copy.deepcopy(stack_data)
     fetches = data["sources"]["vllm"]["fetches"]
     fetches["FETCHCONTENT_SOURCE_DIR_CUTLASS"] = fetches.pop("VLLM_CUTLASS_SRC_DIR")
-    assert [f for f in run_rules(load(data, root)) if f.severity == "error" and f.rule.startswith("UP")] == []
+    assert [f for f in run_rules(load(data, root)) if f.severity == "error" and f.code.startswith("UP")] == []
 
 
 def test_the_spdlog_declaration_names_what_fails_at_run_time_without_it(stack_data):

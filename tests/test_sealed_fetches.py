@@ -44,7 +44,7 @@ def project(tmp_path):
 
 
 def errors(data, root, rule="FA003"):
-    return [f for f in run_rules(load_data(data, root / "stack.yaml")) if f.rule == rule]
+    return [f for f in run_rules(load_data(data, root / "stack.yaml")) if f.code == rule]
 
 
 def test_the_shipped_spec_pins_every_fetch_of_vllm(stack_data, project):

@@ -9,7 +9,9 @@ A domain call is a call whose callee is a name bound by an import from a ``megac
 megacpp_env.render import render_all`` then ``render_all(...)``; imports inside functions count),
 except imports from ``megacpp_env.commands._common`` (the shared parsing and spec loading) and
 ``megacpp_env.commands._snapshot`` (a snapshot from the parsed arguments),
-``megacpp_env.ui`` (printing) and ``megacpp_env.errors``, and except classes: building a request
+``megacpp_env.ui`` (printing), ``megacpp_env.findings`` and ``megacpp_env.findings.formats`` (the finding
+record and the formats verbs render it in: text, JSON, GitHub annotations, SARIF) and
+``megacpp_env.errors``, and except classes: building a request
 record or raising an error is parsing, not work. A method called on the spec as ``load`` returns
 it (``load(args).target_view(name)``) is a domain call too; other method calls on values
 (``spec.target(name)``, ``result.to_dict()``) are not. The calls of the module's own functions
@@ -30,7 +32,10 @@ import megacpp_env.commands
 
 COMMANDS = Path(megacpp_env.commands.__file__).resolve().parent
 MAX_LINES = 120
-NOT_DOMAIN = {"megacpp_env.commands._common", "megacpp_env.commands._snapshot", "megacpp_env.ui", "megacpp_env.errors"}
+NOT_DOMAIN = {
+    "megacpp_env.commands._common", "megacpp_env.commands._snapshot", "megacpp_env.ui", "megacpp_env.errors",
+    "megacpp_env.findings", "megacpp_env.findings.formats",  # the finding record and its formats: rendering
+}  # fmt: skip
 VERB_MODULES = sorted(p.stem for p in COMMANDS.glob("*.py") if not p.stem.startswith("_"))
 
 

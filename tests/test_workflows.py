@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from sarif_kit.validate import validation_errors
 
 from tests.fixtures import gha
 from tests.fixtures.docker import skip_or_fail
@@ -200,6 +201,14 @@ def test_the_action_runs_the_policy_rules(tmp_path, project, action_repo, wheelh
     )  # fmt: skip
     assert rc == 1
     assert "error GB001 targets.gb10.gpu.kernel_arch" in log
+    # an annotation on the spec's line, and SARIF that validates (the OASIS schema sarif-kit ships)
+    line = next(i for i, t in enumerate(spec.read_text().splitlines(), 1) if "kernel_arch: sm_120 " in t)
+    assert f"::error file=stack.yaml,line={line},title=GB001 targets.gb10.gpu.kernel_arch::" in log
+    assert "::notice file=stack.yaml," in log and "(suppressed)::" in log  # the suppressions, with reasons
+    sarif = json.loads((tmp_path / "megacpp-env-sarif" / "check.sarif").read_text())
+    assert validation_errors(sarif) == []
+    assert {(r["ruleId"], r["locations"][0]["physicalLocation"]["region"]["startLine"]) for r in sarif["runs"][0]["results"]
+            if not r.get("suppressions")} == {("GB001", line)}  # fmt: skip
     assert "::error::megacpp-env check failed: see the log above and the report" in log
     assert "render-check failed" not in log and "lock-check failed" not in log and "gate failed" not in log
     assert "## megacpp-env lock gate: FAIL" in summary and "| `check` | failed (exit 1) |" in summary
@@ -258,9 +267,13 @@ def run_gate_job(temp: Path, project: Path, action_repo: Path, env: dict[str, st
             ok, logs = rc == 0, [*logs, log]
         elif uses.startswith("actions/upload-artifact@"):
             path = Path(with_["path"])
-            assert path.is_absolute() and path.is_file(), with_  # if-no-files-found: error
-            assert with_["if-no-files-found"] == "error"
-            artifacts[with_["name"]] = path
+            if with_["if-no-files-found"] == "warn":  # a directory that may be missing (the SARIF logs)
+                assert path.is_absolute() and (path.is_dir() or not path.exists()), with_
+            else:
+                assert path.is_absolute() and path.is_file(), with_  # if-no-files-found: error
+                assert with_["if-no-files-found"] == "error"
+            if path.exists():  # no files: a warning, and no artifact
+                artifacts[with_["name"]] = path
         else:
             assert "run" in step and not uses, step
             out = temp / f"gh-output-{sid}"

@@ -15,6 +15,14 @@ def add_json(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print a machine-readable JSON report on stdout")
 
 
+def workspace() -> str:
+    """What paths in CI formats are relative to: ``$GITHUB_WORKSPACE`` in a workflow, else here."""
+    import os
+    from pathlib import Path
+
+    return os.environ.get("GITHUB_WORKSPACE") or str(Path.cwd())
+
+
 def load(args: argparse.Namespace) -> Spec:
     """The spec named by ``--spec``, ``$MEGACPP_ENV_SPEC`` or found upward from the working directory."""
     from megacpp_env.spec import load_spec
@@ -53,7 +61,8 @@ def add_python(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--python",
         metavar="PATH",
-        help="the interpreter to inspect (default: $VIRTUAL_ENV's, else the first python3 on PATH)",
+        help="the interpreter to inspect (default: $VIRTUAL_ENV's, else the project's .venv as uv finds it, "
+        "else the first python3 on PATH)",
     )
 
 

@@ -49,6 +49,7 @@ def take(
     from megacpp_env.redact import redact_argv
     from megacpp_env.snapshot.context import SnapshotOptions
     from megacpp_env.snapshot.plan import launch, resolve
+    from megacpp_env.spec.discover import chosen_path
     from megacpp_env.ui import Progress
 
     progress = Progress(enabled=False if getattr(args, "json", False) else None)
@@ -56,6 +57,7 @@ def take(
         python=python,
         paths=tuple(args.paths),
         spec=spec,
+        spec_path=None if spec is not None else chosen_path(getattr(args, "spec", None)),
         load_spec=load_spec,
         import_torch=args.torch,
         use_cache=not getattr(args, "no_cache", False),

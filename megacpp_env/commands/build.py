@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from megacpp_env.commands._common import add_json, load
+from megacpp_env.layout import PLATFORMS
 
 if TYPE_CHECKING:
     from megacpp_env.build import BuildPlan
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("target", help="target to build (see `megacpp-env targets`)")
-    parser.add_argument("--platform", default="", help="linux/amd64 or linux/arm64 (default: the target's first)")
+    parser.add_argument("--platform", default="", choices=PLATFORMS, help="the platform (default: the target's first)")
     parser.add_argument("--base-image", default="", metavar="REF", help="override the base image for this platform")
     parser.add_argument("--tag", default="", help="image tag (default: megacpp/<target>:<content hash>)")
     parser.add_argument(

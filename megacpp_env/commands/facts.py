@@ -82,12 +82,13 @@ def run(args: argparse.Namespace) -> int:
         else:
             print(result.text, end="")
         return 0
-    errors = [f for f in result if f.severity == "error"]
+    errors = [f for f in result if f.fails()]
     if args.json:
-        print_json({"ok": not errors, "facts": [f.to_dict() for f in result]})
+        facts = [{"source": f.key.removeprefix("sources."), "state": f.area, **f.to_dict()} for f in result]
+        print_json({"ok": not errors, "facts": facts})
         return 1 if errors else 0
     for f in result:
-        text = f"{f.state}: {f.source}: {f.message}"
+        text = f"{f.area}: {f.key.removeprefix('sources.')}: {f.message}"
         print(f"{text} (remedy: {f.remedy})" if f.remedy and f.severity != "ok" else text)
     return 1 if errors else 0
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from megacpp_env.commands._common import add_json, load
+from megacpp_env.commands._common import add_json, load, workspace
 
 EPILOG = """\
 policy: these fail unless acknowledged in the ack file (default locks/ACKNOWLEDGED.toml):
@@ -33,7 +33,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.epilog = EPILOG
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("--base", required=True, metavar="GITREF", help="the ref to compare against (origin/main)")
-    parser.add_argument("--format", choices=("text", "markdown", "json"), default="text")
+    parser.add_argument(
+        "--format", choices=("text", "markdown", "json", "github", "sarif"), default="text",
+        help="markdown: the pull-request comment; github: workflow annotations (file, line); sarif: SARIF 2.1.0",
+    )  # fmt: skip
     add_json(parser)
     parser.add_argument("--ack", metavar="FILE", help="acknowledgement file (default: locks/ACKNOWLEDGED.toml)")
     parser.add_argument(
@@ -49,9 +52,8 @@ def run(args: argparse.Namespace) -> int:
 
     fmt = "json" if args.json else args.format
     ack = Path(args.ack) if args.ack else None
-    shown = gate_shown(
-        lambda: load(args), args.base, ack, fmt, Path(args.check_results) if args.check_results else None
-    )
+    results = Path(args.check_results) if args.check_results else None
+    shown = gate_shown(lambda: load(args), args.base, ack, fmt, results, workspace())
     sys.stdout.write(shown.text)
     if shown.error is not None:
         raise shown.error

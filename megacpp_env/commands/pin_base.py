@@ -6,6 +6,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from megacpp_env.commands._common import add_json, load
+from megacpp_env.layout import PLATFORMS
 
 if TYPE_CHECKING:
     from megacpp_env.pinning import PinOutcome
@@ -17,6 +18,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--platform",
         action="append",
         default=[],
+        choices=PLATFORMS,
         metavar="P",
         help="only the base of this platform (repeatable; one image shared by several platforms is pinned for all)",
     )

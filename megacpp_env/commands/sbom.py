@@ -7,11 +7,12 @@ import argparse
 import sys
 
 from megacpp_env.commands._common import load
+from megacpp_env.layout import PLATFORMS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("target", help="the target (see `megacpp-env targets`)")
-    parser.add_argument("--platform", metavar="P", help="the platform (default: the target's first)")
+    parser.add_argument("--platform", metavar="P", choices=PLATFORMS, help="the platform (default: the target's first)")
     parser.add_argument("--output", metavar="FILE", help="write it here (atomically) instead of stdout")
 
 

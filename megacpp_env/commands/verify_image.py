@@ -7,11 +7,14 @@ import argparse
 import sys
 
 from megacpp_env.commands._common import add_json
+from megacpp_env.layout import PLATFORMS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("image", help="image reference (tag or id)")
-    parser.add_argument("--platform", default="", help="platform of the image (for emulated arm64 images)")
+    parser.add_argument(
+        "--platform", default="", choices=PLATFORMS, help="platform of the image (for emulated arm64 images)"
+    )
     parser.add_argument(
         "--sbom", metavar="FILE", default="",
         help="check against this CycloneDX SBOM (megacpp-env sbom TARGET --output FILE) instead of the baked one",

@@ -6,9 +6,10 @@
 # See also: https://github.com/scop/bash-completion/blob/main/doc/configuration.md
 
 _shtab_megacpp_env_overlay_subparsers=(new apply verify status restore)
-_shtab_megacpp_env_subparsers=(check facts targets schema show render lock gate mirror mirror-artifacts mirror-sources checkout verify-checkout overlay build-source build pin-base sbom verify-image snapshot diff doctor completion reproduce run bisect-check)
+_shtab_megacpp_env_subparsers=(check explain facts targets schema show render lock gate mirror mirror-artifacts mirror-sources checkout verify-checkout overlay build-source build pin-base sbom verify-image snapshot diff doctor completion reproduce run bisect-check)
 
-_shtab_megacpp_env_check_option_strings=(-h --help --spec -v --verbose -q --quiet --json --rule --list-rules --strict)
+_shtab_megacpp_env_check_option_strings=(-h --help --spec -v --verbose -q --quiet --format --json --rule --list-rules --strict)
+_shtab_megacpp_env_explain_option_strings=(-h --help --spec -v --verbose -q --quiet --all --list --format --json)
 _shtab_megacpp_env_facts_option_strings=(-h --help --spec -v --verbose -q --quiet --from --wheel --requirements --build-requirements --listed-requirements --unverified --json)
 _shtab_megacpp_env_targets_option_strings=(-h --help --spec -v --verbose -q --quiet --json)
 _shtab_megacpp_env_schema_option_strings=(-h --help --spec -v --verbose -q --quiet)
@@ -54,13 +55,19 @@ _shtab_megacpp_env_pin_base_pos_0_COMPGEN=_shtab_cmd_compgen_e1f6088f
 _shtab_megacpp_env_sbom_pos_0_COMPGEN=_shtab_cmd_compgen_e1f6088f
 _shtab_megacpp_env_doctor_pos_0_COMPGEN=_shtab_cmd_compgen_e1f6088f
 
+_shtab_megacpp_env_check___format_choices=(text json github sarif)
+_shtab_megacpp_env_explain___format_choices=(text markdown json)
 _shtab_megacpp_env_facts_pos_0_choices=(extract check show)
-_shtab_megacpp_env_gate___format_choices=(text markdown json)
+_shtab_megacpp_env_gate___format_choices=(text markdown json github sarif)
 _shtab_megacpp_env_overlay_pos_0_choices=(new apply verify status restore)
+_shtab_megacpp_env_build___platform_choices=(linux/amd64 linux/arm64)
+_shtab_megacpp_env_pin_base___platform_choices=(linux/amd64 linux/arm64)
+_shtab_megacpp_env_sbom___platform_choices=(linux/amd64 linux/arm64)
+_shtab_megacpp_env_verify_image___platform_choices=(linux/amd64 linux/arm64)
 _shtab_megacpp_env_diff___format_choices=(text markdown json)
 _shtab_megacpp_env_completion_pos_0_choices=(bash fish zsh)
 _shtab_megacpp_env_completion___names_choices=(targets sources)
-_shtab_megacpp_env_pos_0_choices=(check facts targets schema show render lock gate mirror mirror-artifacts mirror-sources checkout verify-checkout overlay build-source build pin-base sbom verify-image snapshot diff doctor completion reproduce run bisect-check)
+_shtab_megacpp_env_pos_0_choices=(check explain facts targets schema show render lock gate mirror mirror-artifacts mirror-sources checkout verify-checkout overlay build-source build pin-base sbom verify-image snapshot diff doctor completion reproduce run bisect-check)
 
 _shtab_megacpp_env_check__h_nargs=0
 _shtab_megacpp_env_check___help_nargs=0
@@ -71,6 +78,16 @@ _shtab_megacpp_env_check___quiet_nargs=0
 _shtab_megacpp_env_check___json_nargs=0
 _shtab_megacpp_env_check___list_rules_nargs=0
 _shtab_megacpp_env_check___strict_nargs=0
+_shtab_megacpp_env_explain_pos_0_nargs='*'
+_shtab_megacpp_env_explain__h_nargs=0
+_shtab_megacpp_env_explain___help_nargs=0
+_shtab_megacpp_env_explain__v_nargs=0
+_shtab_megacpp_env_explain___verbose_nargs=0
+_shtab_megacpp_env_explain__q_nargs=0
+_shtab_megacpp_env_explain___quiet_nargs=0
+_shtab_megacpp_env_explain___all_nargs=0
+_shtab_megacpp_env_explain___list_nargs=0
+_shtab_megacpp_env_explain___json_nargs=0
 _shtab_megacpp_env_facts__h_nargs=0
 _shtab_megacpp_env_facts___help_nargs=0
 _shtab_megacpp_env_facts__v_nargs=0

@@ -9,10 +9,11 @@ from pathlib import Path
 from typing import Literal
 
 from megacpp_env.errors import MegacppEnvError
-from megacpp_env.facts.check import FactsFinding, check_facts, extract_hint
+from megacpp_env.facts.check import check_facts, extract_hint
 from megacpp_env.facts.extract import ExtractRequest, extract
 from megacpp_env.facts.model import SourceFacts
 from megacpp_env.facts.store import facts_path, read_facts, render_facts, write_facts
+from megacpp_env.findings import Finding
 from megacpp_env.spec.model import Source, Spec
 
 Action = Literal["extract", "check", "show"]
@@ -43,7 +44,7 @@ class Extracted:
     path: str  # relative to the spec's root, POSIX
 
 
-def run(spec: Spec, request: FactsRequest) -> Extracted | list[FactsFinding] | Shown:
+def run(spec: Spec, request: FactsRequest) -> Extracted | list[Finding] | Shown:
     if request.action == "check":
         return check_facts(spec)
     src = spec.source(request.name)

@@ -44,6 +44,11 @@ def resolve_ref(root: Path, ref: str) -> str:
         return proc.stdout.decode().strip()
     if ref == "HEAD" and _head_is_unborn(root):
         return git.run_git(["hash-object", "-t", "tree", "--stdin"], root, input_bytes=b"").stdout.decode().strip()
+    if git.toplevel(root) is None:  # no repository: "unknown ref" would send the user fetching
+        raise SpecError(
+            f"{root} is not in a git repository: the gate compares the locks committed at a ref with the work tree",
+            remedy="run it in a clone of the project (git clone, or git init and commit the locks)",
+        )
     raise SpecError(f"unknown git ref {ref!r} in {root}", remedy="fetch it first, e.g. git fetch origin main")
 
 

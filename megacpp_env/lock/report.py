@@ -3,6 +3,7 @@ as text, GitHub-flavoured markdown (the gate's pull-request comment) or JSON. Pu
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -11,11 +12,12 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 
 from megacpp_env.errors import MegacppEnvError
+from megacpp_env.findings import Finding, formats
 from megacpp_env.lock import diff as d
 from megacpp_env.lock.checkresults import CheckResult, read_check_results
 from megacpp_env.lock.comment import render_comment
 from megacpp_env.lock.escape import plain, scrub
-from megacpp_env.lock.gate import GateReport, Verdict, run_gate
+from megacpp_env.lock.gate import CODES, GateReport, Verdict, run_gate
 from megacpp_env.lock.state import jobs_for
 from megacpp_env.lock.workflow import (
     CheckRun,
@@ -83,9 +85,13 @@ def verdict_line(verdict: Verdict, ack_name: str) -> str:
     return f"Verdict: FAIL: {n} unacknowledged violation(s); acknowledge them in locks/{ack_name}"
 
 
-def render_gate(report: GateReport, fmt: str, checks: Sequence[CheckResult] = ()) -> str:
+def render_gate(report: GateReport, fmt: str, checks: Sequence[CheckResult] = (), root: str = "") -> str:
     """``gate``'s report: text (every line made ``plain``), the pull-request comment (markdown, see
-    ``lock.comment``) or JSON (credentials scrubbed)."""
+    ``lock.comment``), JSON (credentials scrubbed), or its findings as GitHub workflow annotations or
+    SARIF (paths relative to ``root``; every value made ``plain``)."""
+    if fmt in ("github", "sarif"):
+        shown = [dataclasses.replace(f, message=plain(f.message), key=plain(f.key)) for f in report.findings()]
+        return formats.render(shown, fmt, docs=CODES, root=root)
     if fmt == "json":
         payload = {**report.to_dict(), **({"checks": [c.to_dict() for c in checks]} if checks else {})}
         return d.render(report.diffs, "json", payload=payload)
@@ -121,11 +127,11 @@ def _sections(report: GateReport, checks: Sequence[CheckResult]) -> list[str]:
 
 
 def gate_text(
-    spec: Spec, base: str, ack_file: Path | None, fmt: str, checks: Sequence[CheckResult] = ()
+    spec: Spec, base: str, ack_file: Path | None, fmt: str, checks: Sequence[CheckResult] = (), root: str = ""
 ) -> tuple[GateReport, str]:
     """``gate``: the committed locks at ``base`` against the working tree, and its rendering."""
     report = run_gate(spec, base, ack_file)
-    return report, render_gate(report, fmt, checks)
+    return report, render_gate(report, fmt, checks, root)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -139,14 +145,19 @@ class GateShown:
 
 
 def gate_shown(
-    load_spec: Callable[[], Spec], base: str, ack_file: Path | None, fmt: str, check_results: Path | None
+    load_spec: Callable[[], Spec],
+    base: str,
+    ack_file: Path | None,
+    fmt: str,
+    check_results: Path | None,
+    root: str = "",
 ) -> GateShown:
     """``gate``'s one domain call: the checks the action ran, the gate and its rendering; when any of
     it fails, the comment that says why (``markdown``) and the error."""
     checks: Sequence[CheckResult] = ()
     try:
         checks = read_check_results(check_results) if check_results is not None else ()
-        report, text = gate_text(load_spec(), base, ack_file, fmt, checks)
+        report, text = gate_text(load_spec(), base, ack_file, fmt, checks, root)
     except MegacppEnvError as exc:  # the comment says why there is no report; stderr gets the error
         return GateShown(text=gate_error_text(str(exc), base, fmt, checks), exit_code=exc.exit_code, error=exc)
     return GateShown(text=text, exit_code=0 if report.verdict.passed else 1)  # the checks fail their own step
@@ -155,6 +166,8 @@ def gate_shown(
 def gate_error_text(error: str, base: str, fmt: str, checks: Sequence[CheckResult] = ()) -> str:
     """What ``gate`` writes to stdout when it could not run: the comment, for ``markdown`` (so the
     error reaches the pull request); nothing for the other formats (the error goes to stderr)."""
+    if fmt == "github":  # the error as an annotation too, so the run's summary shows it
+        return formats.github([Finding(code="gate", severity="error", message=plain(error))])
     return render_comment(None, base=base, checks=checks, error=error) if fmt == "markdown" else ""
 
 

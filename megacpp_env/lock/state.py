@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from megacpp_env import layout
-from megacpp_env.errors import SpecError
+from megacpp_env.errors import SpecError, unknown_name
 from megacpp_env.fsutil import atomic_write_text
 from megacpp_env.lock.inputs import LockInputs, lock_inputs, toolchain_lock_inputs
 from megacpp_env.lock.outputs import lock_command, render_export, render_outputs
@@ -118,6 +118,8 @@ def _toolchain_job(spec: Spec, target: Target, part: str, platform: str) -> Lock
 
 def _check_platforms(chosen: list[Target], platforms: list[str], *, named: bool) -> None:
     for platform in platforms:
+        if platform not in layout.PLATFORMS:  # a typo of the command line: a usage error, with the closest
+            raise unknown_name("platform", platform, layout.PLATFORMS)
         lacking = [t for t in chosen if platform not in t.platforms]
         if named and lacking:
             t = lacking[0]

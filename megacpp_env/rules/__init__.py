@@ -21,8 +21,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from types import ModuleType
 
-from megacpp_env.errors import MegacppEnvError
-from megacpp_env.rules.base import Finding, Rule
+from megacpp_env.errors import MegacppEnvError, SpecError, SpecErrors, unknown_name
+from megacpp_env.findings import CodeDoc, Finding, failing
+from megacpp_env.rules.base import Rule
+from megacpp_env.spec import suppress
+from megacpp_env.spec.codes import findings_of
 from megacpp_env.spec.model import Spec
 
 __all__ = ["Checked", "Finding", "Rule", "all_rules", "check", "check_rule_ids", "failing", "rule_modules", "run_rules"]
@@ -45,45 +48,67 @@ def all_rules() -> tuple[Rule, ...]:
 
 
 def check_rule_ids(ids: Iterable[str]) -> tuple[str, ...]:
-    """The rule codes a user named, all of them known; an unknown one is a user error naming the rules."""
-    known = {r.code for r in all_rules()}
-    ids = tuple(ids)
-    unknown = [i for i in ids if i not in known]
-    if unknown:
-        raise MegacppEnvError(f"unknown rule {unknown[0]!r} (rules: {', '.join(sorted(known))}; see --list-rules)")
+    """The rule codes a user named, all of them known; an unknown one is a usage error (exit 2) with the
+    closest code."""
+    known = [r.code for r in all_rules()]
+    ids = tuple(i.strip().upper() for i in ids)  # tc005 is TC005, as explain reads it
+    for i in ids:
+        if i not in known:
+            raise unknown_name("rule code", i, known)
     return ids
 
 
-def failing(findings: Iterable[Finding], *, strict: bool = False) -> list[Finding]:
-    """The findings that fail ``check``: errors, and with ``--strict`` warnings too."""
-    return [f for f in findings if f.severity == "error" or strict]
-
-
 def run_rules(spec: Spec, *, only: tuple[str, ...] = ()) -> list[Finding]:
+    file = str(spec.path)
     findings = [
-        Finding(rule=r.code, severity=r.severity, key=key, message=message, remedy=remedy, line=spec.line_of(key))
+        Finding(
+            code=r.code, severity=r.severity, message=message, file=file, line=spec.line_of(key), key=key, remedy=remedy
+        )
         for r in all_rules()
         if not only or r.code in only
         for key, message, remedy in r(spec)
     ]
-    return sorted(findings, key=lambda f: (f.severity != "error", f.line, f.rule, f.key))
+    return sorted(findings, key=lambda f: (f.severity != "error", f.line, f.code, f.key))
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Checked:
-    spec: Spec
+    """What ``check`` found: the spec (None when it did not load: ``findings`` are its errors), every
+    finding (suppressed ones included, marked), and the ones that fail the check."""
+
+    spec: Spec | None
+    file: str
     findings: list[Finding]
     errors: list[Finding]  # the failing ones
+    docs: tuple[CodeDoc, ...] = ()  # the documentation of every code (SARIF's rules)
 
 
 def check(
-    spec: Callable[[], Spec], ids: Iterable[str], *, strict: bool = False, list_rules: bool = False
+    spec: Callable[[], Spec],
+    ids: Iterable[str],
+    *,
+    documented: Callable[[], tuple[CodeDoc, ...]],
+    strict: bool = False,
+    list_rules: bool = False,
+    file_errors: bool = False,
 ) -> Checked | tuple[Rule, ...]:
-    """``check [--rule ID]``: the named rules (known, else a user error before the spec loads) or
-    every rule over the spec, and the findings that fail it; ``--list-rules``: every rule, no spec."""
+    """``check [--rule ID]``: the named rules (known, else a usage error before the spec loads) or every
+    rule over the spec, with the spec's suppressions applied (``documented``: every code any family has,
+    to tell an unknown code in a suppression); a spec that does not load gives every error it has as
+    findings; ``file_errors``: a spec file that cannot be read or parsed too (CI formats annotate it),
+    else that stays one error. ``--list-rules``: every rule, no spec."""
     if list_rules:
         return all_rules()
     only = check_rule_ids(ids)
-    loaded = spec()
-    findings = run_rules(loaded, only=only)
-    return Checked(spec=loaded, findings=findings, errors=failing(findings, strict=strict))
+    try:
+        loaded = spec()
+    except SpecError as exc:  # the document's errors; a file that cannot be read or parsed stays one error
+        if not (isinstance(exc, SpecErrors) or (file_errors and exc.file)):
+            raise
+        found = findings_of(exc)
+        return Checked(spec=None, file=exc.file, findings=found, errors=failing(found), docs=documented())
+    ran = only or tuple(r.code for r in all_rules())
+    docs = documented()
+    known = {d.code for d in docs}
+    found = suppress.apply(loaded, run_rules(loaded, only=only), suppress.declared(loaded), checked=ran, known=known)
+    return Checked(spec=loaded, file=str(loaded.path), findings=found, errors=failing(found, strict=strict), docs=docs)

@@ -1,5 +1,6 @@
-"""What a rule module imports: the :class:`Rule` and :class:`Finding` types, the decorators that make a
-rule and name its loop, and :func:`builds` (each (target, source) a target builds).
+"""What a rule module imports: the :class:`Rule` type (its findings are ``megacpp_env.findings.Finding``),
+the decorators that make a rule and name its loop, and :func:`builds` (each (target, source) a target
+builds).
 
 A module of its own so rule modules never import the package ``__init__``, which discovers and loads
 them (no import circle through the registry).
@@ -11,12 +12,21 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
-from megacpp_env.records import as_dict
+from megacpp_env.findings import CodeDoc
 from megacpp_env.spec.model import ImageRef, Source, Spec, Target
 
 Severity = Literal["error", "warning"]
 Scope = Literal["spec", "target", "platform", "source", "build"]
 Hit = tuple[str, str, str]  # (key, message, remedy)
+SCOPES = {
+    "spec": "the whole spec",
+    "target": "each target",
+    "platform": "each (target, platform, base image)",
+    "source": "each source",
+    "build": "each (target, source) a target builds",
+}
+WHERE = {"spec": "target or source", "target": "target", "platform": "target", "source": "source",
+         "build": "target or source"}  # fmt: skip
 Check = Callable[[Spec], Iterator[Hit]]
 
 
@@ -28,6 +38,12 @@ class Rule:
     scope: Scope
     check: Check  # the whole spec: the scope's loop around the rule's body
     once: bool = False  # report a repeated (key, message) once (a source seen through several targets)
+    body: Callable[..., Any] | None = None  # the decorated function (its docstring documents the rule)
+    # Edits of the shipped stack.yaml that make it fire (``explain`` shows them; tests/test_policy.py
+    # applies them and sees it fire): "set KEY = VALUE", "add KEY = VALUE" (to a list), "drop KEY",
+    # "drop KEY = VALUE" (from a list); KEY a dotted key path, VALUE YAML.
+    trip: tuple[str, ...] = ()
+    example: str = ""  # what trips it, in words, where no edit of the shipped spec shows it
 
     def __call__(self, spec: Spec) -> Iterator[Hit]:
         return unique(self.check(spec)) if self.once else self.check(spec)
@@ -35,23 +51,29 @@ class Rule:
     def to_dict(self) -> dict[str, str]:
         return {"id": self.code, "severity": self.severity, "title": self.summary}
 
+    def example_text(self) -> str:
+        return _example_text(self.trip, self.example)
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Finding:
-    rule: str
-    severity: Severity
-    key: str
-    message: str
-    remedy: str = ""
-    line: int = 0
+    def doc(self) -> CodeDoc:
+        """Its documentation (``explain``): the summary, the rule body's docstring, the loop it runs in."""
+        body = (self.body.__doc__ or "").strip() if self.body is not None else ""
+        return CodeDoc(
+            code=self.code,
+            severity=self.severity,
+            summary=self.summary,
+            family=f"policy rule (megacpp-env check), on {SCOPES[self.scope]}",
+            doc=" ".join(body.split()),
+            example=self.example_text(),
+            silence=f'`ignore: {{{self.code}: "why it cannot be fixed here"}}` under the {WHERE[self.scope]} '
+            "that its findings' key names",
+        )
 
-    def to_dict(self) -> dict[str, Any]:
-        return as_dict(self)
 
-    def format(self, file: str) -> str:
-        where = f"{file}:{self.line}" if self.line else file
-        text = f"{where}: {self.severity} {self.rule} {self.key}: {self.message}"
-        return f"{text} (remedy: {self.remedy})" if self.remedy else text
+def _example_text(trip: tuple[str, ...], example: str) -> str:
+    if not trip:
+        return example
+    edits = "\n".join(f"  {e}" for e in trip)
+    return f"this edit of the shipped stack.yaml makes it fire:\n{edits}" + (f"\n{example}" if example else "")
 
 
 def unique(found: Iterable[Hit]) -> Iterator[Hit]:
@@ -90,40 +112,62 @@ def _builds(body: Callable[[Spec, Target, Source], Iterator[Hit]], *, wheels: bo
 Body = TypeVar("Body", bound=Callable[..., Iterator[Hit]])
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Doc:
+    """What a decorator takes besides the code, the severity and the summary (``Rule``'s fields)."""
+
+    once: bool = False
+    trip: tuple[str, ...] = ()
+    example: str = ""
+
+
 def _decorator(
-    code: str, severity: Severity, summary: str, scope: Scope, loop: Callable[[Body], Check], once: bool
+    code: str, severity: Severity, summary: str, scope: Scope, loop: Callable[[Body], Check], doc: Doc
 ) -> Callable[[Body], Rule]:
-    return lambda body: Rule(code=code, severity=severity, summary=summary, scope=scope, check=loop(body), once=once)
+    return lambda body: Rule(
+        code=code, severity=severity, summary=summary, scope=scope, check=loop(body), body=body,
+        once=doc.once, trip=doc.trip, example=doc.example,
+    )  # fmt: skip
 
 
-def spec_rule(code: str, severity: Severity, summary: str, *, once: bool = False) -> Callable[[Check], Rule]:
+def spec_rule(
+    code: str, severity: Severity, summary: str, *, once: bool = False, trip: tuple[str, ...] = (), example: str = ""
+) -> Callable[[Check], Rule]:
     """A rule on the whole spec."""
-    return _decorator(code, severity, summary, "spec", lambda body: body, once)
+    return _decorator(code, severity, summary, "spec", lambda body: body, Doc(once=once, trip=trip, example=example))
 
 
 def target_rule(
-    code: str, severity: Severity, summary: str, *, once: bool = False
+    code: str, severity: Severity, summary: str, *, once: bool = False, trip: tuple[str, ...] = (), example: str = ""
 ) -> Callable[[Callable[[Spec, Target], Iterator[Hit]]], Rule]:
     """A rule on each target, in spec order."""
-    return _decorator(code, severity, summary, "target", _targets, once)
+    return _decorator(code, severity, summary, "target", _targets, Doc(once=once, trip=trip, example=example))
 
 
 def platform_rule(
-    code: str, severity: Severity, summary: str, *, once: bool = False
+    code: str, severity: Severity, summary: str, *, once: bool = False, trip: tuple[str, ...] = (), example: str = ""
 ) -> Callable[[Callable[[Spec, Target, str, ImageRef], Iterator[Hit]]], Rule]:
     """A rule on each (target, platform, base image)."""
-    return _decorator(code, severity, summary, "platform", _platforms, once)
+    return _decorator(code, severity, summary, "platform", _platforms, Doc(once=once, trip=trip, example=example))
 
 
 def source_rule(
-    code: str, severity: Severity, summary: str, *, once: bool = False
+    code: str, severity: Severity, summary: str, *, once: bool = False, trip: tuple[str, ...] = (), example: str = ""
 ) -> Callable[[Callable[[Spec, Source], Iterator[Hit]]], Rule]:
     """A rule on each source, in spec order."""
-    return _decorator(code, severity, summary, "source", _sources, once)
+    return _decorator(code, severity, summary, "source", _sources, Doc(once=once, trip=trip, example=example))
 
 
 def build_rule(
-    code: str, severity: Severity, summary: str, *, wheels: bool = False, once: bool = False
+    code: str,
+    severity: Severity,
+    summary: str,
+    *,
+    wheels: bool = False,
+    once: bool = False,
+    trip: tuple[str, ...] = (),
+    example: str = "",
 ) -> Callable[[Callable[[Spec, Target, Source], Iterator[Hit]]], Rule]:
     """A rule on each (target, source) the target builds (``wheels``: only those built into a wheel)."""
-    return _decorator(code, severity, summary, "build", lambda body: _builds(body, wheels=wheels), once)
+    doc = Doc(once=once, trip=trip, example=example)
+    return _decorator(code, severity, summary, "build", lambda body: _builds(body, wheels=wheels), doc)

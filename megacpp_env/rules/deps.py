@@ -19,8 +19,15 @@ KNOWN_PROVIDERS = {"pytorch-triton": "triton"}
 NEVER = "sys_platform == 'never'"
 
 
-@target_rule("DP001", "error", "requirers of one package can all be satisfied")
+@target_rule(
+    "DP001",
+    "error",
+    "requirers of one package can all be satisfied",
+    trip=("add targets.gb10.requirements = quack-kernels==0.3.0",),
+)
 def requirement_conflicts(spec: Spec, t: Target) -> Iterator[Hit]:
+    """Every requirer of one package can be satisfied at once (the facts' requirements and the stack's, with the
+    target's resolutions): a conflict would only show when the lock fails."""
     deps = target_deps(spec, t)
     if deps.missing_facts:
         return  # FA001 says so; the graph is incomplete
@@ -33,8 +40,15 @@ def _removed(req_text: str) -> bool:
     return req.marker is not None and not req.marker.evaluate({"sys_platform": "linux"})
 
 
-@target_rule("DP002", "error", "one distribution per module tree (pytorch-triton vs triton)")
+@target_rule(
+    "DP002",
+    "error",
+    "one distribution per module tree (pytorch-triton vs triton)",
+    trip=("drop targets.gb10.resolutions.overrides[0]",),
+)
 def module_owners(spec: Spec, t: Target) -> Iterator[Hit]:
+    """One distribution per module tree: pytorch-triton and triton both own site-packages/triton/, so a target must
+    override triton away where pytorch-triton provides it."""
     deps = target_deps(spec, t)
     names = {n.name for n in deps.needs}
     declared: dict[str, str] = {
@@ -63,8 +77,15 @@ def module_owners(spec: Spec, t: Target) -> Iterator[Hit]:
             )
 
 
-@spec_rule("DP003", "error", "resolutions apply: drops name facts requirements, overrides spare explicit indexes")
+@spec_rule(
+    "DP003",
+    "error",
+    "resolutions apply: drops name facts requirements, overrides spare explicit indexes",
+    trip=("set sources.vllm.drop_requirements.no-such-package = stripped",),
+)
 def resolutions_apply(spec: Spec) -> Iterator[Hit]:
+    """Resolutions apply: a dropped requirement names one the facts have, and no override replaces a package pinned to
+    an explicit index (uv would resolve it without its index)."""
     for src in spec.sources.values():
         yield from _drops_apply(spec, src)
     for t in spec.targets.values():
@@ -98,7 +119,12 @@ def _drops_apply(spec: Spec, src: Source) -> Iterator[Hit]:
 USE_EXISTING_TORCH = "use_existing_torch.py"
 
 
-@source_rule("DP004", "error", "requirements a pre_build step strips are declared dropped")
+@source_rule(
+    "DP004",
+    "error",
+    "requirements a pre_build step strips are declared dropped",
+    trip=("drop sources.vllm.drop_requirements.torchcodec",),
+)
 def stripped_by_pre_build(spec: Spec, src: Source) -> Iterator[Hit]:
     """vLLM's ``use_existing_torch.py`` deletes every requirement line that contains "torch" (its
     default mode) before the build: the built wheel lacks them, so the lock must not resolve them."""

@@ -6,23 +6,36 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from megacpp_env.errors import RefusedError
-from megacpp_env.facts.check import check_facts, spec_facts
+from megacpp_env.facts.check import check_facts, source_of, spec_facts, state_of
 from megacpp_env.rules.base import Hit, spec_rule
 from megacpp_env.spec.model import Source, Spec, Target
 
 
-@spec_rule("FA001", "error", "every source has upstream facts read at its pin")
+@spec_rule(
+    "FA001",
+    "error",
+    "every source has upstream facts read at its pin",
+    trip=("set sources.causal_conv1d.commit = 9e4ace0b1d53ede275308abf25f64a1fc04c5fd5",),
+)
 def facts_current(spec: Spec) -> Iterator[Hit]:
+    """Every source a target builds has upstream facts (facts/<source>.toml), readable and read at its pin; a source
+    only fetched by another's build has facts or an `unread` reason."""
     for f in check_facts(spec):
         if f.severity == "error":
-            yield (f"sources.{f.source}.commit", f"{f.state}: {f.message}", f.remedy)
+            yield (f"sources.{source_of(f)}.commit", f"{state_of(f)}: {f.message}", f.remedy)
 
 
-@spec_rule("FA002", "warning", "provisional facts and pins are reported")
+@spec_rule(
+    "FA002",
+    "warning",
+    "provisional facts and pins are reported",
+    trip=("set sources.vllm_deepgemm.provisional = not yet re-read",),
+)
 def facts_provisional(spec: Spec) -> Iterator[Hit]:
+    """Provisional facts (read from an sdist or a tree other than the pin) and provisional pins are reported."""
     for f in check_facts(spec):
-        if f.state in ("provisional", "orphan"):
-            yield (f"sources.{f.source}" if f.state != "orphan" else "sources", f.message, f.remedy)
+        if state_of(f) in ("provisional", "orphan"):
+            yield (f.key if state_of(f) != "orphan" else "sources", f.message, f.remedy)
     for src in spec.sources.values():
         if src.provisional:
             yield (
@@ -62,8 +75,20 @@ def unpinned_sealed_fetches(spec: Spec, targets: tuple[str, ...] = ()) -> list[t
     return out
 
 
-@spec_rule("FA003", "error", "a source built in a sealed stage has no unpinned fetch")
+@spec_rule(
+    "FA003",
+    "error",
+    "a source built in a sealed stage has no unpinned fetch",
+    example=(
+        "move a pinned fetch of vllm back under `unpinned_fetches` (drop "
+        "sources.vllm.fetches.FETCHCONTENT_SOURCE_DIR_TRITON_KERNELS and its source; set "
+        "sources.vllm.unpinned_fetches.TRITON_KERNELS_SRC_DIR = why): the image's second build runs without "
+        "network, so that fetch fails there"
+    ),
+)
 def sealed_fetches(spec: Spec) -> Iterator[Hit]:
+    """A source built in a sealed stage (the image's second build runs with --network none) has no unpinned build-time
+    fetch: the build would fail there."""
     yield from unpinned_sealed_fetches(spec)
 
 

@@ -58,8 +58,17 @@ def _submodule_problem(fetch: Fetch, pinned: Source, tree: SourceFacts | None) -
     return "", ""
 
 
-@build_rule("UP014", "error", "a build-time fetch brings the submodules CMake would clone", wheels=True, once=True)
+@build_rule(
+    "UP014",
+    "error",
+    "a build-time fetch brings the submodules CMake would clone",
+    wheels=True,
+    once=True,
+    trip=("drop sources.vllm_fmha_sm100.submodules",),
+)
 def fetch_submodules(spec: Spec, t: Target, src: Source) -> Iterator[Hit]:
+    """A build-time fetch brings the submodules CMake would clone (the facts' submodule_mode at the CMake file and
+    line, against the fetched source's submodules)."""
     facts = spec_facts(spec)
     own = facts.get(src.name)
     for variable, name in sorted(fetches_of(src).items()) if own is not None else ():
@@ -77,8 +86,21 @@ def fetch_submodules(spec: Spec, t: Target, src: Source) -> Iterator[Hit]:
             )
 
 
-@build_rule("UP015", "warning", "a fetched tree not read here is reported unverified", wheels=True, once=True)
+@build_rule(
+    "UP015",
+    "warning",
+    "a fetched tree not read here is reported unverified",
+    wheels=True,
+    once=True,
+    example=(
+        "fires on the shipped stack.yaml for each fetched tree with an `unread` reason (no snapshot "
+        "reachable here holds its pin): warning UP015 sources.vllm_flash_attn.unread: unverified: the tree "
+        "of vllm_flash_attn at 06bdd47c0d03 is not read here ..."
+    ),
+)
 def unread_fetches(spec: Spec, t: Target, src: Source) -> Iterator[Hit]:
+    """A fetched tree not read here (`unread`) is reported unverified: CMake's clone of it and the files the build
+    reads from it are not checked."""
     facts = spec_facts(spec)
     own = facts.get(src.name)
     for variable, name in sorted(fetches_of(src).items()) if own is not None else ():
@@ -129,8 +151,21 @@ def _branches_problem(src: Source, variable: str, name: str, fetch: Fetch) -> It
         )
 
 
-@build_rule("UP016", "error", "a fetch's override keeps upstream's release code path", wheels=True, once=True)
+@build_rule(
+    "UP016",
+    "error",
+    "a fetch's override keeps upstream's release code path",
+    wheels=True,
+    once=True,
+    example=(
+        "point vLLM's flash-attention fetch through its own VLLM_FLASH_ATTN_SRC_DIR instead of CMake's "
+        "FETCHCONTENT_SOURCE_DIR_VLLM-FLASH-ATTN: vLLM then takes its local-development branch, not the "
+        "release one"
+    ),
+)
 def fetch_overrides(spec: Spec, t: Target, src: Source) -> Iterator[Hit]:
+    """A fetch's override keeps upstream's release code path: no *_SRC_DIR that selects local-development code, not
+    both overrides, CMake's override only for a build that reads CMAKE_ARGS."""
     own = spec_facts(spec).get(src.name)
     reads = {e.name: e.at for e in own.env} if own is not None else {}
     for variable, name in sorted(fetches_of(src).items()) if own is not None else ():

@@ -25,8 +25,15 @@ GB10_DEAD_FEATURES = {
 FLASH_ATTN_PACKAGES = ("flash-attn", "flash-attn-3", "flash-attn-4", "flash-attention")
 
 
-@target_rule("GB001", "error", "no bare sm_120/sm_121 arch (strips block-scaled MMA)")
+@target_rule(
+    "GB001",
+    "error",
+    "no bare sm_120/sm_121 arch (strips block-scaled MMA)",
+    trip=("set targets.gb10.gpu.kernel_arch = sm_120",),
+)
 def bare_arch(spec: Spec, t: Target) -> Iterator[Hit]:
+    """A bare sm_120/sm_121 arch compiles without the block-scaled MMA instructions NVFP4 kernels need: use
+    sm_120a/sm_121a (or the f family)."""
     if not t.gpu:
         return
     if re.fullmatch(r"sm_12[01]", t.gpu.kernel_arch):
@@ -40,8 +47,14 @@ def bare_arch(spec: Spec, t: Target) -> Iterator[Hit]:
             yield (f"targets.{t.name}.gpu.archs[{i}]", f"bare {a} strips block-scaled MMA", "write sm_121a or sm_120f")
 
 
-@target_rule("GB002", "error", "sm_12x targets need CUDA 13.0 or later")
+@target_rule(
+    "GB002",
+    "error",
+    "sm_12x targets need CUDA 13.0 or later",
+    trip=('set toolchains.cuda132-ubuntu2404.cuda = "12.8"',),
+)
 def cuda_for_sm121(spec: Spec, t: Target) -> Iterator[Hit]:
+    """sm_12x (GB10, RTX 50) needs CUDA 13.0 or later."""
     if is_gb10_class(t) and (not t.toolchain.cuda or Version(t.toolchain.cuda) < Version("13.0")):
         yield (
             f"toolchains.{t.toolchain.name}.cuda",
@@ -50,8 +63,11 @@ def cuda_for_sm121(spec: Spec, t: Target) -> Iterator[Hit]:
         )
 
 
-@target_rule("GB003", "error", "sm_121a needs PTX ISA 8.8 or later")
+@target_rule(
+    "GB003", "error", "sm_121a needs PTX ISA 8.8 or later", trip=('set toolchains.cuda132-ubuntu2404.ptx_isa = "8.7"',)
+)
 def ptx_isa(spec: Spec, t: Target) -> Iterator[Hit]:
+    """sm_121a needs PTX ISA 8.8 or later."""
     isa = t.toolchain.ptx_isa
     if t.gpu and "sm_121a" in t.gpu.archs and (not isa or Version(isa) < Version("8.8")):
         yield (
@@ -61,8 +77,16 @@ def ptx_isa(spec: Spec, t: Target) -> Iterator[Hit]:
         )
 
 
-@target_rule("GB004", "error", "CUTLASS 4.4.2 or later on sm_12x", once=True)
+@target_rule(
+    "GB004",
+    "error",
+    "CUTLASS 4.4.2 or later on sm_12x",
+    once=True,
+    trip=('set toolchains.cuda132-ubuntu2404.cutlass = ">=4.2"',),
+)
 def cutlass(spec: Spec, t: Target) -> Iterator[Hit]:
+    """CUTLASS below 4.4.2 has no working sm_12x kernels: the toolchain's cutlass constraint must not admit an older
+    one."""
     tc = t.toolchain  # once per toolchain: its key and message name the toolchain only
     if is_gb10_class(t) and (not tc.cutlass or admits_below(tc.cutlass, "4.4.2")):
         yield (
@@ -73,8 +97,17 @@ def cutlass(spec: Spec, t: Target) -> Iterator[Hit]:
         )
 
 
-@target_rule("GB005", "error", "TRT-LLM 1.3.0rc2 or later for the NVFP4 MoE path")
+@target_rule(
+    "GB005",
+    "error",
+    "TRT-LLM 1.3.0rc2 or later for the NVFP4 MoE path",
+    trip=(
+        "add targets.gb10.features = trtllm_nvfp4_moe",
+        'set toolchains.cuda132-ubuntu2404.tensorrt_llm = ">=1.2"',
+    ),
+)
 def trtllm(spec: Spec, t: Target) -> Iterator[Hit]:
+    """The NVFP4 MoE path of TensorRT-LLM needs 1.3.0rc2 or later."""
     c = t.toolchain.tensorrt_llm
     if "trtllm_nvfp4_moe" in t.features and (not c or admits_below(c, "1.3.0rc2")):
         yield (
@@ -85,8 +118,12 @@ def trtllm(spec: Spec, t: Target) -> Iterator[Hit]:
         )
 
 
-@target_rule("GB006", "error", "dead paths on GB10 are refused")
+@target_rule(
+    "GB006", "error", "dead paths on GB10 are refused", trip=("add targets.gb10.features = flash_attention_4",)
+)
 def dead_paths(spec: Spec, t: Target) -> Iterator[Hit]:
+    """Paths that are dead on GB10 are refused there: FlashAttention 2/3/4, tcgen05 kernels, trtllm-gen FMHA, B200 tile
+    configs, cuDNN mm_fp4, flash-attn requirements."""
     if not is_gb10_class(t):
         return
     for i, feat in enumerate(t.features):
@@ -104,8 +141,17 @@ def dead_paths(spec: Spec, t: Target) -> Iterator[Hit]:
             yield (f"sources.{src.name}.repo", "FlashAttention source builds are dead paths on GB10", "use SDPA")
 
 
-@target_rule("GB007", "error", "TransformerEngine NVFP4 needs disable_rht on sm_12x")
+@target_rule(
+    "GB007",
+    "error",
+    "TransformerEngine NVFP4 needs disable_rht on sm_12x",
+    trip=(
+        "drop targets.gb10.features = te_nvfp4_disable_rht",
+        "add targets.gb10.features = te_nvfp4",
+    ),
+)
 def te_rht(spec: Spec, t: Target) -> Iterator[Hit]:
+    """TransformerEngine's NVFP4 recipe needs disable_rht on sm_12x."""
     if is_gb10_class(t) and "te_nvfp4" in t.features and "te_nvfp4_disable_rht" not in t.features:
         yield (
             f"targets.{t.name}.features",
@@ -114,16 +160,33 @@ def te_rht(spec: Spec, t: Target) -> Iterator[Hit]:
         )
 
 
-@target_rule("GB008", "error", "Triton must use the CUDA 13.x ptxas on sm_121a")
+@target_rule(
+    "GB008",
+    "error",
+    "Triton must use the CUDA 13.x ptxas on sm_121a",
+    trip=(
+        "drop targets.gb10.env.runtime.TRITON_PTXAS_PATH",
+        "drop targets.gb10.runtime_patches = triton_ptxas",
+    ),
+)
 def triton_ptxas(spec: Spec, t: Target) -> Iterator[Hit]:
+    """Triton ships a ptxas that does not know sm_121a: on sm_121a it must use CUDA 13's (TRITON_PTXAS_PATH or the
+    triton_ptxas runtime patch)."""
     needs = t.gpu is not None and "sm_121a" in t.gpu.archs
     if needs and "TRITON_PTXAS_PATH" not in t.runtime_env and "triton_ptxas" not in t.runtime_patches:
         fix = "set TRITON_PTXAS_PATH: /usr/local/cuda/bin/ptxas or enable the triton_ptxas patch"
         yield f"targets.{t.name}.env.runtime", "Triton's bundled ptxas (12.8) does not know sm_121a", fix
 
 
-@target_rule("GB009", "warning", "max-autotune GEMM below 68 SMs needs the is_big_gpu override")
+@target_rule(
+    "GB009",
+    "warning",
+    "max-autotune GEMM below 68 SMs needs the is_big_gpu override",
+    trip=("drop targets.gb10.runtime_patches = inductor_small_gpu",),
+)
 def inductor_small_gpu(spec: Spec, t: Target) -> Iterator[Hit]:
+    """Inductor's max-autotune GEMM skips GPUs below 68 SMs (is_big_gpu): GB10 has 48, so the inductor_small_gpu patch
+    is needed."""
     if not t.gpu or not t.gpu.sm_count or t.gpu.sm_count >= 68:
         return
     wants = t.runtime_env.get("TORCHINDUCTOR_MAX_AUTOTUNE_GEMM") == "1"
@@ -137,15 +200,24 @@ def inductor_small_gpu(spec: Spec, t: Target) -> Iterator[Hit]:
         )
 
 
-@target_rule("GB010", "error", "MFU on GB10 divides by its own peak")
+@target_rule(
+    "GB010", "error", "MFU on GB10 divides by its own peak", trip=("set targets.gb10.gpu.peak_bf16_tflops = 989",)
+)
 def mfu_peak(spec: Spec, t: Target) -> Iterator[Hit]:
+    """MFU on GB10 divides by GB10's own BF16 peak, not a datacenter GPU's."""
     if is_gb10_class(t) and t.gpu and t.gpu.peak_bf16_tflops and not 62 <= t.gpu.peak_bf16_tflops <= 100:
         why = f"peak {t.gpu.peak_bf16_tflops:g} TFLOPS is not a GB10 BF16 peak (~62-100)"
         yield f"targets.{t.name}.gpu.peak_bf16_tflops", why, "use GB10's own peak, not H100's"
 
 
-@target_rule("GB011", "warning", "GB10 serving runs eager with bounded memory")
+@target_rule(
+    "GB011",
+    "warning",
+    "GB10 serving runs eager with bounded memory",
+    trip=("set targets.gb10.serving.gpu_memory_utilization = 0.98",),
+)
 def serving(spec: Spec, t: Target) -> Iterator[Hit]:
+    """vLLM serving on GB10 runs eager with a bounded gpu_memory_utilization (unified memory is shared with the CPU)."""
     if not is_gb10_class(t) or not t.serving:
         return
     if not t.serving.enforce_eager:
@@ -156,8 +228,14 @@ def serving(spec: Spec, t: Target) -> Iterator[Hit]:
         yield f"targets.{t.name}.serving.gpu_memory_utilization", why, "keep it at or below 0.9"
 
 
-@source_rule("GB012", "warning", "vLLM builds against a pinned CUTLASS >= 4.4.2, not one fetched by tag")
+@source_rule(
+    "GB012",
+    "warning",
+    "vLLM builds against a pinned CUTLASS >= 4.4.2, not one fetched by tag",
+    trip=("drop sources.vllm.fetches.VLLM_CUTLASS_SRC_DIR",),
+)
 def vllm_cutlass(spec: Spec, src: Source) -> Iterator[Hit]:
+    """vLLM's CMake fetches CUTLASS by tag unless VLLM_CUTLASS_SRC_DIR points at a pinned CUTLASS of 4.4.2 or later."""
     declared = {**src.build_env, **getattr(src, "fetches", {})}
     given = {"VLLM_CUTLASS_SRC_DIR", "FETCHCONTENT_SOURCE_DIR_CUTLASS"} & set(declared)  # vLLM's or CMake's override
     if not re.search(r"/vllm(\.git)?$", src.repo) or given:

@@ -12,24 +12,63 @@ import fnmatch
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
-from megacpp_env.records import as_dict
+from megacpp_env.findings import SEVERITIES, CodeDoc, Finding, Severity
+from megacpp_env.snapshot import registry
 from megacpp_env.snapshot.document import Snapshot, errors
-from megacpp_env.snapshot.registry import SEVERITIES, rank, severity_of
+from megacpp_env.snapshot.registry import HOST_AREA, label, rank, severity_of
 
 SHOW_FILES = 5
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Finding:
-    area: str
-    severity: str
-    key: str
-    message: str
+# area -> code of a difference there (``explain SD004``); an area no collector registers: SD000
+AREA_CODES = {
+    "python": "SD001", "checkouts": "SD002", "torch": "SD003", "gpu": "SD004", "compilers": "SD005",
+    "runtime": "SD006", "env": "SD007", "scheduler": "SD008", "system": "SD009", "container": "SD010",
+    "repo": "SD011", HOST_AREA: "SD012",
+}  # fmt: skip
+OTHER_AREA = "SD000"
 
-    def to_dict(self) -> dict[str, str]:
-        return as_dict(self)
+
+def diff_code(area: str) -> str:
+    return AREA_CODES.get(area, OTHER_AREA)
+
+
+def _finding(*, area: str, severity: str, key: str, message: str) -> Finding:
+    """A difference in ``area`` (its code is the area's; its severity one of ``findings.SEVERITIES``)."""
+    return Finding(code=diff_code(area), severity=cast("Severity", severity), area=area, key=key, message=message)
+
+
+def codes() -> tuple[CodeDoc, ...]:
+    """The documentation of each area's code (``explain``), from the collector registry."""
+    family = "snapshot diff (megacpp-env diff, snapshot --check-golden, run, reproduce)"
+    docs = [
+        CodeDoc(
+            code=code,
+            severity=cast("Severity", severity_of(area)),
+            summary=f"the {area} area differs between two snapshots",
+            family=family,
+            doc=f"Every difference in the hashed facts of the {area} area ({label(area)}) is a finding of "
+            f"severity {severity_of(area)}; `--ignore {area}` (or a dotted key under it) leaves it out.",
+            example=f"diff a.json b.json -> {area}\n  {severity_of(area)}  {area}.<key>: <old> -> <new>",
+            silence=f"--ignore {area} (or --ignore {area}.<key>), or snapshot.ignore in stack.yaml",
+        )
+        for area, code in AREA_CODES.items()
+    ]
+    docs.append(
+        CodeDoc(
+            code=OTHER_AREA,
+            severity="info",
+            summary="an area no collector of this version knows differs",
+            family=family,
+            doc="A snapshot written by another version of the tool has an area this one does not "
+            "describe: its differences are reported generically (key: old -> new).",
+            example="diff old.json new.json -> info  newarea.x: 1 -> 2",
+            silence="--ignore AREA",
+        )
+    )
+    return tuple(docs)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -52,7 +91,7 @@ class DiffReport:
         return sorted(groups.items(), key=lambda kv: (SEVERITIES.index(kv[1][0].severity), rank(kv[0])))
 
     def counts(self) -> dict[str, int]:
-        return {s: sum(1 for f in self.findings if f.severity == s) for s in SEVERITIES}
+        return {s: sum(1 for f in self.findings if f.severity == s) for s in registry.SEVERITIES}
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -106,7 +145,7 @@ def generic(
             continue
         rel = key.removeprefix(base).lstrip(".") or key
         out.append(
-            Finding(
+            _finding(
                 area=area,
                 severity=sev,
                 key=f"{area}.{key}" if key else area,
@@ -150,7 +189,7 @@ def _integrity(name: str, key: str, a: Mapping[str, Any], b: Mapping[str, Any]) 
         gone = [f for f in ia.get(kind, []) if f not in set(ib.get(kind, []))]
         if new:
             out.append(
-                Finding(
+                _finding(
                     area="python",
                     severity="error",
                     key=f"python.distributions.{key}.{kind}",
@@ -159,7 +198,7 @@ def _integrity(name: str, key: str, a: Mapping[str, Any], b: Mapping[str, Any]) 
             )
         if gone:
             out.append(
-                Finding(
+                _finding(
                     area="python",
                     severity="warning",
                     key=f"python.distributions.{key}.{kind}",
@@ -175,7 +214,7 @@ def _dist(key: str, a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) ->
         d = b or a or {}
         verb = "installed" if a is None else "no longer installed"
         return [
-            Finding(
+            _finding(
                 area="python", severity="error", key=k, message=f"{d.get('name', key)} {d.get('version', '')}: {verb}"
             )
         ]
@@ -183,7 +222,7 @@ def _dist(key: str, a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) ->
     out: list[Finding] = []
     if a.get("version") != b.get("version"):
         out.append(
-            Finding(
+            _finding(
                 area="python",
                 severity="error",
                 key=f"{k}.version",
@@ -192,7 +231,7 @@ def _dist(key: str, a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) ->
         )
     elif a.get("record_sha256") != b.get("record_sha256"):
         out.append(
-            Finding(
+            _finding(
                 area="python",
                 severity="error",
                 key=f"{k}.record_sha256",
@@ -202,7 +241,7 @@ def _dist(key: str, a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) ->
     new_version = a.get("version") != b.get("version")
     if _source(a) != _source(b) and not (new_version and _source_kind(a) == _source_kind(b) == "url"):
         out.append(
-            Finding(
+            _finding(
                 area="python",
                 severity="error",
                 key=f"{k}.direct_url",
@@ -232,7 +271,7 @@ def diff_python(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Finding]:
     ia, ib = a.get("interpreter") or {}, b.get("interpreter") or {}
     if ia.get("version") != ib.get("version"):
         out.append(
-            Finding(
+            _finding(
                 area="python",
                 severity="error",
                 key="python.interpreter.version",
@@ -251,17 +290,17 @@ def _checkout(name: str, a: Mapping[str, Any] | None, b: Mapping[str, Any] | Non
     k = f"checkouts.{name}"
     if b is not None and b.get("has_git") is False and (a is None or a.get("has_git") is not False):
         return [
-            Finding(area="checkouts", severity="error", key=f"{k}.has_git", message=f"{name}: checkout has no .git")
+            _finding(area="checkouts", severity="error", key=f"{k}.has_git", message=f"{name}: checkout has no .git")
         ]
     if a is None or b is None:
         verb = "appeared" if a is None else "is gone"
         where = (b or a or {}).get("path", "")
-        return [Finding(area="checkouts", severity="warning", key=k, message=f"{name}: checkout {verb} ({where})")]
+        return [_finding(area="checkouts", severity="warning", key=k, message=f"{name}: checkout {verb} ({where})")]
     out: list[Finding] = []
     if a.get("head") != b.get("head"):
         pin = "" if b.get("matches_pin") is not False else f" (pin {str(b.get('expected'))[:12]})"
         out.append(
-            Finding(
+            _finding(
                 area="checkouts",
                 severity="error",
                 key=f"{k}.head",
@@ -271,7 +310,7 @@ def _checkout(name: str, a: Mapping[str, Any] | None, b: Mapping[str, Any] | Non
     if (a.get("dirty"), a.get("diff_hash")) != (b.get("dirty"), b.get("diff_hash")) and b.get("dirty"):
         what = "local changes differ" if a.get("dirty") else "local changes"
         out.append(
-            Finding(
+            _finding(
                 area="checkouts",
                 severity="error",
                 key=f"{k}.dirty",
@@ -300,7 +339,7 @@ def _changed(a: Mapping[str, Any], b: Mapping[str, Any], key: str = "") -> Itera
 
 
 def _warning(area: str, key: str, message: str) -> Finding:
-    return Finding(area=area, severity="warning", key=key, message=message)
+    return _finding(area=area, severity="warning", key=key, message=message)
 
 
 def diff_env(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Finding]:
@@ -340,7 +379,7 @@ def diff_torch(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Finding]:
         return generic("torch", a, b)
     side = "B" if isinstance(ib, dict) else "A"
     out = [
-        Finding(
+        _finding(
             area="torch",
             severity="note",
             key="torch.imported",
@@ -366,7 +405,7 @@ def diff_gpu(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Finding]:
             d = xb or xa or {}
             verb = "appeared" if xa is None else "is gone"
             msg = f"gpu {index}: {d.get('name', '?')} {verb}"
-            out.append(Finding(area="gpu", severity="warning", key=f"gpu.devices.{index}", message=msg))
+            out.append(_finding(area="gpu", severity="warning", key=f"gpu.devices.{index}", message=msg))
         elif xa != xb:
             out += generic("gpu", xa, xb, base=f"devices.{index}", label=f"gpu {index} ({xb.get('name', '?')})")
     rest_a, rest_b = _without(a, b, "devices")
@@ -380,7 +419,7 @@ def diff_system(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Finding]:
     if fa != fb:
         change = [*(f"+{f}" for f in sorted(fb - fa)), *(f"-{f}" for f in sorted(fa - fb))]
         out.append(
-            Finding(area="system", severity="info", key="system.cpu_flags", message=f"cpu flags: {' '.join(change)}")
+            _finding(area="system", severity="info", key="system.cpu_flags", message=f"cpu flags: {' '.join(change)}")
         )
     rest_a, rest_b = _without(a, b, "cpu_flags")
     return out + generic("system", rest_a, rest_b)
@@ -413,7 +452,7 @@ def live_repo(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Finding]:
         return []
     where = f" ({b.get('path')})" if a.get("path") != b.get("path") else ""
     msg = f"training repository{where}: {state(a)} -> {state(b)}"
-    return [Finding(area="repo", severity="note", key="live.repo", message=msg)]
+    return [_finding(area="repo", severity="note", key="live.repo", message=msg)]
 
 
 def live_container(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Finding]:
@@ -422,7 +461,7 @@ def live_container(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Finding]:
     if all(a.get(k) == b.get(k) for k in keys):
         return []
     old, new = ("/".join(str(x.get(k) or "-") for k in keys) for x in (a, b))
-    return [Finding(area="container", severity="note", key="live.container", message=f"container: {old} -> {new}")]
+    return [_finding(area="container", severity="note", key="live.container", message=f"container: {old} -> {new}")]
 
 
 # Parts of ``live`` worth a note in a diff; the rest (temperatures, clocks now, job ids) never are.
@@ -437,7 +476,7 @@ def _versions(a: Snapshot, b: Snapshot) -> Finding:
         "show as differences; take the older snapshot again with this megacpp-env "
         "(a golden: megacpp-env snapshot --golden NAME)"
     )
-    return Finding(area="host", severity="note", key="host.schema_version", message=msg)
+    return _finding(area="host", severity="note", key="host.schema_version", message=msg)
 
 
 def _ignored(finding: Finding, patterns: Iterable[str]) -> bool:
@@ -454,7 +493,7 @@ def incomplete(snap: Snapshot, label: str) -> list[Finding]:
     """One error finding per part of ``snap`` that could not be read (``document.errors``): however
     equal two snapshots look there, nothing was compared, so they are never "the same"."""
     return [
-        Finding(
+        _finding(
             area=line.partition(".")[0].partition(":")[0],
             severity="error",
             key=f"{line.partition(':')[0]}.error",
@@ -487,7 +526,7 @@ def diff_snapshots(
     for key in ("hostname", "memory_total_gib", "tool", "inspected_python"):
         if a.host.get(key) != b.host.get(key):
             findings.append(
-                Finding(
+                _finding(
                     area="host",
                     severity="note",
                     key=f"host.{key}",

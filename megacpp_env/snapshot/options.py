@@ -20,6 +20,7 @@ class SnapshotOptions:
     paths: tuple[Path, ...] = ()
     repo: Path | None = None  # the training repository (default: the git work tree of the working directory)
     spec: Spec | None = None
+    spec_path: Path | None = None  # the spec file when it is not loaded yet: its directory's .venv is inspected
     load_spec: Callable[[], Spec | None] | None = None  # used when spec is None; called off the critical path
     import_torch: bool = False
     cache_dir: Path | None = None

@@ -66,7 +66,8 @@ class SnapshotPlan:
 def resolve(opts: SnapshotOptions) -> SnapshotPlan:
     """The plan of a snapshot with these options (cheap: no process is started)."""
     environ = dict(os.environ if opts.environ is None else opts.environ)
-    chosen = choose_interpreter(opts.python, environ)
+    spec_path = opts.spec.path if opts.spec is not None else opts.spec_path
+    chosen = choose_interpreter(opts.python, environ, spec_dir=spec_path.parent if spec_path else None)
     cache, notes = (None, ()) if not opts.use_cache else _cache(cache_root(opts, environ), chosen.path)
     workers = opts.workers or min(MAX_WORKERS, usable_cpus())
     return SnapshotPlan(opts=opts, environ=environ, interpreter=chosen, cache=cache, workers=workers, notes=notes)

@@ -20,10 +20,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from megacpp_env import findings
+
 if TYPE_CHECKING:
     from megacpp_env.snapshot.context import Context
 
-SEVERITIES = ("error", "warning", "info", "note")
+SEVERITIES = tuple(s for s in findings.SEVERITIES if s != "ok")  # a difference is never "ok"
 PACKAGE = "megacpp_env.snapshot.collectors"  # the only package a collector's module is loaded from
 MODULE_RE = re.compile(r"[a-z_][a-z0-9_]*")
 HOST_AREA = "host"  # not collected as a fact: host differences are notes

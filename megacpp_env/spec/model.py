@@ -60,10 +60,15 @@ class ImageRef:
 class Index:
     name: str
     url: str
+    """The index's simple-API URL (https, http or file)."""
     explicit: bool = False
+    """Used only by the packages listed under it (uv's explicit index): none of them can come from anywhere else."""
     packages: tuple[str, ...] = ()
+    """Packages pinned to this index (a package may be pinned to one index only)."""
     prerelease: bool = False
+    """Pre-releases are allowed for the packages of this index."""
     reachable_here: bool = True
+    """false: `lock --check` reports the lock as unlocked (index unreachable here) instead of trying."""
 
     def to_dict(self) -> dict[str, Any]:
         return as_dict(self)
@@ -73,21 +78,34 @@ class Index:
 class Toolchain:
     name: str
     gcc: str
+    """GCC version of the image (a PEP 440 version such as "15")."""
     python: str
+    """Python version of the venv (e.g. "3.13")."""
     uv: str
+    """uv version the image installs and locks with."""
     cuda: str = ""
+    """CUDA release: a version (the base image's CUDA) or {version, pypi} (CUDA from PyPI wheels)."""
     # CUDA from PyPI wheels (``cuda: {version, pypi}``): these requirements are locked into the target's
     # toolchain lock and installed by hash into their own prefix, not the venv. Empty: CUDA comes with
     # the base image (or there is none).
     cuda_pypi: tuple[str, ...] = ()
+    """CUDA from PyPI: the wheels' requirements, locked into the target's toolchain lock."""
     ptx_isa: str = ""
+    """PTX ISA version the toolchain emits (sm_121a needs 8.8 or later)."""
     min_driver: str = ""
+    """Oldest NVIDIA driver the pinned CUDA supports (a version such as "580.65")."""
     cudnn: str = ""
+    """cuDNN the stack expects (a PEP 440 specifier)."""
     cutlass: str = ""
+    """CUTLASS the stack expects (a PEP 440 specifier; 4.4.2 or later on sm_12x)."""
     tensorrt_llm: str = ""
+    """TensorRT-LLM the stack expects (a PEP 440 specifier)."""
     apt_repositories: tuple[str, ...] = ()
+    """Ubuntu PPAs added before apt installs (ppa:owner/name)."""
     apt_packages: tuple[str, ...] = ()
+    """Debian packages installed into the image (name, optional =version)."""
     apt_options: tuple[str, ...] = ()
+    """apt options (Name=value), e.g. APT::Install-Recommends=false."""
 
     def to_dict(self) -> dict[str, Any]:
         out = as_dict(self)
@@ -104,6 +122,7 @@ class SourceJobs:
     ``nvcc --threads`` its build passes whatever the environment says."""
 
     nvcc_threads: int = 0
+    """For a source without facts only: the nvcc --threads its build passes whatever the environment says."""
 
     def to_dict(self) -> dict[str, Any]:
         return as_dict(self)
@@ -122,37 +141,63 @@ class Source:
 
     name: str
     repo: str
+    """The git repository (https, git, ssh or file URL; no credentials)."""
     commit: str
+    """The pinned commit: 40 lowercase hex digits."""
     ref: str = ""
+    """The tag or branch the commit was taken from (informational)."""
     submodules: bool = False
+    """Check submodules out at the commits the pin records."""
     install: Install = "wheel"
+    """wheel: built with pip wheel --no-build-isolation; path: the checkout on sys.path by a .pth."""
     overlay: str = ""
+    """The overlay (a directory under overlays/) laid over the checkout before the build."""
     pre_build: tuple[str, ...] = ()
+    """Commands run in the checkout before the build."""
     build_env: Mapping[str, str] = field(default_factory=dict)
+    """Environment variables of the source's build."""
     extra_requirements: tuple[str, ...] = ()
+    """PEP 508 requirements the stack adds to the source's own (its upstream facts)."""
     drop_requirements: Mapping[str, str] = field(default_factory=dict)  # package -> why the build drops it
+    """Requirements of the facts that the source's own build removes: package -> why."""
     needs: Mapping[str, str] = field(default_factory=dict)
+    """Other sources it cannot run without although its metadata does not say so: source -> why."""
     subdir: str = ""
+    """Build the distribution in this subdirectory of the checkout."""
     provisional: str = ""
+    """Why the pin itself is not verified yet (reported as a warning)."""
     sanity: SanityCheck = field(default_factory=SanityCheck)
+    """Checks run in the image after install: imports, statements, vLLM models."""
     # Build-time fetches made hermetic: env var the build reads -> name of another pinned source whose
     # checkout it points at (e.g. VLLM_CUTLASS_SRC_DIR: cutlass instead of CMake's FetchContent), or CMake's
     # own FETCHCONTENT_SOURCE_DIR_<NAME>, appended to CMAKE_ARGS as -D<NAME>=<checkout>.
     fetches: Mapping[str, str] = field(default_factory=dict)
+    """Build-time fetches made hermetic: variable (or FETCHCONTENT_SOURCE_DIR_<NAME>) -> the pinned source whose
+    checkout it points at."""
     # Build-time fetches the spec cannot pin yet: env var -> why (reported; the sealed build fails on them).
     unpinned_fetches: Mapping[str, str] = field(default_factory=dict)
+    """Build-time fetches the spec cannot pin yet: variable -> why (a sealed build fails on them)."""
     jobs: SourceJobs = field(default_factory=SourceJobs)
+    """How the source's build parallelises, beyond its facts."""
     # build_env variable -> why the build needs it, where no facts show the build reading it (UP001).
     # Policy text, not a build input: left out of to_dict, so it changes no rendered input digest.
     build_env_reasons: Mapping[str, str] = field(default_factory=dict, metadata=HIDDEN)
+    """A build_env variable no facts show the build reading -> why the build needs it (rule UP001 accepts it then)."""
     # Declared exceptions to verification: a path of the checkout (a submodule, or a file inside the
     # source or a submodule) whose pinned object cannot be obtained -> why. Such a path is left out,
     # never stood in for, and `verify-checkout` reports it (a present path is still judged by content).
     unobtainable: Mapping[str, str] = field(default_factory=dict)
+    """Paths of the checkout whose pinned object cannot be obtained -> why (left out, never stood in for)."""
     # Why this source's tree cannot be read here (no snapshot holds its pin): what the facts would say of
     # it (its submodules, the files a build reads from it) is unverified, and `check` says so (UP015).
     # Policy text, not a build input.
     unread: str = field(default="", metadata=HIDDEN)
+    """Why this source's tree cannot be read here (no snapshot holds its pin): UP015 reports it unverified."""
+    # Finding code -> why it cannot be fixed here: ``check`` reports that code's findings on this source as
+    # suppressed, with the reason (``megacpp_env.suppress``). Policy text, not a build input.
+    ignore: Mapping[str, str] = field(default_factory=dict, metadata=HIDDEN)
+    """Finding code -> why it cannot be fixed here: check reports that code's findings on this source as suppressed,
+    with the reason."""
 
     @property
     def dist_dir_name(self) -> str:
@@ -166,10 +211,15 @@ class Source:
 @dataclass(frozen=True, kw_only=True, slots=True)
 class GpuSpec:
     archs: tuple[str, ...]
+    """The CUDA archs the target runs on (sm_121a, sm_90a, ...)."""
     kernel_arch: str
+    """The arch kernels are tuned and validated for."""
     torch_cuda_arch_list: str
+    """TORCH_CUDA_ARCH_LIST of the builds (e.g. "9.0;10.0;12.0")."""
     sm_count: int = 0
+    """Streaming multiprocessors of the GPU (0: unknown)."""
     peak_bf16_tflops: float = 0.0
+    """Dense BF16 peak of the GPU, what MFU divides by (0: unknown)."""
 
     def to_dict(self) -> dict[str, Any]:
         return as_dict(self)
@@ -178,7 +228,9 @@ class GpuSpec:
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Serving:
     enforce_eager: bool = True
+    """vLLM serves without CUDA graphs."""
     gpu_memory_utilization: float = 0.9
+    """The fraction of GPU memory vLLM may take (0 < x <= 1)."""
 
     def to_dict(self) -> dict[str, Any]:
         return as_dict(self)
@@ -189,8 +241,11 @@ class BuildSettings:
     """Parallelism for source builds. 0 means: derive from the build machine's memory."""
 
     max_jobs: int = 0
+    """MAX_JOBS of source builds (0: derived from the build machine's memory)."""
     nvcc_threads: int = 0
+    """NVCC_THREADS of source builds (0: derived)."""
     mem_per_job_gib: int = 4
+    """GiB of memory one compile job is allowed when MAX_JOBS is derived."""
 
     def to_dict(self) -> dict[str, Any]:
         return as_dict(self)
@@ -202,8 +257,11 @@ class Override:
     ``override-dependencies``); ``sys_platform == 'never'`` as marker removes them."""
 
     requirement: str
+    """The requirement that replaces every requirement on its package (uv override); a never-true marker drops them."""
     reason: str
+    """Why the override is right (reviewed)."""
     requirers: tuple[str, ...] = ()  # distributions whose own requirement it overrules (post-install check)
+    """Distributions whose own requirement it overrules (the post-install check accepts only these)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {"requirement": self.requirement, "reason": self.reason, "requirers": list(self.requirers)}
@@ -215,8 +273,11 @@ class Provides:
     provides triton): a requirement on ``provides`` is met by ``provider`` at the provider's version."""
 
     provider: str
+    """The distribution that supplies the modules (pytorch-triton)."""
     provides: str
+    """The distribution it stands for (triton)."""
     reason: str
+    """Why (reviewed)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {"provider": self.provider, "provides": self.provides, "reason": self.reason}
@@ -225,8 +286,11 @@ class Provides:
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Resolutions:
     overrides: tuple[Override, ...] = ()
+    """Reviewed resolutions that replace requirements (uv's override-dependencies)."""
     provides: tuple[Provides, ...] = ()
+    """Distributions that supply another's modules under a different name."""
     prereleases: Mapping[str, str] = field(default_factory=dict)  # package -> why a pre-release is allowed
+    """Packages allowed a pre-release: package -> why."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -245,10 +309,15 @@ class ArtifactSet:
 
     name: str
     url: str
+    """Where the files live (https, http or file URL), one checksums.txt per directory."""
     env: str
+    """The variable that points the consumer at a local copy."""
     dirs: Mapping[str, str]  # directory (relative to url) -> sha256 of its checksums.txt
+    """Directory (relative to url, ending in /) -> sha256 of its checksums.txt."""
     source: str = ""
+    """The pinned source whose facts pin the same directories."""
     reachable_here: bool = True
+    """false: the files cannot be fetched from here (mirror-artifacts says so instead of trying)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -265,26 +334,49 @@ class ArtifactSet:
 class Target:
     name: str
     description: str
+    """What the target is for."""
     platforms: tuple[str, ...]
+    """The platforms the target is built for (linux/amd64, linux/arm64)."""
     base_images: Mapping[str, ImageRef]  # platform -> image
+    """The base image: one reference for every platform, or platform -> reference (name:tag[@sha256:digest])."""
     toolchain: Toolchain
+    """The toolchain (a name under toolchains)."""
     requirements: tuple[str, ...] = ()
+    """The target's own PEP 508 requirements."""
     sources: tuple[Source, ...] = ()
+    """The sources the target builds (names under sources), in build order."""
     runtime_patches: tuple[str, ...] = ()
+    """Import-time patches the runtime hook applies (megacpp_env/runtime)."""
     features: tuple[str, ...] = ()
+    """Features the target enables (the policy rules check what each needs)."""
     gpu: GpuSpec | None = None
+    """The target's GPUs."""
     serving: Serving | None = None
+    """vLLM serving settings."""
     build_env: Mapping[str, str] = field(default_factory=dict)
+    """env.build: environment of every source build of the target."""
     runtime_env: Mapping[str, str] = field(default_factory=dict)
+    """env.runtime: environment of the image at run time."""
     source_env: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # source -> build env here
+    """env.sources: source -> environment of that source's build on this target."""
     build: BuildSettings = field(default_factory=BuildSettings)
+    """Parallelism of source builds."""
     resolutions: Resolutions = field(default_factory=Resolutions)
+    """Reviewed dependency resolutions: overrides, provides, pre-releases."""
     artifacts: tuple[str, ...] = ()
+    """Artifact sets the target needs (names under artifacts)."""
     # The spec's indexes this target resolves with (``targets.T.indexes``); None: all of them. ``[]``
     # takes every package from the default index (PyPI), e.g. PyPI's torch where the spec pins torch
     # to the nightly index for the production targets.
     indexes: tuple[str, ...] | None = None
+    """The spec's indexes this target resolves with (default: all of them; [] takes every package from PyPI)."""
     source_sanity: Mapping[str, SanityCheck] = field(default_factory=dict)  # source -> checks added here
+    """sanity: source -> checks added to that source's own on this target only."""
+    # Finding code -> why it cannot be fixed here: ``check`` (and ``doctor``) report that code's findings on
+    # this target as suppressed, with the reason. Policy text, not a build input (left out of to_dict).
+    ignore: Mapping[str, str] = field(default_factory=dict)
+    """Finding code -> why it cannot be fixed here: check and doctor report that code's findings on this target as
+    suppressed, with the reason."""
 
     def sanity_for(self, source: Source) -> SanityCheck:
         """The source's own sanity checks, then this target's additions (``targets.T.sanity.<source>``)."""
@@ -360,7 +452,9 @@ class Target:
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Alignment:
     targets: tuple[str, ...]
+    """Targets that must resolve to the same stack (names under targets; at least two)."""
     allow_divergence: tuple[str, ...] = ()
+    """Packages allowed to resolve differently in the group."""
 
     def to_dict(self) -> dict[str, Any]:
         return as_dict(self)
@@ -369,7 +463,9 @@ class Alignment:
 @dataclass(frozen=True, kw_only=True, slots=True)
 class SnapshotConfig:
     golden_dir: str = ".megacpp/golden"
+    """Where golden snapshots live, relative to the spec and inside the repository."""
     ignore: tuple[str, ...] = ()
+    """diff patterns (fnmatch on a finding's key and its prefixes) left out of golden checks."""
 
     def to_dict(self) -> dict[str, Any]:
         return as_dict(self)
@@ -379,14 +475,23 @@ class SnapshotConfig:
 class Spec:
     path: Path
     project: str
+    """The project's name (a slug), used in labels."""
     indexes: Mapping[str, Index]
+    """Extra Python package indexes by name (PyPI is implicit)."""
     toolchains: Mapping[str, Toolchain]
+    """Compilers, Python, CUDA and system packages, by name."""
     sources: Mapping[str, Source]
+    """Pinned git sources built from source, by name."""
     targets: Mapping[str, Target]
+    """What gets rendered, locked and built, by name."""
     aligned: tuple[Alignment, ...] = ()
+    """Groups of targets that must resolve to the same stack."""
     artifacts: Mapping[str, ArtifactSet] = field(default_factory=dict)
+    """Pinned prebuilt files no index serves, by name."""
     snapshot: SnapshotConfig = field(default_factory=SnapshotConfig)
+    """Where golden snapshots live and what golden checks ignore."""
     schema_version: int = SCHEMA_VERSION
+    """The layout of this file: 1."""
     lines: Mapping[str, int] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -403,24 +508,22 @@ class Spec:
         return 0
 
     def target(self, name: str) -> Target:
-        from megacpp_env.errors import SpecError
+        """The target a command line names; an unknown name is a usage error (exit 2) with the closest one."""
+        from megacpp_env.errors import unknown_name
 
         try:
             return self.targets[name]
         except KeyError:
-            raise SpecError(
-                f"no target {name!r} (targets: {', '.join(self.targets)})", file=str(self.path), key="targets"
-            ) from None
+            raise unknown_name("target", name, list(self.targets), file=str(self.path)) from None
 
     def source(self, name: str) -> Source:
-        from megacpp_env.errors import SpecError
+        """The source a command line names; an unknown name is a usage error (exit 2) with the closest one."""
+        from megacpp_env.errors import unknown_name
 
         try:
             return self.sources[name]
         except KeyError:
-            raise SpecError(
-                f"no source {name!r} (sources: {', '.join(self.sources)})", file=str(self.path), key="sources"
-            ) from None
+            raise unknown_name("source", name, list(self.sources), file=str(self.path)) from None
 
     def target_indexes(self, target: Target) -> tuple[Index, ...]:
         """The indexes ``target`` resolves with, by name (``targets.T.indexes``; default all)."""

@@ -15,9 +15,13 @@ has neither makes generation fail, so the schema cannot fall behind the loader s
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import inspect
+import itertools
 import json
 import re
+import textwrap
 import types
 from collections.abc import Mapping
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
@@ -60,11 +64,59 @@ def _env() -> dict[str, Any]:
     return {"type": "object", "propertyNames": _pattern(F.ENV_NAME_RE), "additionalProperties": {"type": "string"}}
 
 
+def _version() -> dict[str, Any]:
+    return {"type": "string", "pattern": f"^(?:{F.VERSION_PATTERN})$"}
+
+
+def _specifier() -> dict[str, Any]:
+    return {"type": "string", "pattern": f"^(?:{F.SPECIFIER_PATTERN})$"}
+
+
+def _requirements() -> dict[str, Any]:
+    return _strings(pattern=f"^(?:{F.REQUIREMENT_PATTERN})$")
+
+
+def _url(*schemes: str) -> dict[str, Any]:
+    """A URL of ``schemes`` (JSON Schema's ``uri`` format, and the loader's pattern)."""
+    pattern = F.URL_PATTERN.replace("(?:https?|git|ssh|file)", f"(?:{'|'.join(schemes)})")
+    return {"type": "string", "format": "uri", "pattern": f"^{pattern}$"}
+
+
+def field_docs(cls: type) -> dict[str, str]:
+    """The attribute docstrings of a record (the string right after a field), whitespace folded: the
+    model's own documentation of each field."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
+    out: dict[str, str] = {}
+    for field, doc in itertools.pairwise(body):
+        if (
+            isinstance(field, ast.AnnAssign)
+            and isinstance(field.target, ast.Name)
+            and isinstance(doc, ast.Expr)
+            and isinstance(doc.value, ast.Constant)
+            and isinstance(doc.value.value, str)
+        ):
+            out[field.target.id] = " ".join(doc.value.value.split())
+    return out
+
+
+# YAML keys documented by a model field of another name
+YAML_FIELDS: dict[tuple[type, str], str] = {
+    (M.Target, "base_image"): "base_images",
+    (M.Target, "sanity"): "source_sanity",
+}
+
+
 def _yaml_shapes() -> dict[tuple[type, str], dict[str, Any]]:
-    """The keys whose YAML form is not their model field's type."""
+    """The keys whose YAML form is not their model field's type, or that have a format to check."""
+    tc = field_docs(M.Toolchain)
+    target = field_docs(M.Target)
     cuda = {
         "type": "object",
-        "properties": {"version": {"type": "string"}, "pypi": _strings()},
+        "properties": {
+            "version": {**_version(), "description": "The CUDA release the wheels are of (13 or later)."},
+            "pypi": {**_requirements(), "minItems": 1, "description": tc["cuda_pypi"]},
+        },
         "required": list(L.CUDA_KEYS),
         "additionalProperties": False,
     }
@@ -81,7 +133,15 @@ def _yaml_shapes() -> dict[tuple[type, str], dict[str, Any]]:
         (M.Spec, "sources"): _named("#/$defs/Source", F.NAME_RE),
         (M.Spec, "artifacts"): _named("#/$defs/ArtifactSet", F.NAME_RE),
         (M.Spec, "targets"): _named("#/$defs/Target", F.NAME_RE, minProperties=1),
-        (M.Toolchain, "cuda"): {"oneOf": [{"type": "string"}, cuda]},
+        (M.Toolchain, "cuda"): {"oneOf": [_version(), cuda]},
+        **{(M.Toolchain, k): _version() for k in ("gcc", "python", "uv", "ptx_isa", "min_driver")},
+        **{(M.Toolchain, k): _specifier() for k in ("cudnn", "cutlass", "tensorrt_llm")},
+        (M.Index, "url"): _url("https", "http", "file"),
+        (M.ArtifactSet, "url"): _url("https", "http", "file"),
+        (M.Source, "repo"): {"type": "string", "pattern": f"^(?:{F.URL_PATTERN}|{F.SCP_URL_RE.pattern})$"},
+        (M.Source, "extra_requirements"): _requirements(),
+        (M.Target, "requirements"): _requirements(),
+        (M.Override, "requirement"): {"type": "string", "pattern": f"^(?:{F.REQUIREMENT_PATTERN})$"},
         (M.Source, "commit"): _pattern(F.COMMIT_RE),
         (M.Target, "platforms"): {**_strings(enum=list(PLATFORMS)), "minItems": 1},
         (M.Target, "base_image"): {"oneOf": [{"type": "string"}, per_platform]},
@@ -92,11 +152,17 @@ def _yaml_shapes() -> dict[tuple[type, str], dict[str, Any]]:
         (M.Target, "env"): {
             "type": "object",
             "properties": {
-                "build": _env(),
-                "runtime": _env(),
-                "sources": {"type": "object", "additionalProperties": _env()},
+                "build": {**_env(), "description": target["build_env"]},
+                "runtime": {**_env(), "description": target["runtime_env"]},
+                "sources": {
+                    "type": "object",
+                    "additionalProperties": _env(),
+                    "description": target["source_env"],
+                },
             },
             "additionalProperties": False,
+            "description": "The target's environments: build (every source build), runtime (the image at run "
+            "time), sources (one source's build).",
         },
         (M.Target, "sanity"): {"type": "object", "additionalProperties": {"$ref": "#/$defs/SanityCheck"}},
         (M.GpuSpec, "archs"): {**_strings(pattern=f"^(?:{F.SM_ARCH_RE.pattern})$"), "minItems": 1},
@@ -139,14 +205,19 @@ def _record(cls: type, defs: dict[str, Any]) -> dict[str, Any]:
         missing = dataclasses.MISSING
         required = tuple(n for n, f in fields.items() if f.default is missing and f.default_factory is missing)
     shapes = _yaml_shapes()
+    docs = field_docs(cls)
     properties: dict[str, Any] = {}
     for key in keys:
         if (cls, key) in shapes:
-            properties[key] = shapes[cls, key]
+            properties[key] = dict(shapes[cls, key])
         elif key in fields:
             properties[key] = _type(hints[key], defs)
         else:
             raise TypeError(f"{name}: the loader allows {key!r}, which has no model field and no YAML shape")
+        doc = docs.get(YAML_FIELDS.get((cls, key), key)) or properties[key].get("description")
+        if not doc:  # every key an editor completes says what it is: the model documents each field
+            raise TypeError(f"{name}.{key}: no attribute docstring in the model (write one under the field)")
+        properties[key]["description"] = doc
     out: dict[str, Any] = {"type": "object", "properties": properties, "additionalProperties": False}
     if required:
         out["required"] = list(required)

@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 
 from megacpp_env.errors import SpecError
+from megacpp_env.spec.codes import DUPLICATE, FILE
 
 # libyaml's parser when PyYAML was built with it (about 5x faster on stack.yaml), else the pure-Python one.
 Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -38,8 +39,8 @@ class _Converter:
         self.lines: dict[str, int] = {}
         self.count = 0
 
-    def error(self, node: yaml.Node, key: str, message: str) -> SpecError:
-        return SpecError(message, file=self.file, line=node.start_mark.line + 1, key=key)
+    def error(self, node: yaml.Node, key: str, message: str, code: str = FILE) -> SpecError:
+        return SpecError(message, file=self.file, line=node.start_mark.line + 1, key=key, code=code)
 
     def convert(self, node: yaml.Node, key: str, depth: int) -> Any:
         self.count += 1
@@ -71,7 +72,7 @@ class _Converter:
                 raise self.error(key_node, key, f"keys must be strings, got {type(k).__name__} {k!r}")
             child = join_key(key, k)
             if k in out:
-                raise self.error(key_node, child, "duplicate key")
+                raise self.error(key_node, child, "duplicate key", DUPLICATE)
             self.lines[child] = key_node.start_mark.line + 1
             out[k] = self.convert(value_node, child, depth + 1)
         return out
@@ -81,14 +82,14 @@ def parse_yaml(text: str, file: str) -> Parsed:
     try:
         loader = Loader(text)
     except yaml.reader.ReaderError as exc:
-        raise SpecError(f"invalid YAML: {exc.reason} (character {exc.character!r})", file=file) from None
+        raise SpecError(f"invalid YAML: {exc.reason} (character {exc.character!r})", file=file, code=FILE) from None
     try:
         node = _single_node(loader, file)
         conv = _Converter(loader, file)
         try:
             data = conv.convert(node, "", 0)
         except RecursionError:
-            raise SpecError("document nested too deeply (recursive alias?)", file=file) from None
+            raise SpecError("document nested too deeply (recursive alias?)", file=file, code=FILE) from None
         return Parsed(data=data, lines=conv.lines)
     finally:
         loader.dispose()
@@ -100,13 +101,13 @@ def _single_node(loader: yaml.SafeLoader, file: str) -> yaml.Node:
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         problem = exc.problem or exc.context or "parse error"
-        raise SpecError(f"invalid YAML: {problem}", file=file, line=mark.line + 1 if mark else 0) from None
+        raise SpecError(f"invalid YAML: {problem}", file=file, line=mark.line + 1 if mark else 0, code=FILE) from None
     except yaml.reader.ReaderError as exc:
-        raise SpecError(f"invalid YAML: {exc.reason} (character {exc.character!r})", file=file) from None
+        raise SpecError(f"invalid YAML: {exc.reason} (character {exc.character!r})", file=file, code=FILE) from None
     except yaml.YAMLError as exc:
-        raise SpecError(f"invalid YAML: {str(exc).splitlines()[0]}", file=file) from None
+        raise SpecError(f"invalid YAML: {str(exc).splitlines()[0]}", file=file, code=FILE) from None
     except RecursionError:
-        raise SpecError("invalid YAML: nested too deeply", file=file) from None
+        raise SpecError("invalid YAML: nested too deeply", file=file, code=FILE) from None
     if node is None:
-        raise SpecError("the spec is empty", file=file, line=1, remedy="start from the shipped stack.yaml")
+        raise SpecError("the spec is empty", file=file, line=1, remedy="start from the shipped stack.yaml", code=FILE)
     return node

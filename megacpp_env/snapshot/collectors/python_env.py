@@ -100,7 +100,7 @@ def _verified(
     missing = [(p, p) for p in paths if speculative is None or p not in speculative.attempted]
     verified = speculative
     records, key = (cache.records, cache.key) if cache else (None, None)
-    if missing:
+    if missing or verified is None:  # an environment with no distribution at all: nothing to verify
         extra = integrity.verify(missing, cache_dir=records, key=key, workers=workers)
         verified = extra if verified is None else verified.merged(extra)
     assert verified is not None
