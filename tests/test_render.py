@@ -116,7 +116,7 @@ def test_check_command_exits_1_with_unified_diff(stack_data, capsys, tmp_path):
     spec_path.write_text(yaml.safe_dump(data, sort_keys=False))
     shutil.copytree(REPO_ROOT / "images", tmp_path / "images")
     shutil.copytree(REPO_ROOT / "overlays", tmp_path / "overlays")
-    args = argparse.Namespace(spec=str(spec_path), targets=["smoke"], check=True, json=False)
+    args = argparse.Namespace(spec=str(spec_path), targets=["smoke"], check=True, json=False, fail_on_write=False)
     assert render_cmd.run(args) == 1
     out = capsys.readouterr()
     plan = "images/smoke/sources/megacpp_smoke_ext.json"
@@ -140,7 +140,7 @@ def test_a_plan_of_a_source_that_left_the_target_is_stale_and_removed(stack_data
     stack_data["targets"]["cloud"]["sources"] = [
         "causal_conv1d", "mamba_ssm", "flashinfer", "flashinfer_jit_cache", "megatron_lm"]  # fmt: skip
     (tmp_path / "stack.yaml").write_text(yaml.safe_dump(stack_data, sort_keys=False))
-    args = argparse.Namespace(spec=str(tmp_path / "stack.yaml"), targets=["cloud"], check=True, json=True)
+    args = argparse.Namespace(spec=str(tmp_path / "stack.yaml"), targets=["cloud"], check=True, json=True, fail_on_write=False)
     assert render_cmd.run(args) == 1
     stale = {s["path"]: s["diff"] for s in json.loads(capsys.readouterr().out)["stale"]}
     assert stale["images/cloud/sources/vllm.json"].startswith("--- a/images/cloud/sources/vllm.json\n+++ /dev/null\n")
