@@ -81,16 +81,23 @@ class ToolCache:
                 data = {}
             self.entries = data if isinstance(data, dict) else {}
 
-    def waits(self, program: str) -> bool:
-        """Whether the key of ``program`` waits on the python collector (a script of the inspected
-        interpreter's, with a cache to look in)."""
+    def speculate(self, program: str, args: Sequence[str]) -> bool:
+        """Whether to start ``program`` before its key is known: a script whose key waits on the
+        python collector's verdict, unless a kept answer for this very script file (its stat) is
+        there to be confirmed (a repeat: starting it would only cost a process)."""
         if self.cache is None or not self.python:
             return False
         try:
-            with open(os.path.realpath(program), "rb") as fh:
-                return fh.read(2) == b"#!"
+            real = os.path.realpath(program)
+            st = Path(real).stat()
+            with open(real, "rb") as fh:
+                if fh.read(2) != b"#!":
+                    return False
         except OSError:
             return False
+        own = [st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns, st.st_mode]
+        kept = self.entries.get(f"{program}\0{real}\0{' '.join(args)}\0{self.env}")
+        return not (isinstance(kept, dict) and isinstance(kept.get("stat"), list) and kept["stat"][:5] == own)
 
     def key(self, program: str, args: Sequence[str]) -> tuple[str, list[Any]] | None:
         try:
@@ -154,8 +161,9 @@ def probe_tool(
     program: str, args: Sequence[str], pattern: str, environ: Mapping[str, str], cache: ToolCache
 ) -> dict[str, Any]:
     """The program's version. A script whose key waits on the python collector's verdict is started
-    at once, beside that wait: a cache hit stops it, a miss (a first run) loses no time."""
-    early = Running([program, *args], timeout=TIMEOUT, env=environ) if cache.waits(program) else None
+    at once, beside that wait, unless a kept answer for the same script file waits to be confirmed:
+    a cache hit stops it, a miss (a first run) loses no time."""
+    early = Running([program, *args], timeout=TIMEOUT, env=environ) if cache.speculate(program, args) else None
     cached = cache.get(program, args)
     if cached is not None:
         if early is not None:
