@@ -313,9 +313,7 @@ def write_output(path: Path, data: bytes) -> bool:
 def _write_special(path: Path, data: bytes, *, fifo: bool) -> None:
     """Write ``data`` to a device or FIFO in place, never blocking for good: a FIFO's reader must open
     it, and then take more, within ``$MEGACPP_ENV_OUTPUT_WAIT`` seconds (default 30) each time."""
-    from megacpp_env.toolrun import env_seconds
-
-    wait = env_seconds(OUTPUT_WAIT_ENV, OUTPUT_WAIT_S, error=lambda m: InputError(m, key=OUTPUT_WAIT_ENV))
+    wait = _output_wait()
     fd = _open_special(path, wait if fifo else 0.0)
     try:
         _write_all(fd, memoryview(data), wait)
@@ -327,6 +325,19 @@ def _write_special(path: Path, data: bytes, *, fifo: bool) -> None:
         raise InputError(f"cannot write: {exc.strerror or exc}", file=str(path)) from None
     finally:
         os.close(fd)
+
+
+def _output_wait() -> float:
+    """``$MEGACPP_ENV_OUTPUT_WAIT`` (seconds, positive), else ``OUTPUT_WAIT_S``. Read here rather than with
+    ``toolrun.env_seconds``: fsutil is in the source builds' import closure, which stays small."""
+    raw = os.environ.get(OUTPUT_WAIT_ENV, "").strip()
+    try:
+        value = float(raw) if raw else OUTPUT_WAIT_S
+    except ValueError:
+        value = 0.0
+    if not 0 < value < 1e7:
+        raise InputError(f"{OUTPUT_WAIT_ENV}={raw[:40]!r}: expected a positive number of seconds")
+    return value
 
 
 def _open_special(path: Path, wait: float) -> int:
