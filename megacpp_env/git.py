@@ -619,11 +619,23 @@ def submodule_status(path: Path, *, prefix: str = "") -> tuple[SubmoduleState, .
     out: list[SubmoduleState] = []
     for rel, expected in sorted(gitlinks(path).items()):
         sub = Path(path) / rel
-        actual = head_commit(sub) if (sub / ".git").exists() else None
+        actual = _submodule_head(sub)
         out.append(SubmoduleState(path=f"{prefix}{rel}", expected=expected, actual=actual))
         if actual is not None:
             out.extend(submodule_status(sub, prefix=f"{prefix}{rel}/"))
     return tuple(out)
+
+
+def _submodule_head(sub: Path) -> str | None:
+    """HEAD of the submodule checkout at ``sub``; None when it is not a work tree of its own: no
+    ``.git``, or one git cannot use (git would answer for the superproject around it). One git call."""
+    if not (sub / ".git").exists():
+        return None
+    proc = run_git(["rev-parse", "--show-toplevel", "--verify", "--quiet", "HEAD^{commit}"], sub, check=False)
+    lines = proc.stdout.decode("utf-8", "surrogateescape").splitlines()
+    if proc.returncode != 0 or len(lines) != 2 or not SHA_RE.fullmatch(lines[1]):
+        return None
+    return lines[1] if Path(lines[0]).resolve() == Path(sub).resolve() else None
 
 
 def remote_urls(path: Path) -> dict[str, str]:
@@ -637,8 +649,8 @@ def remote_urls(path: Path) -> dict[str, str]:
 
 
 def is_local_url(url: str) -> bool:
-    """file:// URLs and plain paths (where git's file protocol is the user's own choice)."""
-    return url.startswith("file://") or (not re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", url) and ":" not in url)
+    """file:// URLs (any case) and plain paths (where git's file protocol is the user's own choice)."""
+    return url.lower().startswith("file://") or (not re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", url) and ":" not in url)
 
 
 def url_problem(url: str, *, allow_local: bool = True) -> str | None:
@@ -684,6 +696,16 @@ def check_url(url: str, *, what: str = "URL", allow_local: bool = True) -> str:
     if problem:
         raise RefusedError(one_line(f"{what} {strip_url_credentials(url)!r} {problem}: refusing to pass it to git"))
     return url
+
+
+def check_submodule_url(url: str, *, local_superproject: bool, what: str) -> str:
+    """The one rule for a URL a superproject's ``.gitmodules`` names (the submodule update, a source
+    mirror, a checkout with ``unobtainable`` paths): ``check_url``, and a local path or ``file://`` URL
+    only when the superproject itself was fetched from a local one (a remote superproject must not pull
+    a repository of this machine into the checkout). A relative URL (``./x``, ``../x``) follows the
+    superproject's: it is checked again once resolved."""
+    relative = url.startswith(("./", "../"))
+    return check_url(url, what=what, allow_local=local_superproject or relative)
 
 
 def check_sha(sha: str) -> str:
@@ -739,7 +761,7 @@ def submodule_update(path: Path, *, allow_file_protocol: bool = False, config: M
     """``git submodule update --init --recursive`` at the commits the superproject pins; shallow first.
     ``config`` reaches the clones and fetches git runs for each submodule (``-c`` is inherited)."""
     for rel, url in sorted(gitmodules_urls(path, "HEAD").items()):
-        check_url(url, what=f".gitmodules: submodule {rel}: url")
+        check_submodule_url(url, local_superproject=allow_file_protocol, what=f".gitmodules: submodule {rel}: url")
     cfg = {**({"protocol.file.allow": "always"} if allow_file_protocol else {}), **(config or {})}
     base = ["submodule", "update", "--init", "--recursive", "--checkout", "--quiet"]
     proc = run_git([*base, "--depth", "1"], path, check=False, config=cfg, trusted=True)
