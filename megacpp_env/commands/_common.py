@@ -121,7 +121,7 @@ def _take(
     def report(pending: tuple[str, ...], seconds: float) -> None:
         progress.show(f"snapshot {seconds:4.1f}s: {', '.join(WAITING_FOR.get(n, n) for n in pending)}")
 
-    from megacpp_env.redact import redact_argv
+    from megacpp_env.cmdline import redact_argv
 
     opts = SnapshotOptions(
         python=python,
