@@ -17,74 +17,10 @@ from hypothesis import strategies as st
 
 from megacpp_env.cmdline import redact_argv
 from megacpp_env.redact import REDACTED, env_value_redaction, strip_url_credentials
-from tests.fixtures.secrets import passwords, tokens
+from tests.fixtures.secrets import KNOWN_FORMATS, PASSWORD_CARRIERS, TOKEN_CARRIERS, fill, passwords, tokens
 
 SETTINGS = settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck), database=None)
 HEX40 = st.integers(0, 2**64).map(lambda seed: random.Random(seed).randbytes(20).hex())  # a wandb key
-
-# carrier -> argv with {S} where the secret goes (a password: any characters but quotes and spaces)
-PASSWORD_CARRIERS = {
-    "curl -u": ["curl", "-u", "alice:{S}", "https://h.example/x"],
-    "curl -u attached": ["curl", "-ualice:{S}", "https://h.example/x"],
-    "curl --user=": ["curl", "--user=alice:{S}", "https://h.example/x"],
-    "curl --proxy-user": ["curl", "-x", "http://p:3128", "--proxy-user", "bob:{S}", "https://h.example"],
-    "wget --password": ["wget", "--user=bob", "--password={S}", "https://h.example/f"],
-    "wget --http-password": ["wget", "--http-password", "{S}", "https://h.example/f"],
-    "mysql -p": ["mysql", "-h", "db", "-u", "root", "-p{S}", "shop"],
-    "mysqldump -p": ["/usr/bin/mysqldump", "-p{S}", "--all-databases"],
-    "mariadb --password=": ["mariadb", "--password={S}"],
-    "sshpass -p": ["sshpass", "-p", "{S}", "ssh", "user@host"],
-    "sshpass -pX": ["sshpass", "-p{S}", "scp", "a", "host:b"],
-    "docker login -p": ["docker", "login", "-u", "bob", "-p", "{S}", "registry.example.com"],
-    "docker login --password": ["docker", "login", "--password", "{S}", "-u", "bob"],
-    "podman login -p": ["sudo", "podman", "login", "-p", "{S}", "quay.io"],
-    "helm registry login": ["helm", "registry", "login", "r.example", "-u", "u", "-p", "{S}"],
-    "--pw": ["tool", "--pw", "{S}"],
-    "--pwd=": ["tool", "--pwd={S}"],
-    "--passwd": ["tool", "--passwd", "{S}"],
-    "--pass": ["tool", "--pass", "{S}"],
-    "--secret": ["tool", "--client-secret", "{S}"],
-    "--creds": ["skopeo", "copy", "--src-creds", "u:{S}", "docker://a", "docker://b"],
-    "aws configure set": ["aws", "configure", "set", "aws_secret_access_key", "{S}"],
-    "aws configure set --profile": ["aws", "configure", "set", "--profile", "p", "aws_session_token", "{S}"],
-    "git config": ["git", "config", "--global", "user.password", "{S}"],
-    "npm config set": ["npm", "config", "set", "//registry.npmjs.org/:_authToken", "{S}"],
-    "JSON -d": ["curl", "-d", '{{"user": "bob", "password": "{S}"}}', "https://h.example"],
-    "JSON nested": ["tool", "--data", '{{"db": {{"host": "h", "passwd": "{S}"}}}}'],
-    "JSON alone": ["tool", '{{"api_key": "{S}"}}'],
-    "python dict": ["tool", "--opts", "{{'secret': '{S}', 'x': 1}}"],
-    "--token -VALUE": ["tool", "--token", "-{S}"],
-    "--password -VALUE": ["tool", "--password", "-{S}"],
-    "redis-cli -a": ["redis-cli", "-h", "h", "-a", "{S}", "ping"],
-    "zip -P": ["zip", "-P", "{S}", "out.zip", "file"],
-    "7z -p": ["7z", "a", "-p{S}", "out.7z", "dir"],
-    "openssl -passin": ["openssl", "rsa", "-in", "k.pem", "-passin", "pass:{S}"],
-    "smbclient -U": ["smbclient", "//h/share", "-U", "bob%{S}"],
-    "ldapsearch -w": ["ldapsearch", "-x", "-D", "cn=admin", "-w", "{S}"],
-    "sqlcmd -P": ["sqlcmd", "-S", "h", "-U", "sa", "-P", "{S}"],
-    "twine -p": ["twine", "upload", "-u", "__token__", "-p", "{S}", "dist/*"],
-    "mongosh -p": ["mongosh", "-u", "u", "-p", "{S}"],
-    "env assignment": ["env", "PGPASSWORD={S}", "psql", "-h", "db"],
-    "MYSQL_PWD": ["MYSQL_PWD={S}", "mysql"],
-    "header": ["curl", "-H", "Authorization: Basic {S}", "https://h.example"],
-    "custom header": ["curl", "-H", "X-Auth-Token: {S}", "https://h.example"],
-}
-# carriers where only a generated-looking value is a credential (a token drawn for it)
-TOKEN_CARRIERS = {
-    "--key": ["python", "pay.py", "--key", "{S}"],
-    "--key=": ["python", "pay.py", "--key={S}"],
-    "--api-key": ["tool", "--api-key", "{S}"],
-    "wandb login": ["wandb", "login", "{S}"],
-    "wandb login --relogin": ["wandb", "login", "--relogin", "{S}"],
-    "hf login": ["huggingface-cli", "login", "--token", "{S}"],
-    "poetry config": ["poetry", "config", "pypi-token.pypi", "{S}"],
-}
-KNOWN_FORMATS = ["dckr_pat_{S}", "sk_live_{S}", "sk_test_{S}", "rk_live_{S}", "ghp_{S}", "hf_{S}"]
-
-
-def _fill(template: list[str], secret: str) -> list[str]:
-    return [part.replace("{{", "\0").replace("}}", "\1").replace("{S}", secret).replace("\0", "{").replace("\1", "}")
-            for part in template]  # fmt: skip
 
 
 def _leaks(argv: list[str], secret: str) -> bool:
@@ -96,7 +32,7 @@ def _leaks(argv: list[str], secret: str) -> bool:
 @SETTINGS
 @given(carrier=st.sampled_from(sorted(PASSWORD_CARRIERS)), secret=passwords(), nested=st.booleans())
 def test_a_password_next_to_a_convention_is_never_kept(carrier, secret, nested) -> None:
-    argv = _fill(PASSWORD_CARRIERS[carrier], secret)
+    argv = fill(PASSWORD_CARRIERS[carrier], secret)
     if nested:  # the same command line inside `bash -c "..."`
         argv = ["bash", "-c", shlex.join(argv)]
     assert not _leaks(argv, secret), (carrier, argv, redact_argv(argv))
@@ -108,7 +44,7 @@ def test_a_password_next_to_a_convention_is_never_kept(carrier, secret, nested) 
     secret=st.one_of(tokens(), HEX40, tokens().flatmap(lambda t: st.sampled_from(KNOWN_FORMATS).map(lambda f: f.format(S=t)))),
 )  # fmt: skip
 def test_a_generated_value_next_to_a_convention_is_never_kept(carrier, secret) -> None:
-    argv = _fill(TOKEN_CARRIERS[carrier], secret)
+    argv = fill(TOKEN_CARRIERS[carrier], secret)
     assert not _leaks(argv, secret), (carrier, argv, redact_argv(argv))
 
 
