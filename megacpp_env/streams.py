@@ -97,6 +97,14 @@ class _Guarded(io.TextIOBase):
     def fileno(self) -> int:
         return self.fd
 
+    @property  # read from the stream it wraps
+    def encoding(self) -> str:  # type: ignore[override]
+        return str(getattr(self.inner, "encoding", None) or "utf-8")
+
+    @property
+    def errors(self) -> str | None:  # type: ignore[override]
+        return getattr(self.inner, "errors", None)
+
 
 def _why(exc: BaseException) -> str:
     return (exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)) or type(exc).__name__

@@ -10,8 +10,9 @@ Classes:
             every other JSON type; its labels and its diff not JSON objects; an image that never exits
             or floods its output. Exit 0 is a false ok (a control answer must pass), exit 3 a traceback,
             an escape character reaching the terminal an escape.
-  outputs   `sbom smoke --output` to /dev/full, a FIFO nobody reads, a FIFO whose reader stalls or
-            leaves, a socket, a directory: exit 0 is a false ok, no answer a hang.
+  outputs   `sbom smoke --output` to /dev/full, a FIFO nobody reads, a socket, a directory: exit 0 is a
+            false ok; `snapshot -o` to a FIFO whose reader never reads: no answer is a hang (a reader that
+            leaves mid-write: tests/test_fsutil.py, with a document larger than a pipe holds).
   real      (with a Docker daemon) an image built here whose Python and megacpp-env answer with garbage.
 """
 
@@ -24,8 +25,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -172,18 +171,6 @@ def outputs(tmp: Path) -> Counts:
     finally:
         os.close(holder)
 
-    def leaver() -> None:
-        time.sleep(0.5)
-        fd = os.open(fifo, os.O_RDONLY)
-        os.read(fd, 10)
-        os.close(fd)
-
-    t = threading.Thread(target=leaver, daemon=True)
-    t.start()
-    rc, _out, _err = cli(counts, ["snapshot", "-o", str(fifo), "--spec", SPEC], env=env)
-    if rc == 0:
-        counts["false_oks"] += 1
-    t.join(10)
     sock.close()
     return counts
 
