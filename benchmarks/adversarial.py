@@ -17,6 +17,10 @@ Round 3 (issue 19): every module of ``benchmarks/adversarial_r3/`` is imported a
   or a write outside the allowed place;  false_oks  exit 0 or "ok" where the input was bad;
   partials   leftovers of a killed or failed run;  wedges  a next run that fails because of them.
 ``--only-r3`` runs only round 3; ``--skip-r3`` only the classes above.
+
+Round 4 (issue 31): every module of ``benchmarks/adversarial_r4/`` (image, streams, jobs, gitfifo,
+unobtainable, secrets, policy), the same row of counts. ``--only-r4`` runs only round 4, ``--skip-r4``
+leaves it out, ``--r4 MODULE`` picks modules.
 """
 
 from __future__ import annotations
@@ -443,8 +447,16 @@ def main_(argv: list[str] | None = None) -> int:
     parser.add_argument("--only-r3", action="store_true", help="run only the round-3 modules (issue 19)")
     parser.add_argument("--skip-r3", action="store_true", help="skip the round-3 modules")
     parser.add_argument("--r3", action="append", default=[], metavar="MODULE", help="only these round-3 modules")
+    parser.add_argument("--only-r4", action="store_true", help="run only the round-4 modules (issue 31)")
+    parser.add_argument("--skip-r4", action="store_true", help="skip the round-4 modules")
+    parser.add_argument("--r4", action="append", default=[], metavar="MODULE", help="only these round-4 modules")
     args = parser.parse_args(argv)
     r3: dict[str, dict[str, int]] = {}
+    r4: dict[str, dict[str, int]] = {}
+    if not args.skip_r4 and not args.only_r3:
+        r4 = round_modules("adversarial_r4", args.r4)
+    if args.only_r4:
+        return report_r3(r4, as_json=args.json, title="round 4 (issue 31)")
     if not args.skip_r3:
         r3 = round3(args.r3)
     if args.only_r3:
@@ -472,6 +484,7 @@ def main_(argv: list[str] | None = None) -> int:
                     "notes": notes,
                     "seconds": seconds,
                     "round3": r3,
+                    "round4": r4,
                 }
             )
         )
@@ -484,7 +497,9 @@ def main_(argv: list[str] | None = None) -> int:
         print(f"took {seconds}s")
         if r3:
             report_r3(r3, as_json=False)
-    return 1 if any(t.bad for t in results.values()) or _r3_bad(r3) else 0
+        if r4:
+            report_r3(r4, as_json=False, title="round 4 (issue 31)")
+    return 1 if any(t.bad for t in results.values()) or _r3_bad(r3) or _r3_bad(r4) else 0
 
 
 # ---- round 3 (issue 19): benchmarks/adversarial_r3/<area>.py ------------------------------------------
@@ -495,17 +510,21 @@ R3_BAD = ("tracebacks", "hangs", "leaked", "escapes", "false_oks", "partials", "
 
 def round3(only: list[str]) -> dict[str, dict[str, int]]:
     """Import every module of benchmarks/adversarial_r3/ and run it in a temporary directory of its own."""
+    return round_modules("adversarial_r3", only)
+
+
+def round_modules(package: str, only: list[str]) -> dict[str, dict[str, int]]:
+    """Import every module of benchmarks/<package>/ and run it in a temporary directory of its own."""
     import importlib
     import pkgutil
 
-    import benchmarks.adversarial_r3 as pkg
-
+    pkg = importlib.import_module(f"benchmarks.{package}")
     out: dict[str, dict[str, int]] = {}
     for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
         if info.name.startswith("_") or (only and info.name not in only):
             continue
-        module = importlib.import_module(f"benchmarks.adversarial_r3.{info.name}")
-        with tempfile.TemporaryDirectory(prefix=f"megacpp-adv-r3-{info.name}-") as d:
+        module = importlib.import_module(f"benchmarks.{package}.{info.name}")
+        with tempfile.TemporaryDirectory(prefix=f"megacpp-adv-{package[-2:]}-{info.name}-") as d:
             started = time.perf_counter()
             counts = module.run(Path(d))
             counts = {key: int(counts.get(key, 0)) for key in R3_KEYS}
@@ -518,11 +537,13 @@ def _r3_bad(r3: dict[str, dict[str, int]]) -> bool:
     return any(row.get(key, 0) for row in r3.values() for key in R3_BAD)
 
 
-def report_r3(r3: dict[str, dict[str, int]], *, as_json: bool) -> int:
+def report_r3(r3: dict[str, dict[str, int]], *, as_json: bool, title: str = "") -> int:
     total = {key: sum(row.get(key, 0) for row in r3.values()) for key in R3_KEYS}
     if as_json:
-        print(json.dumps({"round3": r3, "total": total}))
+        print(json.dumps({"round4" if "4" in title else "round3": r3, "total": total}))
     else:
+        if title:
+            print(title)
         head = f"{'area':10} {'commands':>8} {'tracebacks':>10} {'hangs':>6} {'leaked/planted':>15} {'escapes':>8} "
         print(head + f"{'false oks':>9} {'partials':>9} {'wedges':>7}")
         for name, row in [*r3.items(), ("total", total)]:

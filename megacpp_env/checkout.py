@@ -12,14 +12,15 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-from collections.abc import Callable, Iterator, Mapping
+import stat
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from megacpp_env import git, layout
 from megacpp_env.errors import RefusedError, VerificationError
-from megacpp_env.fsutil import staging_dir
+from megacpp_env.fsutil import file_kind, staging_dir
 from megacpp_env.redact import strip_url_credentials
 from megacpp_env.worktree.provenance import Provenance, read_provenance, write_provenance
 from megacpp_env.worktree.status import CheckoutState, checkout_state
@@ -73,25 +74,67 @@ def unobtainable_of(source: object) -> dict[str, str]:
     return {str(k): str(v) for k, v in value.items()} if isinstance(value, Mapping) else {}
 
 
+def covered(path: str, declared: Iterable[str]) -> bool:
+    """``path`` is a declared path or inside one (a declared directory covers what it holds): the rule
+    ``facts extract`` applies to a sparse checkout too."""
+    return any(path == d.rstrip("/") or path.startswith(d.rstrip("/") + "/") for d in declared)
+
+
 def declared_exceptions(
     state: CheckoutState, unobtainable: Mapping[str, str]
 ) -> tuple[frozenset[str], tuple[str, ...]]:
-    """(paths excused, report lines). A declared path is excused only while it is absent: a submodule
-    left uninitialised, or a file missing from the work tree. Present bytes are judged as usual, so a
-    stand-in is a local change, never an exception."""
+    """(paths excused, report lines). A declared path (a file, a directory or a submodule, and what is
+    inside it) is excused only while it is absent: a submodule left uninitialised (and empty: see
+    ``stand_ins``), a file missing from the work tree. Present bytes are judged as usual, so a stand-in
+    is a local change, never an exception."""
     root = Path(state.path)
     excused: set[str] = set()
     lines: list[str] = []
-    subs = {s.path: s for s in state.submodules}
     for rel, why in sorted(unobtainable.items()):
-        sub = subs.get(rel)
-        if sub is not None and sub.actual is None:
-            excused.add(rel)
-            lines.append(f"{rel}: submodule pinned at {sub.expected} left out (declared unobtainable: {why})")
-        elif sub is None and not (root / rel).exists() and not (root / rel).is_symlink():
+        subs = [s for s in state.submodules if s.actual is None and covered(s.path, [rel])]
+        files = sorted(p for p in state.content_changed if covered(p, [rel]) and _absent(root / p))
+        for sub in subs:
+            excused.add(sub.path)
+            lines.append(f"{sub.path}: submodule pinned at {sub.expected} left out (declared unobtainable: {why})")
+        if files:
+            excused.update(files)
+            what = "file left out" if files == [rel.rstrip("/")] else f"{len(files)} file(s) left out"
+            lines.append(f"{rel}: {what} (declared unobtainable: {why})")
+        elif not subs and not any(s.path == rel for s in state.submodules) and _absent(root / rel):
             excused.add(rel)
             lines.append(f"{rel}: file left out (declared unobtainable: {why})")
     return frozenset(excused), tuple(lines)
+
+
+def _absent(path: Path) -> bool:
+    return not path.exists() and not path.is_symlink()
+
+
+def stand_ins(state: CheckoutState) -> list[str]:
+    """Problems of submodules that are not initialised (``actual`` None) but whose directory is not as
+    git leaves one: empty. Whatever is there (files, a ``.git`` git cannot use, a file or link in place
+    of the directory) stands in for the pinned submodule, declared or not, required or not."""
+    root, out = Path(state.path), []
+    for sub in state.submodules:
+        if sub.actual is not None:
+            continue
+        where = root / sub.path
+        try:
+            st = os.lstat(where)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        if not stat.S_ISDIR(st.st_mode):
+            out.append(f"submodule {sub.path} is not initialised and {file_kind(st.st_mode)} stands in its place")
+            continue
+        with os.scandir(where) as entries:
+            names = sorted(e.name for _, e in zip(range(6), entries, strict=False))
+        if names:
+            shown = ", ".join(names[:5]) + (" ..." if len(names) > 5 else "")
+            out.append(
+                f"submodule {sub.path} is not initialised but its directory holds {shown}: a stand-in for the "
+                f"pinned commit {sub.expected} (remove it, or make the checkout again)"
+            )
+    return out
 
 
 # ---- inspecting ---------------------------------------------------------------------------------
@@ -128,6 +171,7 @@ def problems_of(
     if unexplained:
         shown = ", ".join(unexplained[:5]) + (f" and {len(unexplained) - 5} more" if len(unexplained) > 5 else "")
         out.append(f"local changes no overlay manifest accounts for: {shown} (see `git -C {state.path} status`)")
+    out += stand_ins(state)
     for sub in state.submodules:
         if sub.path in excused:
             continue
@@ -246,7 +290,9 @@ def _fetch_into(source: PinnedSource, work: Path, config: Mapping[str, str]) -> 
     if source.submodules:
         declared = unobtainable_of(source)
         if declared:
-            _submodules_except(work, declared, {**_file_config(source.repo), **config})
+            _submodules_except(
+                work, declared, {**_file_config(source.repo), **config}, local=git.is_local_url(source.repo)
+            )
         else:
             git.submodule_update(work, allow_file_protocol=git.is_local_url(source.repo), config=config)
     return shallow
@@ -256,20 +302,34 @@ def _file_config(url: str) -> dict[str, str]:
     return {"protocol.file.allow": "always"} if git.is_local_url(url) else {}
 
 
-def _submodules_except(repo: Path, declared: Mapping[str, str], config: Mapping[str, str], prefix: str = "") -> None:
+def _submodules_except(
+    repo: Path, declared: Mapping[str, str], config: Mapping[str, str], prefix: str = "", *, local: bool
+) -> None:
     """Every submodule of ``repo`` at its pinned commit, recursively, except the declared unobtainable
     ones (left uninitialised). A submodule holding a declared file is fetched without blobs
     (``--filter=blob:none``, from a mirror that allows filters) and checked out sparse, that file
-    left out; every other blob is fetched as checkout needs it."""
+    left out; every other blob is fetched as checkout needs it. Each URL passes the rule of every
+    submodule fetch (``git.check_submodule_url``: a local one only when the top superproject,
+    ``local``, is local), and git's own file-transport policy then treats the fetch as a submodule's."""
     urls = _gitmodule_urls(repo)
+    env = None if local else {"GIT_PROTOCOL_FROM_USER": "0"}  # file:// only where config says "always" (a mirror)
     for rel, sha in sorted(git.gitlinks(repo).items()):
         full = f"{prefix}{rel}"
-        if rel not in urls and full in declared:
+        if rel not in urls and covered(full, declared):
             continue
         if rel not in urls:
             raise RefusedError(f"{repo}: submodule {rel} has no URL in .gitmodules (fix the pin or declare it)")
+        what = f"{repo}/.gitmodules: submodule {rel}: url"
         if full in declared:  # taken where it can be had (a mirror or a remote that has it), else left out
-            _declared_submodule(repo, rel, urls[rel], sha, declared, config, full)
+            try:  # a URL the rule refuses cannot be had: left out, never fetched
+                git.check_submodule_url(urls[rel], local_superproject=local, what=what)
+            except RefusedError:
+                (repo / rel).mkdir(parents=True, exist_ok=True)
+                continue
+            _declared_submodule(repo, rel, urls[rel], sha, declared, config, full, env=env, local=local)
+            continue
+        git.check_submodule_url(urls[rel], local_superproject=local, what=what)
+        if covered(full, declared):  # inside a declared directory: left out
             continue
         inside = sorted(p[len(full) + 1 :] for p in declared if p.startswith(full + "/"))
         sub = repo / rel
@@ -283,14 +343,23 @@ def _submodules_except(repo: Path, declared: Mapping[str, str], config: Mapping[
             patterns = "/*\n" + "".join(f"!/{p}\n" for p in inside)
             git.git_path(sub, "info/sparse-checkout").write_text(patterns, encoding="utf-8")
             git.run_git(["config", "core.sparseCheckout", "true"], sub)
-        git.run_git([*fetch, "origin", sha], sub, config=config, trusted=True)
+        git.run_git([*fetch, "origin", sha], sub, config=config, env=env, trusted=True)
         git.run_git(["-c", "advice.detachedHead=false", "checkout", "--quiet", "--detach", sha], sub,
-                    config=config, trusted=True)  # fmt: skip
-        _submodules_except(sub, declared, config, prefix=f"{full}/")
+                    config=config, env=env, trusted=True)  # fmt: skip
+        _submodules_except(sub, declared, config, prefix=f"{full}/", local=local)
 
 
 def _declared_submodule(
-    repo: Path, rel: str, url: str, sha: str, declared: Mapping[str, str], config: Mapping[str, str], full: str
+    repo: Path,
+    rel: str,
+    url: str,
+    sha: str,
+    declared: Mapping[str, str],
+    config: Mapping[str, str],
+    full: str,
+    *,
+    env: Mapping[str, str] | None,
+    local: bool,
 ) -> None:
     """A declared-unobtainable submodule: checked out at its pin when the mirror (or its remote) has it, as
     any other; when the fetch fails it is left uninitialised (an empty directory), never stood in for."""
@@ -298,14 +367,14 @@ def _declared_submodule(
     git.init(sub)
     git.set_remote(sub, "origin", url)
     fetch = git.run_git(["fetch", "--quiet", "--depth", "1", "--no-tags", "origin", sha], sub, config=config,
-                        trusted=True, check=False)  # fmt: skip
+                        env=env, trusted=True, check=False)  # fmt: skip
     if fetch.returncode != 0:
         shutil.rmtree(sub)
         sub.mkdir()
         return
     git.run_git(["-c", "advice.detachedHead=false", "checkout", "--quiet", "--detach", sha], sub,
-                config=config, trusted=True)  # fmt: skip
-    _submodules_except(sub, declared, config, prefix=f"{full}/")
+                config=config, env=env, trusted=True)  # fmt: skip
+    _submodules_except(sub, declared, config, prefix=f"{full}/", local=local)
 
 
 def _gitmodule_urls(repo: Path) -> dict[str, str]:
@@ -381,9 +450,11 @@ def _reuse_existing(
             f"reuse or change it: move it away (or delete it) and run `megacpp-env checkout {source.name} "
             f"--dest {dest}` again, or pass another --dest"
         )
-    if source.submodules and any(s.actual is None and s.path not in declared for s in state.submodules):
+    if source.submodules and any(s.actual is None and not covered(s.path, declared) for s in state.submodules):
         if declared:
-            _submodules_except(dest, declared, {**_file_config(source.repo), **config})
+            _submodules_except(
+                dest, declared, {**_file_config(source.repo), **config}, local=git.is_local_url(source.repo)
+            )
         else:
             git.submodule_update(dest, allow_file_protocol=git.is_local_url(source.repo), config=config)
     _write_record(source, dest, shallow=False)

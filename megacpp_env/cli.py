@@ -293,6 +293,9 @@ def entry() -> NoReturn:
     module says ``FAST_EXIT = True`` (``snapshot``: its document is written, synced and closed, its
     children reaped) skips the interpreter's teardown: freeing what it held took 0.02 s of a 0.3 s
     repeat on the H200 (docs/BENCHMARKS.md)."""
+    from megacpp_env.streams import guard_standard_streams
+
+    guard_standard_streams()  # a closed descriptor 0-2 (`>&-`): /dev/null there; see streams
     code = main()
     verb = _chosen_verb(canonical_argv(sys.argv[1:]))
     if verb is not None and getattr(sys.modules.get(f"megacpp_env.commands.{VERBS[verb][0]}"), "FAST_EXIT", False):
@@ -312,7 +315,7 @@ def _main(args_list: list[str]) -> int:
             chosen.error(_unrecognized(extra, args))
     except SystemExit as exc:  # argparse: --help/--version exit 0, bad usage exits 2
         code = int(exc.code) if isinstance(exc.code, int) else EXIT_USAGE
-        return _error_exit(_chosen_verb(args_list), code) if code else code
+        return _error_exit(_chosen_verb(args_list), code) if code else _flushed()
     from megacpp_env import ui
 
     ui.configure(verbosity=(getattr(args, "verbose", 0) or 0) - (getattr(args, "quiet", 0) or 0))
@@ -322,10 +325,14 @@ def _main(args_list: list[str]) -> int:
 def dispatch(args: argparse.Namespace) -> int:
     """Run the chosen verb under the one error handler: a ``MegacppEnvError`` is one line on stderr
     (and ``{"ok": false, "error": ...}`` on stdout when JSON was asked for), ^C is 130, a bug 3."""
+    from megacpp_env.streams import OutputError, flush_output
+
     try:
-        return int(_load_command(_module_of(args)).run(args))
+        code = int(_load_command(_module_of(args)).run(args))
+        flush_output()  # a result that did not reach stdout is an error, not exit 0
+        return code
     except MegacppEnvError as exc:
-        if _wants_json(args):
+        if _wants_json(args) and not isinstance(exc, OutputError):
             from megacpp_env.ui import print_json
 
             print_json({"ok": False, "error": str(exc)})
@@ -348,6 +355,18 @@ def dispatch(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return _error_exit(args.verb, EXIT_BUG)
+
+
+def _flushed() -> int:
+    """0 after ``--help``/``--version``, or 1 when their text did not reach stdout (``streams.flush_output``)."""
+    from megacpp_env.streams import OutputError, flush_output
+
+    try:
+        flush_output()
+    except OutputError as exc:
+        print(f"megacpp-env: error: {exc}", file=sys.stderr)
+        return OutputError.exit_code
+    return 0
 
 
 def _error_exit(verb: str | None, code: int) -> int:

@@ -11,6 +11,7 @@ Never prints; output goes to the callbacks the caller passes.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -19,6 +20,7 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from megacpp_env.errors import ToolError, ToolNotFoundError
 
@@ -260,11 +262,25 @@ def image_id(ref: str) -> str:
 
 
 def image_labels(ref: str) -> dict[str, str]:
+    """The image's labels. What the daemon answers is the image's own data (a hostile image's labels
+    are its author's): anything but a JSON object of strings (or null) is a ToolError, not a crash."""
     import json
 
     out = run([binary(), "image", "inspect", "--format", "{{json .Config.Labels}}", ref]).stdout
-    labels = json.loads(out or "null")
-    return dict(labels or {})
+    try:
+        labels = json.loads(out or "null")
+    except (ValueError, RecursionError):
+        raise ToolError(f"docker image inspect {ref}: its labels are not JSON") from None
+    if labels is None:
+        return {}
+    if not isinstance(labels, dict) or not all(isinstance(v, str) for v in labels.values()):
+        raise ToolError(f"docker image inspect {ref}: its labels are not an object of strings")
+    return {str(k): v for k, v in labels.items()}
+
+
+IMAGE_RUN_TIMEOUT_ENV = "MEGACPP_ENV_IMAGE_RUN_TIMEOUT"  # seconds one command in an image may take
+IMAGE_RUN_TIMEOUT_S = 3600.0
+IMAGE_OUTPUT_LIMIT = 64 << 20  # bytes one command in an image may print (each stream)
 
 
 def run_in_image(
@@ -276,15 +292,78 @@ def run_in_image(
     platform: str = "",
     entrypoint: str = "",
 ) -> subprocess.CompletedProcess[str]:
-    """``docker run --rm`` one command in ``image`` (no network by default); never raises on exit status."""
-    cmd = [binary(), "run", "--rm", "--network", network]
+    """``docker run --rm`` one command in ``image`` (no network by default); never raises on exit status.
+    The image is untrusted: a command that runs past ``$MEGACPP_ENV_IMAGE_RUN_TIMEOUT`` seconds (default
+    3600) or prints more than ``IMAGE_OUTPUT_LIMIT`` bytes is stopped (its container removed) and is a
+    ToolError."""
+    from megacpp_env.toolrun import env_seconds
+
+    timeout = env_seconds(IMAGE_RUN_TIMEOUT_ENV, IMAGE_RUN_TIMEOUT_S)
+    name = f"megacpp-env-run-{os.urandom(6).hex()}"
+    cmd = [binary(), "run", "--rm", "--name", name, "--network", network]
     if platform:
         cmd += ["--platform", platform]
     if entrypoint:
         cmd += ["--entrypoint", entrypoint]
     for key, value in sorted((env or {}).items()):
         cmd += ["-e", f"{key}={value}"]
-    return run([*cmd, image, *argv], check=False)
+    try:
+        return _bounded_run([*cmd, image, *argv], timeout=timeout, limit=IMAGE_OUTPUT_LIMIT)
+    except _Stopped as exc:
+        run([binary(), "rm", "-f", name], check=False, timeout=120)
+        raise ToolError(f"{image}: `{' '.join(argv)[:80]}` in the image {exc}") from None
+
+
+class _Stopped(Exception):
+    """A bounded run that was stopped: its str() says why."""
+
+
+def _bounded_run(argv: Sequence[str], *, timeout: float, limit: int) -> subprocess.CompletedProcess[str]:
+    """Run ``argv`` (its own process group), capturing at most ``limit`` bytes of each stream; killed
+    (the whole group) after ``timeout`` seconds or once a stream passes ``limit``."""
+    import signal
+    import threading
+
+    try:
+        proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, env=environ(), start_new_session=True)  # fmt: skip
+    except FileNotFoundError as exc:
+        raise ToolNotFoundError(f"{argv[0]}: not found") from exc
+    over = threading.Event()
+    chunks: dict[int, list[bytes]] = {1: [], 2: []}
+
+    def drain(pipe: Any, key: int) -> None:
+        size = 0
+        for chunk in iter(lambda: pipe.read1(1 << 16), b""):
+            size += len(chunk)
+            if size > limit:
+                over.set()
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                return
+            chunks[key].append(chunk)
+
+    readers = [threading.Thread(target=drain, args=(proc.stdout, 1), daemon=True),
+               threading.Thread(target=drain, args=(proc.stderr, 2), daemon=True)]  # fmt: skip
+    for reader in readers:
+        reader.start()
+    try:
+        code = proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise _Stopped(f"did not finish in {timeout:g}s ({IMAGE_RUN_TIMEOUT_ENV})") from None
+    finally:
+        for reader in readers:
+            reader.join(timeout=10)
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
+    if over.is_set():
+        raise _Stopped(f"printed more than {limit} bytes")
+    out, err = (b"".join(chunks[k]).decode("utf-8", "replace") for k in (1, 2))
+    return subprocess.CompletedProcess(list(argv), code, out, err)
 
 
 def remove_image(ref: str) -> None:

@@ -11,12 +11,14 @@ Two rules hold for every file the tool writes or reads:
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import glob
 import hashlib
 import json
 import os
 import secrets
+import select
 import shutil
 import stat
 import tempfile
@@ -280,23 +282,94 @@ def check_output_path(path: Path, *, option: str = "--output", example: str = "o
     return path
 
 
+OUTPUT_WAIT_ENV = "MEGACPP_ENV_OUTPUT_WAIT"  # seconds a FIFO output waits for its reader (to open it, to read)
+OUTPUT_WAIT_S = 30.0
+
+
 def write_output(path: Path, data: bytes) -> bool:
     """Write a user-given output: a regular file (or a new path) atomically, through symlinks to the
     file they name; anything else (``/dev/null``, ``/dev/stdout``, a FIFO) by a plain write, never by a
-    rename. Returns False when a regular file already held ``data``."""
+    rename. Returns False when a regular file already held ``data``. Every way the write can fail (a
+    full disk or ``/dev/full``, a FIFO nobody reads, a reader that went away) is an ``InputError``
+    naming the file; none blocks for good (``_write_special``)."""
     path = Path(path)
     try:
         st: os.stat_result | None = Path(path).stat()
     except (FileNotFoundError, NotADirectoryError):
         st = None
+    except OSError as exc:
+        raise InputError(f"cannot write: {exc.strerror or exc}", file=str(path)) from None
     if st is None or stat.S_ISREG(st.st_mode):
-        return atomic_write_bytes(Path(os.path.realpath(path)), data)
-    if stat.S_ISDIR(st.st_mode):
-        raise InputError("is a directory; name a file", file=str(path))
-    fd = os.open(path, os.O_WRONLY | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
+        try:
+            return atomic_write_bytes(Path(os.path.realpath(path)), data)
+        except OSError as exc:
+            raise InputError(f"cannot write: {exc.strerror or exc}", file=str(path)) from None
+    if stat.S_ISDIR(st.st_mode) or stat.S_ISSOCK(st.st_mode):
+        raise InputError(f"is {file_kind(st.st_mode)}; name a file", file=str(path))
+    _write_special(path, data, fifo=stat.S_ISFIFO(st.st_mode))
     return True
+
+
+def _write_special(path: Path, data: bytes, *, fifo: bool) -> None:
+    """Write ``data`` to a device or FIFO in place, never blocking for good: a FIFO's reader must open
+    it, and then take more, within ``$MEGACPP_ENV_OUTPUT_WAIT`` seconds (default 30) each time."""
+    wait = _output_wait()
+    fd = _open_special(path, wait if fifo else 0.0)
+    try:
+        _write_all(fd, memoryview(data), wait)
+    except BrokenPipeError:
+        raise InputError("its reader went away before the output was written", file=str(path)) from None
+    except TimeoutError:
+        raise InputError(f"its reader took nothing for {wait:g}s ({OUTPUT_WAIT_ENV})", file=str(path)) from None
+    except OSError as exc:
+        raise InputError(f"cannot write: {exc.strerror or exc}", file=str(path)) from None
+    finally:
+        os.close(fd)
+
+
+def _output_wait() -> float:
+    """``$MEGACPP_ENV_OUTPUT_WAIT`` (seconds, positive), else ``OUTPUT_WAIT_S``. Read here rather than with
+    ``toolrun.env_seconds``: fsutil is in the source builds' import closure, which stays small."""
+    raw = os.environ.get(OUTPUT_WAIT_ENV, "").strip()
+    try:
+        value = float(raw) if raw else OUTPUT_WAIT_S
+    except ValueError:
+        value = 0.0
+    if not 0 < value < 1e7:
+        raise InputError(f"{OUTPUT_WAIT_ENV}={raw[:40]!r}: expected a positive number of seconds")
+    return value
+
+
+def _open_special(path: Path, wait: float) -> int:
+    """``path`` opened to write without blocking; a FIFO with no reader (ENXIO) is tried again for
+    ``wait`` seconds (a reader started just after the writer), then refused."""
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            return os.open(path, os.O_WRONLY | os.O_NOCTTY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError as exc:
+            if exc.errno != errno.ENXIO or not wait:
+                raise InputError(f"cannot write: {exc.strerror or exc}", file=str(path)) from None
+        if time.monotonic() >= deadline:
+            raise InputError(
+                f"is a FIFO that nobody read within {wait:g}s ({OUTPUT_WAIT_ENV}): start its reader first",
+                file=str(path),
+            )
+        time.sleep(0.05)
+
+
+def _write_all(fd: int, view: memoryview, wait: float) -> None:
+    """Every byte of ``view`` to the non-blocking ``fd``, waiting at most ``wait`` seconds for room."""
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    while view:
+        try:
+            view = view[os.write(fd, view) :]
+            continue
+        except BlockingIOError:
+            pass
+        if not poller.poll(wait * 1000):
+            raise TimeoutError
 
 
 # ---- bounded reads ---------------------------------------------------------------------------------

@@ -163,12 +163,18 @@ def _driver_overrides(cwd: Path | str | None) -> dict[str, str]:
     """Every program-naming key the repository's config defines (includes followed), disabled."""
     if cwd is None or not Path(cwd).is_dir():
         return {}
+    _refuse_special_git_files(Path(cwd))
     stamp = _config_stamp(Path(cwd))
     if stamp is not None and (hit := _DRIVER_CACHE.get(stamp)) is not None:
         return hit
     argv = [git_executable(), "config", "--list", "--includes", "-z"]
     try:
-        proc = subprocess.run(argv, cwd=cwd, env=_env(None, trusted=False), capture_output=True, check=False)
+        proc = _spawn(argv, cwd=cwd, env=_env(None, trusted=False), input_bytes=None, trusted=False)
+    except subprocess.TimeoutExpired as exc:
+        raise ToolError(
+            f"git config --list did not finish in {exc.timeout:g}s in {cwd} (stopped; a FIFO among its config "
+            f"files? {TIMEOUT_ENV} sets the limit)"
+        ) from None
     except OSError:
         return {}
     out: dict[str, str] = {}
@@ -183,6 +189,54 @@ def _driver_overrides(cwd: Path | str | None) -> dict[str, str]:
 
 
 _DRIVER_CACHE: dict[tuple[object, ...], dict[str, str]] = {}
+# Files of a git dir that every git command opens: a FIFO (or a device) in their place would block git
+# until its deadline; refused at once instead. (Any other file git opens is covered by the deadline.)
+_GIT_DIR_FILES = (
+    "HEAD", "index", "config", "config.worktree", "commondir", "packed-refs", "shallow", "info/exclude",
+    "info/attributes", "info/sparse-checkout", "info/grafts", "objects/info/alternates",
+)  # fmt: skip
+
+
+def _refuse_special_git_files(cwd: Path) -> None:
+    """Raise ToolError when ``cwd/.git`` (or the git dir its gitfile names) holds something other than a
+    regular file, a directory or a symlink where git opens a file."""
+    dot_git = cwd / ".git"
+    try:
+        st = os.lstat(dot_git)
+    except OSError:
+        return
+    if stat.S_ISREG(st.st_mode):
+        dot_git = _gitfile_target(cwd, dot_git)
+    elif not stat.S_ISDIR(st.st_mode):
+        _refuse_kind(dot_git, st.st_mode)
+    for name in _GIT_DIR_FILES if dot_git.is_dir() else ():
+        try:
+            st = (dot_git / name).stat()
+        except OSError:
+            continue
+        if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+            _refuse_kind(dot_git / name, st.st_mode)
+
+
+def _gitfile_target(cwd: Path, gitfile: Path) -> Path:
+    """The git dir a ``.git`` file names (``gitdir: PATH``); the file itself when it names none."""
+    try:
+        with open(gitfile, "rb") as fh:
+            first = fh.read(4096).split(b"\n", 1)[0].decode("utf-8", "replace")
+    except OSError:
+        return gitfile
+    target = first.removeprefix("gitdir:").strip() if first.startswith("gitdir:") else ""
+    return (cwd / target) if target else gitfile
+
+
+def _refuse_kind(path: Path, mode: int) -> None:
+    kind = next((what for test, what in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+                                         (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device"))
+                 if test(mode)), "not a file")  # fmt: skip
+    raise ToolError(
+        one_line(f"{path} is {kind}, where git opens a file: git would wait on it; refusing to run git there "
+                 "(make the checkout again)")
+    )  # fmt: skip
 
 
 def _config_stamp(cwd: Path) -> tuple[object, ...] | None:
@@ -229,9 +283,12 @@ def run_git(
     user = [f"-c {k}={v}" for k, v in (config or {}).items()]  # the read_config overrides are not shown
     log.debug("git: %s (cwd=%s)", strip_url_credentials(" ".join([*user, *args])), cwd or ".")
     try:
-        proc = subprocess.run(
-            argv, cwd=cwd, env=_env(env, trusted=trusted), input=input_bytes, capture_output=True, check=False
-        )
+        proc = _spawn(argv, cwd=cwd, env=_env(env, trusted=trusted), input_bytes=input_bytes, trusted=trusted)
+    except subprocess.TimeoutExpired as exc:
+        raise ToolError(
+            f"git {shown} did not finish in {exc.timeout:g}s in {cwd or '.'} (stopped; a FIFO or a hung remote "
+            f"in the repository? {TIMEOUT_ENV} sets the limit)"
+        ) from None
     except OSError as exc:  # a missing or unreadable cwd, an unusable git executable
         raise ToolError(f"git {shown} could not run in {cwd or '.'}: {exc.strerror or exc}") from None
     if check and proc.returncode != 0:
@@ -239,6 +296,69 @@ def run_git(
         tail = strip_url_credentials(detail[-1]) if detail else f"exit {proc.returncode}"
         raise ToolError(f"git {shown} failed in {cwd or '.'}: {tail}")
     return proc
+
+
+# Every git call has a deadline: a FIFO where git opens a file (.git/HEAD, index, config) blocks it for
+# good, and so can a remote. Reads of a local repository get READ_TIMEOUT_S, fetches and checkouts
+# (``trusted``) FETCH_TIMEOUT_S; $MEGACPP_ENV_GIT_TIMEOUT (seconds) sets both.
+TIMEOUT_ENV = "MEGACPP_ENV_GIT_TIMEOUT"
+READ_TIMEOUT_S = 120.0
+FETCH_TIMEOUT_S = 3600.0
+
+
+def timeout_s(*, trusted: bool) -> float:
+    """The deadline of one git call (see ``TIMEOUT_ENV``). Read here, not with ``toolrun.env_seconds``:
+    git.py is in the source builds' import closure, which stays small."""
+    raw = os.environ.get(TIMEOUT_ENV, "").strip()
+    if not raw:
+        return FETCH_TIMEOUT_S if trusted else READ_TIMEOUT_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = 0.0
+    if not 0 < value < 1e7:
+        raise ToolError(f"{TIMEOUT_ENV}={raw[:40]!r}: expected a positive number of seconds")
+    return value
+
+
+def _spawn(
+    argv: Sequence[str],
+    *,
+    cwd: Path | str | None,
+    env: Mapping[str, str],
+    input_bytes: bytes | None,
+    trusted: bool,
+) -> subprocess.CompletedProcess[bytes]:
+    """Run git in a process group of its own, its output captured, with a deadline (``timeout_s``).
+    When the deadline passes, or this process is interrupted (^C does not reach the group: it has no
+    terminal), the whole group (git, its helpers, ssh) is killed and reaped: nothing is left behind.
+    ``subprocess.TimeoutExpired`` is raised for the caller to word."""
+    limit = timeout_s(trusted=trusted)
+    proc = subprocess.Popen(
+        list(argv), cwd=cwd, env=dict(env), start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        stdin=subprocess.PIPE if input_bytes is not None else subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        out, err = proc.communicate(input_bytes, timeout=limit)
+    except BaseException:
+        _kill_group(proc)
+        raise
+    return subprocess.CompletedProcess(list(argv), proc.returncode, out, err)
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL ``proc``'s process group, reap ``proc`` and close its pipes (without reading what a child
+    that left the group may still hold open)."""
+    import signal
+
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        proc.kill()
+    proc.wait()
+    for pipe in (proc.stdin, proc.stdout, proc.stderr):
+        if pipe is not None:
+            pipe.close()
 
 
 def git_text(args: Sequence[str], cwd: Path | str | None = None, **kw: Any) -> str:
@@ -362,11 +482,23 @@ def submodule_status(path: Path, *, prefix: str = "") -> tuple[SubmoduleState, .
     out: list[SubmoduleState] = []
     for rel, expected in sorted(gitlinks(path).items()):
         sub = Path(path) / rel
-        actual = head_commit(sub) if (sub / ".git").exists() else None
+        actual = _submodule_head(sub)
         out.append(SubmoduleState(path=f"{prefix}{rel}", expected=expected, actual=actual))
         if actual is not None:
             out.extend(submodule_status(sub, prefix=f"{prefix}{rel}/"))
     return tuple(out)
+
+
+def _submodule_head(sub: Path) -> str | None:
+    """HEAD of the submodule checkout at ``sub``; None when it is not a work tree of its own: no
+    ``.git``, or one git cannot use (git would answer for the superproject around it). One git call."""
+    if not (sub / ".git").exists():
+        return None
+    proc = run_git(["rev-parse", "--show-toplevel", "--verify", "--quiet", "HEAD^{commit}"], sub, check=False)
+    lines = proc.stdout.decode("utf-8", "surrogateescape").splitlines()
+    if proc.returncode != 0 or len(lines) != 2 or not SHA_RE.fullmatch(lines[1]):
+        return None
+    return lines[1] if Path(lines[0]).resolve() == Path(sub).resolve() else None
 
 
 def remote_urls(path: Path) -> dict[str, str]:
@@ -381,8 +513,8 @@ def remote_urls(path: Path) -> dict[str, str]:
 
 
 def is_local_url(url: str) -> bool:
-    """file:// URLs and plain paths (where git's file protocol is the user's own choice)."""
-    return url.startswith("file://") or (not re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", url) and ":" not in url)
+    """file:// URLs (any case) and plain paths (where git's file protocol is the user's own choice)."""
+    return url.lower().startswith("file://") or (not re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", url) and ":" not in url)
 
 
 def url_problem(url: str, *, allow_local: bool = True) -> str | None:
@@ -428,6 +560,16 @@ def check_url(url: str, *, what: str = "URL", allow_local: bool = True) -> str:
     if problem:
         raise RefusedError(one_line(f"{what} {strip_url_credentials(url)!r} {problem}: refusing to pass it to git"))
     return url
+
+
+def check_submodule_url(url: str, *, local_superproject: bool, what: str) -> str:
+    """The one rule for a URL a superproject's ``.gitmodules`` names (the submodule update, a source
+    mirror, a checkout with ``unobtainable`` paths): ``check_url``, and a local path or ``file://`` URL
+    only when the superproject itself was fetched from a local one (a remote superproject must not pull
+    a repository of this machine into the checkout). A relative URL (``./x``, ``../x``) follows the
+    superproject's: it is checked again once resolved."""
+    relative = url.startswith(("./", "../"))
+    return check_url(url, what=what, allow_local=local_superproject or relative)
 
 
 def check_sha(sha: str) -> str:
@@ -483,7 +625,7 @@ def submodule_update(path: Path, *, allow_file_protocol: bool = False, config: M
     """``git submodule update --init --recursive`` at the commits the superproject pins; shallow first.
     ``config`` reaches the clones and fetches git runs for each submodule (``-c`` is inherited)."""
     for rel, url in sorted(gitmodules_urls(path, "HEAD").items()):
-        check_url(url, what=f".gitmodules: submodule {rel}: url")
+        check_submodule_url(url, local_superproject=allow_file_protocol, what=f".gitmodules: submodule {rel}: url")
     cfg = {**({"protocol.file.allow": "always"} if allow_file_protocol else {}), **(config or {})}
     base = ["submodule", "update", "--init", "--recursive", "--checkout", "--quiet"]
     proc = run_git([*base, "--depth", "1"], path, check=False, config=cfg, trusted=True)

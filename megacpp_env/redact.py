@@ -20,7 +20,6 @@ import itertools
 import math
 import re
 from collections import Counter
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from urllib.parse import unquote
 
@@ -38,7 +37,7 @@ _SECRET_SUBSTRINGS = (
 # the short words.
 _SECRET_WORD_PREFIXES = ("API", "ACCESS", "KEY", "CRED")
 _SECRET_WORD_SUFFIXES = ("KEY", "PASS", "PWD")
-_SECRET_WORDS = frozenset({"PASS", "PWD", "SIG", "PAT", "OTP", "SALT", "DSN", "NONCE", "HMAC", "PIN", "PSK"})
+_SECRET_WORDS = frozenset({"PASS", "PWD", "PW", "SIG", "PAT", "OTP", "SALT", "DSN", "NONCE", "HMAC", "PIN", "PSK"})
 # Names that match the patterns but hold no secret: the shell's working directories.
 _NOT_SECRET_NAMES = frozenset({"PWD", "OLDPWD"})
 # Values that carry no secret whatever the name (``HF_HUB_DISABLE_IMPLICIT_TOKEN=1``).
@@ -71,6 +70,8 @@ _KNOWN_TOKENS = re.compile(
     r"|\b(?:gh[pousr]_[A-Za-z0-9]{16,}|github_pat_[A-Za-z0-9_]{16,}|glpat-[A-Za-z0-9_-]{16,}"
     r"|xox[abposr]-[A-Za-z0-9-]{8,}|(?:AKIA|ASIA)[0-9A-Z]{16}|sk-[A-Za-z0-9_-]{16,}|hf_[A-Za-z0-9]{16,}"
     r"|npm_[A-Za-z0-9]{20,}|pypi-[A-Za-z0-9_-]{16,}|AIza[0-9A-Za-z_-]{20,}|glc_[A-Za-z0-9+/=_-]{16,}"
+    r"|dckr_pat_[A-Za-z0-9_-]{16,}|[rs]k_(?:live|test)_[A-Za-z0-9]{16,}|whsec_[A-Za-z0-9+/=]{16,}"
+    r"|shp(?:at|ss|ca|pa)_[A-Fa-f0-9]{16,}|SG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}"
     r"|eyJ[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]*)",
     re.DOTALL,
 )
@@ -91,6 +92,12 @@ _TOKEN_HINTS = (
     "AIza",
     "glc_",
     "eyJ",
+    "dckr_pat_",
+    "k_live_",
+    "k_test_",
+    "whsec_",
+    "shp",
+    "SG.",
 )
 _AUTH_HINTS = ("BEARER", "BASIC", "DIGEST", "TOKEN", "NEGOTIATE", "NTLM", "APIKEY")
 _NAME_HINTS = (*_SECRET_SUBSTRINGS, *_SECRET_WORD_PREFIXES, *_SECRET_WORDS, "KEY")
@@ -113,9 +120,17 @@ _AUTH_OTHER = re.compile(
     r"(?i)\b(?P<scheme>basic|digest|token|negotiate|ntlm|apikey)(?P<sep>\s+)(?P<value>[A-Za-z0-9._~+/-]+=*)"
 )
 # ``name=value``, ``name: value``, ``--name value`` where the name is secret-bearing.
+# The value is a quoted string or a bare word up to a space or quote (a password may hold ``;``, ``,``
+# and ``&``: cut there, its rest would be kept). A pair whose key is not secret-named is passed over
+# from its value on (``-O2 -DDB_PASSWORD=x``: ``-O2``'s "value" is the next pair, scanned too).
 _KEY_VALUE = re.compile(
     r"(?P<key>(?<![A-Za-z0-9_.-])-{0,2}[A-Za-z_][A-Za-z0-9_.-]*)(?P<sep>=(?![=/])|:(?![/:])\s*|\s+)"
-    r"(?P<value>[^\s&;,'\"<>`]+)"
+    r"(?P<value>\"[^\"\n]*\"|'[^'\n]*'|[^\s'\"<>`]+)"
+)
+# A quoted key (JSON, a Python or YAML mapping written inline): ``{"password": "x"}``, ``'token': y``.
+_QUOTED_KEY = re.compile(
+    r"""(?P<q>["'])(?P<key>[A-Za-z_][A-Za-z0-9_.-]*)(?P=q)\s*[:=]\s*"""
+    r"""(?P<value>"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*'|[^\s,;}\]]+)"""
 )
 _WORD = re.compile(r"[A-Za-z0-9+/_~.%-]{16,}={0,2}")
 _SAFE_FRAGMENT = re.compile(r"(?:(?:sha1|sha224|sha256|sha384|sha512|md5)=[0-9a-fA-F]+|egg=[A-Za-z0-9._-]+"
@@ -274,7 +289,8 @@ def _scan(text: str, tokens: bool) -> tuple[str, tuple[str, ...], tuple[str, ...
         text = _AUTH_BEARER.sub(lambda m: _auth(m, out, any_value=True), text)
         text = _AUTH_OTHER.sub(lambda m: _auth(m, out, any_value=False), text)
     if any(w in upper for w in _NAME_HINTS):
-        text = _KEY_VALUE.sub(lambda m: _key_value(m, out), text)
+        text = _QUOTED_KEY.sub(lambda m: _quoted_key(m, out), text)
+        text = _key_values(text, out)
     if tokens and len(text) >= 16:
         text = _WORD.sub(lambda m: out.take(m.group(0), "a high-entropy token") if is_token_like(m[0]) else m[0], text)
     return text, tuple(out.reasons), tuple(out.secrets)
@@ -303,7 +319,9 @@ def _drop_userinfo(scheme: str, rest: str, out: Redaction) -> str:
     if cuts:
         cut = max(cuts)
         userinfo = rest[:cut]
-        plain_user = ":" not in userinfo and not is_token_like(unquote(userinfo)) and scheme.lower()[:-3] in _SSH
+        name = unquote(userinfo)
+        plain_user = ":" not in userinfo and not is_token_like(name) and not _random_name(name)
+        plain_user = plain_user and scheme.lower()[:-3] in _SSH
         if not plain_user:  # ``ssh://git@host``: a user name is dropped, but it is not a credential
             out.take(userinfo, "credentials in a URL")
         rest = rest[cut + 1 :]
@@ -344,10 +362,18 @@ def _scp(match: re.Match[str], out: Redaction) -> str:
     user = match["user"]
     if "://" in user or user.endswith(REDACTED) or _DIGEST.fullmatch(f"{match['host']}:{match['path']}"):
         return match[0]  # an image reference ``name:tag@sha256:<hex>`` is not a remote
-    if ":" in user or is_token_like(user):
+    if ":" in user or is_token_like(user) or _random_name(user):
         out.take(user, "credentials in an scp-style remote")
         return f"{match['host']}:{match['path']}"
     return match[0]  # a plain user name (``git@host:repo``) is not a credential
+
+
+def _random_name(user: str) -> bool:
+    """A user name of 16+ characters with a long run (8+) that is not made of words: a generated one
+    (a token used as the user of a remote), even in one case without digits, which ``is_token_like``
+    leaves to names. ``deploy-bot-runner`` and ``jenkins`` are not."""
+    runs = [r for r in _SEPARATORS.split(user) if len(r) >= 8 and not r.isdigit()]
+    return len(user) >= 16 and any(not _identifier_shaped(r) for r in runs)
 
 
 def _broken(match: re.Match[str], out: Redaction) -> str:
@@ -377,18 +403,48 @@ def _looks_encoded(value: str) -> bool:
     )
 
 
-def _key_value(match: re.Match[str], out: Redaction) -> str:
+def _key_values(text: str, out: Redaction) -> str:
+    """``_KEY_VALUE`` over ``text``: a secret-named key's value replaced (its quotes kept); a pair that is
+    not secret is passed over from its value on, so the value is scanned as a pair of its own."""
+    chunks: list[str] = []
+    last = pos = 0
+    while (m := _KEY_VALUE.search(text, pos)) is not None:
+        value = _key_value(m)
+        if value is None:
+            pos = m.start("value")
+            continue
+        quoted = value[0] in "\"'"
+        inner = value[1:-1] if quoted else value
+        lead = m.start("value") + quoted
+        chunks += [text[last:lead], out.take(inner, f"the value of {m['key'].lstrip('-')}")]
+        last = pos = lead + len(inner)
+    return "".join([*chunks, text[last:]])
+
+
+def _key_value(match: re.Match[str]) -> str | None:
+    """The value to redact of one ``_KEY_VALUE`` match, or None when the pair is not secret."""
     key, sep, value = match["key"], match["sep"], match["value"]
-    if value == REDACTED or not is_secret_name(key.lstrip("-")) or is_trivial(value):
-        return match[0]
+    inner = value[1:-1] if value[:1] in "\"'" else value
+    if not inner or inner == REDACTED or not is_secret_name(key.lstrip("-")) or is_trivial(inner):
+        return None
     if (
         sep.strip() == ""
         and not key.startswith("-")
         and not re.fullmatch(r"(?i)[a-z_]*(pass(word|wd)?|token|secret)", key)
     ):
-        return match[0]  # "KEY value" with a space only for options and plain password/token words
-    name = key.lstrip("-")
-    return f"{key}{sep}{out.take(value, f'the value of {name}')}"
+        return None  # "KEY value" with a space only for options and plain password/token words
+    return value
+
+
+def _quoted_key(match: re.Match[str], out: Redaction) -> str:
+    """``"password": "x"``: a quoted secret-named key's value (its quotes kept)."""
+    value = match["value"]
+    quoted = value[:1] in "\"'" and len(value) >= 2
+    inner = value[1:-1] if quoted else value
+    if not inner or REDACTED in inner or not is_secret_name(match["key"]) or is_trivial(inner):
+        return match[0]
+    start = match.start("value") - match.start() + (1 if quoted else 0)
+    return match[0][:start] + out.take(inner, f"the value of {match['key']}") + match[0][start + len(inner) :]
 
 
 # ---- conveniences ------------------------------------------------------------------------------
@@ -451,58 +507,11 @@ def credential_file_reason(rel: str, data: bytes) -> str:
     return f"its content holds a credential ({why})" if why else ""
 
 
-# ---- stored text: command lines, file contents, diffs --------------------------------------------
-
-# A header whose whole value is a credential (``-H "Authorization: Bearer x"``, ``Cookie: ...``).
-_SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie", "set-cookie"})
-_HEADER_FLAGS = frozenset({"-H", "--header", "--headers"})
-
-
-def redact_argv(argv: Sequence[str]) -> list[str]:
-    """A command line as it may be recorded: the value of a secret-named option (``--api-key=X``,
-    ``--password Y``: the next argument; named as ``_key_class`` says, so ``--tokenizer`` is not), a
-    secret header's value (``-H "Authorization: ..."``) and every credential ``redact`` finds in any
-    argument (URL passwords, tokens, ``Bearer x``)."""
-    out: list[str] = []
-    hide = ""  # what the previous argument said the next one is: "value" | "header" | ""
-    for arg in argv:
-        if hide == "value" and not arg.startswith("-"):
-            out.append(REDACTED if not is_trivial(arg) else arg)
-        elif hide == "header":
-            out.append(_header(arg))
-        else:
-            out.append(_option(arg))
-        hide = _hides_next(arg) if hide != "value" or arg.startswith("-") else ""
-    return out
-
-
-def _hides_next(arg: str) -> str:
-    if arg in _HEADER_FLAGS:
-        return "header"
-    if arg.startswith("--") and "=" not in arg and _key_class(arg[2:]):
-        return "value"
-    return ""
-
-
-def _option(arg: str) -> str:
-    flag, eq, value = arg.partition("=")
-    if eq and flag.startswith("-") and _key_class(flag.lstrip("-")) and not is_trivial(value):
-        return f"{flag}={REDACTED}"
-    if eq and flag in _HEADER_FLAGS:
-        return f"{flag}={_header(value)}"
-    return redact(arg).text
-
-
-def _header(value: str) -> str:
-    name, colon, rest = value.partition(":")
-    if colon and (name.strip().lower() in _SECRET_HEADERS or _key_class(name.strip())) and rest.strip():
-        return f"{name}: {REDACTED}"
-    return redact(value).text
-
+# ---- stored text: file contents, diffs (command lines: megacpp_env.cmdline) ----------------------------
 
 # Words of a key name that make its value a credential, whatever the value looks like ...
-_PASSWORD_WORDS = frozenset({"password", "passwd", "pwd", "pass", "passphrase", "secret", "credential",
-                             "credentials", "pgpass", "passcode"})  # fmt: skip
+_PASSWORD_WORDS = frozenset({"password", "passwd", "pwd", "pw", "pass", "passphrase", "secret", "credential",
+                             "credentials", "creds", "pgpass", "passcode"})  # fmt: skip
 # ... and words (or pairs) that do when the value also looks generated (``pad_token = "<pad>"`` is not).
 _TOKEN_WORDS = frozenset({"token", "apikey", "auth", "authorization", "bearer", "cookie", "jwt", "pat", "dsn"})
 _TOKEN_PAIRS = frozenset({("api", "key"), ("access", "key"), ("private", "key"), ("secret", "key"),
@@ -523,7 +532,7 @@ _CODE_SUFFIXES = (".py", ".pyi", ".pyx", ".c", ".cc", ".cpp", ".cxx", ".h", ".hp
                   ".js", ".ts", ".java", ".kt", ".scala", ".rb", ".lua", ".jl")  # fmt: skip
 
 
-def _key_class(key: str) -> str:
+def key_class(key: str) -> str:
     """'password' (any value is a credential), 'token' (a generated-looking value is) or ''."""
     words = [w.lower() for w in _KEY_WORDS.findall(key)]
     if any(w in _PASSWORD_WORDS or w.startswith("passw") for w in words):
@@ -567,7 +576,7 @@ def line_secret_reason(line: str, *, path: str = "") -> str:
 
 
 def _pair_reason(key: str, raw: str, *, code: bool) -> str:
-    kind = _key_class(key)
+    kind = key_class(key)
     value = _literal(raw, code=code) if kind else None
     if value is None:
         return ""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -20,9 +21,11 @@ from typing import Any
 from packaging.utils import canonicalize_name
 
 from megacpp_env import __version__, docker, layout
+from megacpp_env.chars import dangerous_char, describe_char
 from megacpp_env.errors import FormatError, RefusedError, ToolError
 from megacpp_env.fsutil import canonical_json, check_output_path, read_regular_text, sha256_file, write_output
 from megacpp_env.lock.pylock import LockedPackage, read_pylock
+from megacpp_env.records import Table
 from megacpp_env.spec import Spec, Target
 from megacpp_env.spec.model import ArtifactSet, Source
 
@@ -342,15 +345,61 @@ def _read_file(path: Path) -> str:
     return read_regular_text(path)
 
 
+_HEX_HASH = re.compile(r"[0-9a-fA-F]{32}|[0-9a-fA-F]{40}|[0-9a-fA-F]{64}|[0-9a-fA-F]{96}|[0-9a-fA-F]{128}")
+
+
 def _parse(text: str, where: str) -> dict[str, Any]:
+    """An SBOM from outside (an image, a ``--sbom`` file), validated before any of it is used: JSON (a
+    document nested too deeply is refused, not a crash), ``bomFormat`` CycloneDX, and every field
+    ``check_image`` reads in the type and form the CycloneDX 1.6 schema gives it (``validate_sbom``).
+    Fields it does not read are not judged. A ``FormatError`` names the file and the key path."""
     try:
         doc = json.loads(text)
     except ValueError as exc:
         raise FormatError(f"{where}: not JSON ({exc})") from None
+    except RecursionError:
+        raise FormatError(f"{where}: not a CycloneDX SBOM: JSON nested too deeply") from None
     if not isinstance(doc, dict) or doc.get("bomFormat") != "CycloneDX" or not isinstance(doc.get("components"), list):
         raise FormatError(f"{where}: not a CycloneDX SBOM (bomFormat, components)")
-    doc["components"] = [c for c in doc["components"] if isinstance(c, dict)]
+    validate_sbom(doc, where)
     return doc
+
+
+def validate_sbom(doc: Mapping[str, Any], where: str) -> None:
+    """The fields of ``doc`` that ``check_image`` reads, checked as the CycloneDX 1.6 schema has them
+    (a bounded walk of those fields only; tests/test_sbom_hostile.py compares its verdicts with the
+    schema's, run by cyclonedx-python-lib): ``specVersion`` a string; each component a table with a
+    string ``type`` and ``name``, and, where present (null is not absent), a string ``version``,
+    ``purl`` and ``bom-ref``; ``externalReferences`` tables with a string ``type`` and ``url``;
+    ``hashes`` tables with a string ``alg`` and a hex ``content``. Every string read is free of control
+    and invisible characters (``records.Table``: it may be printed)."""
+    top = Table.root(doc, where)
+    top.text("specVersion")
+    for comp in top.tables("components"):
+        comp.text("type")
+        comp.text("name")
+        for key in ("version", "purl", "bom-ref"):
+            if key in comp.data:
+                comp.text(key)
+        _hashes(comp)
+        for ref in _present_tables(comp, "externalReferences"):
+            ref.text("type")
+            ref.text("url")
+            _hashes(ref)
+
+
+def _present_tables(table: Table, key: str) -> list[Table]:
+    """The tables of the optional array ``key`` (none when absent; null is not absent)."""
+    if key in table.data and table.data[key] is None:
+        table.fail("expected an array of tables, got null", key)
+    return table.tables(key)
+
+
+def _hashes(table: Table) -> None:
+    for entry in _present_tables(table, "hashes"):
+        entry.text("alg")
+        if not _HEX_HASH.fullmatch(entry.text("content")):
+            entry.fail("expected a hex digest of 32, 40, 64, 96 or 128 digits", "content")
 
 
 def _inspect(image: str, platform: str) -> tuple[list[Dist], object]:
@@ -363,16 +412,29 @@ def _inspect(image: str, platform: str) -> tuple[list[Dist], object]:
         found = json.loads(proc.stdout)
     except ValueError as exc:
         raise ToolError(f"listing the distributions in {image}: unreadable output ({exc})") from None
+    except RecursionError:
+        raise ToolError(f"listing the distributions in {image}: unreadable output (nested too deeply)") from None
     if not isinstance(found, dict) or not isinstance(found.get("dists"), list):
         raise ToolError(f"listing the distributions in {image}: unexpected output")
     return _dists(image, found["dists"]), found.get("sbom")
 
 
 def _dists(image: str, rows: list[Any]) -> list[Dist]:
-    try:
-        return [(str(n), str(v), str(a), [str(f) for f in bad]) for n, v, a, bad in rows]
-    except (TypeError, ValueError):
-        raise ToolError(f"listing the distributions in {image}: unexpected output") from None
+    """The image's answer, checked as untrusted input: each row four fields, strings (and a list of
+    strings), none holding a character that breaks a line or hides text (they are printed)."""
+    what, out = f"listing the distributions in {image}", list[Dist]()
+    for row in rows:
+        if not (isinstance(row, list) and len(row) == 4 and isinstance(row[3], list)):
+            raise ToolError(f"{what}: unexpected output")
+        name, version, archive, bad = row
+        texts = [name, version, archive, *bad]
+        if not all(isinstance(t, str) for t in texts):
+            raise ToolError(f"{what}: unexpected output (a field is not a string)")
+        ch = next((c for t in texts if (c := dangerous_char(t)) is not None), None)
+        if ch is not None:
+            raise ToolError(f"{what}: control character {describe_char(ch)} in its output")
+        out.append((name, version, archive, list(bad)))
+    return out
 
 
 def _disagreements(sbom: Mapping[str, Any], dists: Iterable[Dist], source: str) -> list[str]:
@@ -380,9 +442,9 @@ def _disagreements(sbom: Mapping[str, Any], dists: Iterable[Dist], source: str) 
     for c in sbom.get("components", []):
         if str(c.get("purl", "")).startswith("pkg:pypi/"):
             key = (canonicalize_name(str(c.get("name", ""))), str(c.get("version", "")))
-            refs = [r for r in c.get("externalReferences", []) if isinstance(r, dict)]
+            refs = c.get("externalReferences", [])
             hashes.setdefault(key, set()).update(
-                str(h.get("content", "")) for r in refs for h in r.get("hashes", []) if isinstance(h, dict)
+                h["content"] for r in refs for h in r.get("hashes", []) if h["alg"] == "SHA-256"
             )
     out = []
     for name, version, archive, bad in dists:

@@ -7,6 +7,7 @@
   every external command megacpp-env runs, through the ``megacpp_env.*`` loggers).
 * Progress: one status line on stderr, only when stderr is a terminal, CI is not set, output is
   not ``--json`` and not ``-q``; logs and pipes stay clean.
+* The standard streams themselves (closed, full, a reader gone): ``megacpp_env.streams``.
 
 Domain modules never print; they accept callbacks that the commands connect to these helpers.
 """

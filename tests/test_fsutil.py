@@ -242,3 +242,85 @@ def test_read_regular_refuses_what_leaves_the_tree(tmp_path):
     (tree / "bad").write_bytes(b"\xff")
     with pytest.raises(errors.InputError, match="not UTF-8 text"):
         fsutil.read_regular_text(tree / "bad")
+
+
+# ---- outputs that cannot take the bytes (issue 31, defect 2) ---------------------------------------
+
+
+@pytest.mark.parametrize("target", ["/dev/full", "fifo-no-reader", "socket"])
+def test_write_output_that_cannot_be_written_is_one_error_never_a_hang(tmp_path, monkeypatch, target):
+    import socket
+    import time
+
+    monkeypatch.setenv("MEGACPP_ENV_OUTPUT_WAIT", "0.5")
+    if target == "fifo-no-reader":
+        path = tmp_path / "fifo"
+        os.mkfifo(path)
+    elif target == "socket":
+        path = tmp_path / "sock"
+        server = socket.socket(socket.AF_UNIX)
+        server.bind(str(path))
+    else:
+        path = target
+    started = time.monotonic()
+    with pytest.raises(errors.InputError) as exc:
+        fsutil.write_output(path, b"x" * 100_000)
+    assert time.monotonic() - started < 10
+    assert str(exc.value).startswith(f"{path}: ")
+    why = {"/dev/full": "No space left on device", "fifo-no-reader": "nobody read", "socket": "is a socket"}
+    assert why[target] in str(exc.value)
+
+
+def test_a_fifo_reader_that_stalls_or_leaves_fails_the_write(tmp_path, monkeypatch):
+    monkeypatch.setenv("MEGACPP_ENV_OUTPUT_WAIT", "0.5")
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    holder = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # a reader that never reads
+    try:
+        with pytest.raises(errors.InputError, match=r"its reader took nothing for 0\.5s"):
+            fsutil.write_output(fifo, b"x" * (4 << 20))
+    finally:
+        os.close(holder)
+
+    def leaver():
+        fd = os.open(fifo, os.O_RDONLY)
+        os.read(fd, 10)
+        os.close(fd)
+
+    t = threading.Thread(target=leaver)
+    t.start()
+    with pytest.raises(errors.InputError, match="its reader went away"):
+        fsutil.write_output(fifo, b"x" * (4 << 20))
+    t.join(timeout=10)
+
+
+def test_a_fifo_reader_started_after_the_writer_gets_the_bytes(tmp_path):
+    import time
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    got = []
+
+    def late_reader():
+        time.sleep(0.3)
+        with open(fifo, "rb") as fh:
+            got.append(fh.read())
+
+    t = threading.Thread(target=late_reader)
+    t.start()
+    assert fsutil.write_output(fifo, b"doc\n" * 50_000)
+    t.join(timeout=10)
+    assert got == [b"doc\n" * 50_000]
+
+
+def test_sbom_output_to_a_full_device_or_an_unread_fifo_is_a_user_error(tmp_path, monkeypatch, capsys):
+    from megacpp_env.cli import main
+    from tests.fixtures.spec import STACK_YAML
+
+    monkeypatch.setenv("MEGACPP_ENV_OUTPUT_WAIT", "0.5")
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for target, why in (("/dev/full", "No space left on device"), (str(fifo), "nobody read")):
+        assert main(["sbom", "smoke", "--spec", str(STACK_YAML), "--output", target]) == 1
+        err = capsys.readouterr().err
+        assert why in err and "Traceback" not in err and err.count("\n") == 1

@@ -14,6 +14,10 @@ REFUSED = [
     "LD_PRELOAD", "LD_AUDIT", "LD_DEBUG_OUTPUT", "GCONV_PATH",
     "PYTHONSTARTUP", "PYTHONHOME", "PYTHONBREAKPOINT", "PERL5OPT", "RUBYOPT", "NODE_OPTIONS", "JAVA_TOOL_OPTIONS",
     "GIT_SSH_COMMAND", "GIT_CONFIG_COUNT", "GIT_CONFIG_KEY_0", "GIT_EXTERNAL_DIFF", "EDITOR", "PAGER", "LESSOPEN",
+    # issue 31: they load code too
+    "PYTHONWARNINGS", "CMAKE_TOOLCHAIN_FILE", "CMAKE_PROJECT_INCLUDE", "CMAKE_PROJECT_INCLUDE_BEFORE",
+    "CMAKE_PROJECT_demo_INCLUDE", "CMAKE_CXX_COMPILER_LAUNCHER", "CMAKE_CUDA_COMPILER_LAUNCHER",
+    "CMAKE_USER_MAKE_RULES_OVERRIDE", "CMAKE_PROJECT_TOP_LEVEL_INCLUDES",
 ]  # fmt: skip
 
 
@@ -101,8 +105,16 @@ def test_file_loading_variables_are_refused_with_file_line_key_and_remedy(stack_
 def test_the_shipped_build_knobs_stay_allowed():
     from megacpp_env.spec import envpolicy
 
-    for name in ["CMAKE_ARGS", "NVCC_APPEND_FLAGS", "TORCH_CUDA_ARCH_LIST", "SETUPTOOLS_SCM_PRETEND_VERSION",
-                 "CAUSAL_CONV1D_FORCE_BUILD", "FLASHINFER_CUDA_ARCH_LIST", "TRITON_PTXAS_PATH", "CUDA_HOME"]:
+    for name in [
+        "CMAKE_ARGS",
+        "NVCC_APPEND_FLAGS",
+        "TORCH_CUDA_ARCH_LIST",
+        "SETUPTOOLS_SCM_PRETEND_VERSION",
+        "CAUSAL_CONV1D_FORCE_BUILD",
+        "FLASHINFER_CUDA_ARCH_LIST",
+        "TRITON_PTXAS_PATH",
+        "CUDA_HOME",
+    ]:
         assert envpolicy.refusal(name, "/usr/local/cuda") == ("", ""), name
 
 
@@ -131,7 +143,6 @@ def test_build_variables_of_a_source_without_facts_are_an_allowlist(tmp_path):
     assert "facts extract megacpp_smoke_ext" in f.remedy
 
 
-
 def test_a_stated_reason_admits_a_build_variable_and_must_name_one(tmp_path, stack_data):
     import shutil
 
@@ -142,16 +153,45 @@ def test_a_stated_reason_admits_a_build_variable_and_must_name_one(tmp_path, sta
     shutil.copytree(REPO_ROOT / "facts", tmp_path / "facts")
     (tmp_path / "facts" / "megacpp_smoke_ext.toml").unlink()
     anchor = '      MEGACPP_SMOKE_EXT_FORCE_BUILD: "TRUE"\n'
-    reasons = ('    build_env_reasons:\n      MEGACPP_SMOKE_EXT_FORCE_BUILD: "setup.py:12 reads it; facts not '
-               'extracted for this test"\n')
+    reasons = (
+        '    build_env_reasons:\n      MEGACPP_SMOKE_EXT_FORCE_BUILD: "setup.py:12 reads it; facts not '
+        'extracted for this test"\n'
+    )
     text = (REPO_ROOT / "stack.yaml").read_text().replace(anchor, anchor + reasons, 1)
     (tmp_path / "stack.yaml").write_text(text)
     spec = load_spec(tmp_path / "stack.yaml")
     assert spec.sources["megacpp_smoke_ext"].build_env_reasons == {
-        "MEGACPP_SMOKE_EXT_FORCE_BUILD": "setup.py:12 reads it; facts not extracted for this test"}
+        "MEGACPP_SMOKE_EXT_FORCE_BUILD": "setup.py:12 reads it; facts not extracted for this test"
+    }
     assert not [f for f in rules.run_rules(spec, only=("UP001",)) if "megacpp_smoke_ext" in f.key]
     data = copy.deepcopy(stack_data)
     data["sources"]["megacpp_smoke_ext"]["build_env_reasons"] = {"NOT_SET_HERE": "why"}
     with pytest.raises(SpecError, match="NOT_SET_HERE is not set in build_env") as exc:
         load_data(data)
     assert exc.value.key == "sources.megacpp_smoke_ext.build_env_reasons.NOT_SET_HERE"
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "-DCMAKE_TOOLCHAIN_FILE=/tmp/evil.cmake", "-G Ninja -DCMAKE_TOOLCHAIN_FILE:FILEPATH=/x.cmake",
+        "-D CMAKE_PROJECT_INCLUDE=/x.cmake", "-DFOO=1 -C /tmp/init.cmake", "-C/tmp/init.cmake", "-P /x.cmake",
+        "--toolchain /x.cmake", "--toolchain=/x.cmake", "-DCMAKE_CUDA_COMPILER_LAUNCHER=/evil",
+        "'-DCMAKE_PROJECT_INCLUDE_BEFORE=/x y.cmake'",
+    ],
+)  # fmt: skip
+@pytest.mark.parametrize("name", ["CMAKE_ARGS", "SKBUILD_CMAKE_ARGS"])
+def test_cmake_arguments_that_load_code_are_refused(stack_data, name, value):
+    data = copy.deepcopy(stack_data)
+    data["sources"]["megacpp_smoke_ext"]["build_env"][name] = value
+    with pytest.raises(SpecError, match=f"{name} holds .*which makes CMake load code") as exc:
+        load_data(data)
+    assert "overlay" in exc.value.remedy
+
+
+def test_ordinary_cmake_arguments_stay_allowed():
+    from megacpp_env.spec import envpolicy
+
+    for value in ["-DFETCHCONTENT_FULLY_DISCONNECTED=ON", "-G Ninja -DCMAKE_BUILD_TYPE=Release",
+                  "-DCMAKE_CUDA_ARCHITECTURES=90a -DCUTLASS_NVCC_ARCHS=90a", "-DCMAKE_PREFIX_PATH=/opt/x"]:  # fmt: skip
+        assert envpolicy.refusal("CMAKE_ARGS", value) == ("", ""), value

@@ -52,7 +52,9 @@ def test_cgroup_v2_limit_minus_working_set_and_cpu_quota(tmp_path: Path) -> None
     res = read_resources(proc=proc, sys=sys, affinity=32)
     # 12 GiB limit, working set 5 - 3 (inactive page cache is reclaimed first) = 2 GiB -> 10 GiB available.
     assert res.memory == 10 * GIB
-    assert res.memory_from.startswith("cgroup v2 ") and res.memory_from.endswith("docker/abc/memory.max minus its working set")
+    assert res.memory_from.startswith("cgroup v2 ") and res.memory_from.endswith(
+        "docker/abc/memory.max minus its working set"
+    )
     assert (res.cpus, res.cpus_from.split(" ")[:2]) == (4, ["cgroup", "v2"])  # 3.5 CPUs rounded up
 
 
@@ -82,7 +84,10 @@ def test_meminfo_below_the_cgroup_limit_wins(tmp_path: Path) -> None:
 
 def test_cgroup_v1_limit_and_quota(tmp_path: Path) -> None:
     proc, sys = tmp_path / "proc", tmp_path / "sys"
-    write(proc, {"meminfo": meminfo(40), "self/cgroup": "12:memory:/docker/x\n4:cpu,cpuacct:/docker/x\n1:name=systemd:/\n"})
+    write(
+        proc,
+        {"meminfo": meminfo(40), "self/cgroup": "12:memory:/docker/x\n4:cpu,cpuacct:/docker/x\n1:name=systemd:/\n"},
+    )
     write(sys, {
         "fs/cgroup/memory/docker/x/memory.limit_in_bytes": f"{16 * GIB}\n",
         "fs/cgroup/memory/docker/x/memory.usage_in_bytes": f"{4 * GIB}\n",
@@ -198,3 +203,103 @@ def test_fixed_numbers_win() -> None:
 def test_nothing_is_exported_to_a_build_that_reads_nothing() -> None:
     d = decide(JobsPlan(), res(64, 8))
     assert d.env == {} and d.max_jobs == 8 and d.nvcc_threads == 1
+
+
+# ---- hostile trees (issue 31, defect 4) ---------------------------------------------------------------
+
+HUGE = "9" * 5000
+V2_FILES = ("memory.max", "memory.current", "memory.stat", "cpu.max")
+
+
+def _hostile_v2(tmp_path: Path, *, cgroup: str = "/docker/abc", **overrides: str) -> tuple[Path, Path]:
+    level = {
+        "memory.max": f"{12 * GIB}\n",
+        "memory.current": f"{5 * GIB}\n",
+        "memory.stat": f"inactive_file {3 * GIB}\n",
+        "cpu.max": "350000 100000\n",
+    }
+    level.update({k.replace("_", "."): v for k, v in overrides.items() if k.replace("_", ".") in level})
+    proc, sys = fake_v2(tmp_path, available_gib=100, levels={"docker/abc": level}, path=cgroup)
+    if "meminfo" in overrides:
+        (proc / "meminfo").write_text(overrides["meminfo"])
+    (proc / "self" / "status").write_text(overrides.get("status", "Name:\tx\nCpus_allowed_list:\t0-7\n"))
+    return proc, sys
+
+
+def _finishes(fn, seconds: float = 20.0):
+    """``fn()`` in a thread: its result, or a failure when it has not returned in ``seconds`` (a hang)."""
+    import threading
+
+    box: list = []
+    t = threading.Thread(target=lambda: box.append(fn()), daemon=True)
+    t.start()
+    t.join(seconds)
+    assert not t.is_alive(), "read_resources hung"
+    assert box, "read_resources raised"
+    return box[0]
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"memory_max": HUGE}, {"memory_current": HUGE}, {"memory_stat": f"inactive_file {HUGE}\n"},
+        {"cpu_max": f"{HUGE} 100000\n"}, {"cpu_max": f"100000 {HUGE}\n"}, {"meminfo": f"MemAvailable: {HUGE} kB\n"},
+        {"status": f"Cpus_allowed_list:\t0-{HUGE}\n"}, {"status": f"Cpus_allowed_list:\t{HUGE}\n"},
+        {"memory_max": "²\n"}, {"cpu_max": "\u0663\u0665\u0660\u0660 \u0661\u0660\u0660\n"}, {"status": "Cpus_allowed_list:\t0-\u0663\n"},
+        {"meminfo": "MemAvailable: ¹²³ kB\n"}, {"memory_max": "-5\n"}, {"cpu_max": "1 0\n"},
+        {"memory_max": f"{'1' * 21}\n"}, {"status": "Cpus_allowed_list:\t0-99999999999999999999\n"},
+    ],
+)  # fmt: skip
+def test_numbers_that_are_no_plain_number_are_not_known(tmp_path: Path, values: dict[str, str]) -> None:
+    proc, sys = _hostile_v2(tmp_path, **values)
+    res = read_resources(proc=proc, sys=sys, affinity=None if "status" in values else 8)
+    assert 1 <= res.cpus <= 1 << 16 and 0 <= res.memory <= 100 * GIB
+    assert decide(JobsPlan(reads=("MAX_JOBS",)), res).max_jobs >= 1
+
+
+def test_a_cgroup_path_of_thousands_of_levels_is_not_visible(tmp_path: Path) -> None:
+    for depth in (65, 5000, 200_000):
+        proc, sys = _hostile_v2(tmp_path / str(depth), cgroup="/" + "/".join(["a"] * depth))
+        res = _finishes(lambda proc=proc, sys=sys: read_resources(proc=proc, sys=sys, affinity=8))
+        assert res.memory == 100 * GIB and res.cpus == 8  # only the mount's root (no limit there) is read
+
+
+@pytest.mark.parametrize("name", ["meminfo", "self/cgroup", "self/status", *(f"docker/abc/{f}" for f in V2_FILES)])
+def test_a_fifo_in_place_of_any_file_is_read_as_nothing_without_waiting(tmp_path: Path, name: str) -> None:
+    import os
+
+    proc, sys = _hostile_v2(tmp_path)
+    path = proc / name if not name.startswith("docker/") else sys / "fs" / "cgroup" / name
+    path.unlink()
+    os.mkfifo(path)
+    res = _finishes(lambda: read_resources(proc=proc, sys=sys, affinity=None))
+    assert res.cpus >= 1
+
+
+@pytest.mark.parametrize("cgroup", ["/../../../outside", "/docker/../../../outside", "/./../outside", "/link"])
+def test_a_cgroup_path_never_reads_outside_the_tree(tmp_path: Path, cgroup: str) -> None:
+    """A `..` in /proc/self/cgroup, or a link in the tree, would read another directory's limits: here one
+    outside the tree with a 1 GiB limit, which must not be taken."""
+    proc, sys = _hostile_v2(tmp_path / "root", cgroup=cgroup)
+    outside = tmp_path / "outside"
+    write(outside, {"memory.max": f"{1 * GIB}\n", "memory.current": "0\n", "cpu.max": "100000 100000\n"})
+    (sys / "fs" / "cgroup" / "link").symlink_to(outside)
+    (sys / "fs" / "cgroup" / "memory.max").symlink_to(outside / "memory.max")  # the mount's own file, linked out
+    res = read_resources(proc=proc, sys=sys, affinity=8)
+    assert "outside" not in res.memory_from + res.cpus_from
+    assert res.memory == 100 * GIB and res.cpus == 8
+
+
+def test_build_source_dry_run_on_a_hostile_tree_is_no_traceback(tmp_path: Path, capsys) -> None:
+    import os
+
+    from megacpp_env.cli import main
+    from tests.fixtures.spec import STACK_YAML
+
+    proc, _ = _hostile_v2(tmp_path, cgroup="/" + "/".join([".."] * 50) + "/x", memory_max=HUGE, meminfo=HUGE)
+    (proc / "self" / "status").unlink()
+    os.mkfifo(proc / "self" / "status")
+    argv = ["build-source", "megacpp_smoke_ext", "--target", "smoke", "--dry-run", "--json",
+            "--resources-root", str(tmp_path), "--spec", str(STACK_YAML)]  # fmt: skip
+    assert _finishes(lambda: main(argv)) == 0
+    assert "Traceback" not in capsys.readouterr().err

@@ -8,16 +8,18 @@ from pathlib import Path
 from typing import Any
 
 from megacpp_env import docker, layout
-from megacpp_env.errors import ToolError
+from megacpp_env.errors import ToolError, one_line
+from megacpp_env.records import json_object
 from megacpp_env.sbom import check_image
 
 
 def read_baked_snapshot(image: str, platform: str = "") -> dict[str, Any]:
+    """The snapshot baked into ``image`` (a JSON object: what the image says is untrusted, so anything
+    else, or JSON nested too deeply, is a ToolError)."""
     proc = docker.run_in_image(image, ["cat", layout.IMAGE_SNAPSHOT], platform=platform, entrypoint="")
     if proc.returncode != 0:
-        raise ToolError(f"{image}: cannot read {layout.IMAGE_SNAPSHOT}: {proc.stderr.strip()[-300:]}")
-    doc: dict[str, Any] = json.loads(proc.stdout)
-    return doc
+        raise ToolError(f"{image}: cannot read {layout.IMAGE_SNAPSHOT}: {one_line(proc.stderr.strip()[-300:])}")
+    return json_object(proc.stdout, f"{image}: {layout.IMAGE_SNAPSHOT}", ToolError)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -46,8 +48,9 @@ def verify_image(image: str, *, platform: str = "", as_json: bool = False) -> Ve
     if proc.returncode == SNAPSHOT_FAILED:
         raise ToolError(f"snapshot inside the image failed: {_last_lines(proc.stderr)}")
     if proc.returncode not in (0, 1):
-        raise ToolError(f"verify-image {image}: exit {proc.returncode}: {(proc.stderr or proc.stdout).strip()[-500:]}")
-    return VerifyReport(ok=proc.returncode == 0, output=proc.stdout, stderr=proc.stderr)
+        detail = one_line((proc.stderr or proc.stdout).strip()[-500:])
+        raise ToolError(f"verify-image {image}: exit {proc.returncode}: {detail}")
+    return VerifyReport(ok=proc.returncode == 0, output=_printable(proc.stdout), stderr=_printable(proc.stderr))
 
 
 def verify(image: str, *, platform: str = "", as_json: bool = False, sbom_file: str = "") -> VerifyReport:
@@ -63,10 +66,17 @@ def verify(image: str, *, platform: str = "", as_json: bool = False, sbom_file: 
             else (report.output, report.stderr + checked.summary())
         )
         return VerifyReport(ok=ok, output=out, stderr=err)
-    doc = {**json.loads(report.output), "ok": ok, "sbom": checked.to_dict()}
+    diffed = json_object(report.output, f"verify-image {image}: the diff inside the image", ToolError)
+    doc = {**diffed, "ok": ok, "sbom": checked.to_dict()}
     return VerifyReport(ok=ok, output=json.dumps(doc, indent=2, sort_keys=True) + "\n", stderr=report.stderr)
+
+
+def _printable(text: str) -> str:
+    """What the image printed, each line with its control and invisible characters escaped (the image
+    is untrusted and this reaches a terminal)."""
+    return "".join(one_line(line) + "\n" for line in text.splitlines())
 
 
 def _last_lines(text: str, count: int = 5) -> str:
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    return " | ".join(lines[-count:]) or "(no output)"
+    return one_line(" | ".join(lines[-count:])) or "(no output)"

@@ -46,7 +46,7 @@ def take(
     """The snapshot the arguments ask for; ``load_spec`` (instead of ``spec``) lets a collector
     thread load the spec off the critical path. On a terminal (not CI, not --json, not -q) one
     status line says what it is still waiting for."""
-    from megacpp_env.redact import redact_argv
+    from megacpp_env.cmdline import redact_argv
     from megacpp_env.snapshot.context import SnapshotOptions
     from megacpp_env.snapshot.plan import launch, resolve
     from megacpp_env.spec.discover import chosen_path

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from megacpp_env.cmdline import redact_argv
 from megacpp_env.errors import ToolError
-from megacpp_env.redact import redact_argv
 from megacpp_env.repro.goldens import GoldenRef, find, options_like, spec_loader
 from megacpp_env.repro.runrecord import RunRecord, append, check_record_path
 from megacpp_env.snapshot.collect import take_snapshot

@@ -3,7 +3,7 @@
 The principle: a variable is refused when it makes a program load or run code that the variable
 itself names, in every process that inherits it, rather than configure the one program that reads
 it. Such a variable turns an innocent-looking spec line into code execution in every ``RUN`` step and
-every process of the image. Four families:
+every process of the image. The families:
 
 1. shell start-up and prompt hooks (``BASH_ENV``, ``ENV``, ``PROMPT_COMMAND``, ``PS4`` ...): bash and
    sh source or evaluate them before running anything;
@@ -20,6 +20,11 @@ every process of the image. Four families:
    from (``PIP_INDEX_URL``, ``UV_FIND_LINKS`` ...): a build step's downloads, trust roots, git objects
    and package sources come from the tool and the lock, never from a spec line.
 
+6. CMake code named by a variable: ``CMAKE_TOOLCHAIN_FILE``, ``CMAKE_PROJECT_INCLUDE``, a compiler or linker
+   launcher, and the same given to cmake inside ``CMAKE_ARGS`` (``-DCMAKE_TOOLCHAIN_FILE=...``, ``-C file``,
+   ``-P``, ``--toolchain``): such code belongs in the source's overlay, reviewed with its build files.
+   (``PYTHONWARNINGS`` is family 3: a filter's category names a module that every interpreter imports.)
+
 Build variables (``env.build``, ``env.sources``, ``sources.*.build_env``) are judged twice: here, by
 name, at load time; and by ``megacpp-env check`` (rule UP001) against what the source's facts say its
 build files read, so a name outside the compiler and CUDA knobs must be one the build really reads.
@@ -32,6 +37,9 @@ classic hijack). Every value still passes the string checks of ``spec.fields``.
 
 from __future__ import annotations
 
+import re
+import shlex
+
 _SHELL = frozenset({
     "BASH_ENV", "ENV", "PROMPT_COMMAND", "PS0", "PS1", "PS2", "PS3", "PS4", "SHELLOPTS", "BASHOPTS",
     "BASH_XTRACEFD", "IFS", "CDPATH", "GLOBIGNORE", "BASH_LOADABLES_PATH", "BASH_COMPAT", "INPUTRC",
@@ -39,6 +47,7 @@ _SHELL = frozenset({
 _LOADER = frozenset({"GCONV_PATH", "NLSPATH", "LOCPATH", "HOSTALIASES", "RESOLV_HOST_CONF", "MALLOC_TRACE"})
 _INTERPRETER = frozenset({
     "PYTHONSTARTUP", "PYTHONINSPECT", "PYTHONHOME", "PYTHONBREAKPOINT", "PYTHONEXECUTABLE", "PYTHONUSERBASE",
+    "PYTHONWARNINGS",  # a filter's category is a module:class that is imported: any module runs
     "PERL5OPT", "PERL5LIB", "PERLLIB", "PERL5DB", "RUBYOPT", "RUBYLIB", "NODE_OPTIONS", "NODE_PATH",
     "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS", "LUA_INIT", "TCLLIBPATH",
 })  # fmt: skip
@@ -65,6 +74,14 @@ _INSTALLER_SOURCES = frozenset({
     "PIP_CONSTRAINT", "PIP_REQUIREMENT", "UV_INDEX_URL", "UV_EXTRA_INDEX_URL", "UV_INDEX", "UV_DEFAULT_INDEX",
     "UV_FIND_LINKS", "UV_CONSTRAINT", "UV_OVERRIDE", "UV_BUILD_CONSTRAINT", "UV_INSECURE_HOST",
 })  # fmt: skip
+# CMake loads and runs the CMake code these name (a toolchain file; an include at project(); a launcher
+# runs for every compile): in a spec, where they would not be reviewed with the source's build files.
+_CMAKE_CODE = re.compile(
+    r"CMAKE_TOOLCHAIN_FILE|CMAKE_PROJECT_(?:[A-Za-z0-9_]+_)?INCLUDE(?:_BEFORE)?|CMAKE_PROJECT_TOP_LEVEL_INCLUDES"
+    r"|CMAKE_USER_MAKE_RULES_OVERRIDE(?:_[A-Z]+)?|CMAKE_[A-Z]+_(?:COMPILER|LINKER)_LAUNCHER"
+)
+# Variables whose value is a cmake command line (setup.py builds pass them on to cmake).
+_CMAKE_ARG_VARS = re.compile(r"(?:[A-Z0-9_]+_)?CMAKE_ARGS|CMAKE_(?:ARGUMENTS|FLAGS|OPTIONS)")
 _PREFIXES = {
     "LD_": "the dynamic loader",
     "BASH_FUNC_": "a shell start-up hook",
@@ -80,6 +97,10 @@ _REMEDY = {
     "the dynamic loader": "link the library, or set it for the one command that needs it, not the whole image",
     "an interpreter start-up hook": "import or pass the option explicitly in the program that needs it",
     "a helper command": "configure the tool explicitly for the one step that needs it",
+    "CMake load code": (
+        "a toolchain file, a project include or a launcher is code: put it in the source's overlay, where it is "
+        "reviewed with the build files, and have them use it"
+    ),
     "a tool load a configuration file or store it names": (
         "drop it: the image's tools keep their own configuration; a build variable must be a compiler "
         "or CUDA knob, or one the source's build files read (facts/<source>.toml)"
@@ -121,6 +142,10 @@ def family(name: str) -> str:
 
 def refusal(name: str, value: str) -> tuple[str, str]:
     """(problem, remedy) for ``name=value`` in a spec's env, or ('', '') when it is allowed."""
+    if _CMAKE_CODE.fullmatch(name):
+        return f"{name} is refused: it makes CMake load code", _REMEDY["CMake load code"]
+    if _CMAKE_ARG_VARS.fullmatch(name) and (code := _cmake_code_arg(value)):
+        return f"{name} holds {code!r}, which makes CMake load code", _REMEDY["CMake load code"]
     what = family(name)
     if what:
         if what == "a tool load a configuration file or store it names":
@@ -136,3 +161,19 @@ def refusal(name: str, value: str) -> tuple[str, str]:
                 "write absolute paths separated by ':'",
             )
     return "", ""
+
+
+def _cmake_code_arg(value: str) -> str:
+    """The first cmake argument in ``value`` that makes CMake load code ('' when none): ``-C file`` (a cache
+    script), ``-P``, ``--toolchain``, ``-D`` of a variable ``_CMAKE_CODE`` names (any type, ``-D NAME``)."""
+    try:
+        words = shlex.split(value)
+    except ValueError:
+        words = value.split()
+    for i, word in enumerate(words):
+        if word in ("-C", "-P", "--toolchain") or (word.startswith(("-C", "--toolchain=")) and word != "-C"):
+            return word
+        define = words[i + 1] if word == "-D" and i + 1 < len(words) else word[2:] if word.startswith("-D") else ""
+        if define and _CMAKE_CODE.fullmatch(define.partition("=")[0].partition(":")[0]):
+            return word if word != "-D" else f"-D {define}"
+    return ""

@@ -25,18 +25,20 @@ starve the next build.
 
 ``read_resources`` takes the roots of ``/proc`` and ``/sys`` so tests (and ``build-source
 --resources-root``) can give it fake trees; the CPUs this process may run on then come from that
-tree's ``self/status`` (``Cpus_allowed_list``). Stdlib only; never prints.
+tree's ``self/status`` (``Cpus_allowed_list``). Those trees are untrusted (``read_resources``). Stdlib and
+``fsutil`` only; never prints.
 """
 
 from __future__ import annotations
 
-import math
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from megacpp_env.errors import RefusedError
+from megacpp_env.errors import InputError, RefusedError
+from megacpp_env.fsutil import read_regular
 from megacpp_env.srcbuild.plan import THREADS_ENV, JobsPlan
 
 GIB = 1 << 30
@@ -144,7 +146,13 @@ def _exported(policy: JobsPlan, max_jobs: int, jobs: int, threads: int) -> dict[
 
 
 def read_resources(*, proc: Path = Path("/proc"), sys: Path = Path("/sys"), affinity: int | None = None) -> Resources:
-    """Memory and CPUs available to this process: /proc/meminfo, the cgroup (v2 or v1) and the affinity."""
+    """Memory and CPUs available to this process: /proc/meminfo, the cgroup (v2 or v1) and the affinity.
+
+    The trees are read as untrusted input (``--resources-root`` names any directory): only regular files
+    inside their tree are read (a FIFO, a device, a link out of the tree read as nothing), each up to
+    ``MAX_READ`` bytes; a number must be plain ASCII digits, at most ``MAX_DIGITS`` of them (else it is
+    not known); a cgroup path with ``.`` or ``..`` parts, or deeper than ``MAX_LEVELS``, is not visible
+    (the mount's root is read, as in a container)."""
     cpus = affinity if affinity is not None else _affinity(proc)
     memory, memory_from = _meminfo_available(proc)
     cpus_from = "cpu affinity"
@@ -157,11 +165,18 @@ def read_resources(*, proc: Path = Path("/proc"), sys: Path = Path("/sys"), affi
     return Resources(memory=max(0, memory), memory_from=memory_from, cpus=max(1, cpus), cpus_from=cpus_from)
 
 
+MAX_READ = 1 << 20  # bytes of one /proc or /sys file
+MAX_DIGITS = 20  # a number with more digits is not one the kernel writes (2**64 has 20)
+MAX_LEVELS = 64  # cgroup path parts (real hierarchies are a few deep)
+MAX_CPUS = 1 << 16
+_DIGITS = re.compile(rf"[0-9]{{1,{MAX_DIGITS}}}")
+
+
 def _affinity(proc: Path) -> int:
     """CPUs this process may run on: the scheduler's answer, or a given tree's ``Cpus_allowed_list``."""
     if proc == Path("/proc"):
         return len(os.sched_getaffinity(0))
-    for line in _read(proc / "self" / "status").splitlines():
+    for line in _read(proc / "self" / "status", proc).splitlines():
         key, _, value = line.partition(":")
         if key.strip() == "Cpus_allowed_list":
             return _count_cpu_list(value.strip())
@@ -172,41 +187,52 @@ def _count_cpu_list(text: str) -> int:
     """``0-19,24`` -> 21; anything malformed counts as 1 CPU (never more than the tree says)."""
     total = 0
     for part in text.split(","):
-        low, _, high = part.strip().partition("-")
-        if not low.isdigit() or (high and not high.isdigit()) or (high and int(high) < int(low)):
+        low_text, dash, high_text = part.strip().partition("-")
+        low, high = _plain(low_text, digits=7), _plain(high_text, digits=7) if dash else None
+        if low is None or (dash and (high is None or high < low)):
             return 1
-        total += int(high) - int(low) + 1 if high else 1
-    return max(1, min(total, 1 << 16))
+        total += high - low + 1 if high is not None else 1
+        if total > MAX_CPUS:
+            break
+    return max(1, min(total, MAX_CPUS))
 
 
 def _meminfo_available(proc: Path) -> tuple[int, str]:
-    fields = _keyed_numbers(_read(proc / "meminfo"), scale=1024)
+    fields = _keyed_numbers(_read(proc / "meminfo", proc), scale=1024)
     if "MemAvailable" in fields:
         return fields["MemAvailable"], "MemAvailable"
     return fields.get("MemFree", 0), "MemFree"
 
 
 def _keyed_numbers(text: str, *, scale: int = 1) -> dict[str, int]:
-    """``Key: 123 kB`` or ``key 123`` lines -> {key: number * scale}."""
+    """``Key: 123 kB`` or ``key 123`` lines -> {key: number * scale} (a value that is no plain number is left out)."""
     out: dict[str, int] = {}
     for line in text.splitlines():
         parts = line.replace(":", " ").split()
-        if len(parts) >= 2 and parts[1].isdigit():
-            out[parts[0]] = int(parts[1]) * scale
+        value = _plain(parts[1]) if len(parts) >= 2 else None
+        if value is not None:
+            out[parts[0]] = value * scale
     return out
 
 
-def _read(path: Path) -> str:
+def _plain(text: str, *, digits: int = MAX_DIGITS) -> int | None:
+    """``text`` as a number when it is 1..``digits`` ASCII digits, else None (``²``, 5,000 digits, ``-1``)."""
+    return int(text) if len(text) <= digits and _DIGITS.fullmatch(text) else None
+
+
+def _read(path: Path, root: Path) -> str:
+    """The text of the regular file ``path`` inside ``root``; "" for anything else (missing, a FIFO or a
+    device, a link that leaves the tree, unreadable, larger than ``MAX_READ``). Never blocks."""
     try:
-        return path.read_text(encoding="ascii", errors="replace")
-    except OSError:
+        return read_regular(path, limit=MAX_READ, root=root).decode("ascii", errors="replace")
+    except (InputError, OSError, ValueError):
         return ""
 
 
 def _cgroup_paths(proc: Path) -> dict[str, str]:
     """Controller -> cgroup path from /proc/self/cgroup (``""`` is the v2 unified hierarchy)."""
     out: dict[str, str] = {}
-    for line in _read(proc / "self" / "cgroup").splitlines():
+    for line in _read(proc / "self" / "cgroup", proc).splitlines():
         parts = line.split(":", 2)
         if len(parts) == 3:
             for controller in parts[1].split(","):
@@ -216,14 +242,18 @@ def _cgroup_paths(proc: Path) -> dict[str, str]:
 
 def _levels(mount: Path, rel: str) -> list[Path]:
     """The cgroup directory and its ancestors up to the mount (the mount alone when the path is not
-    visible there, as inside a container whose cgroup is the mount's root)."""
-    leaf = mount / rel.strip("/") if rel.strip("/") else mount
-    if not leaf.is_dir():
+    visible there, as inside a container whose cgroup is the mount's root, or when it is no plain
+    relative path: ``..``, ``.``, more than ``MAX_LEVELS`` parts)."""
+    parts = [p for p in rel.split("/") if p]
+    if not parts or len(parts) > MAX_LEVELS or any(p in (".", "..") or "\0" in p for p in parts):
         return [mount]
-    out = [leaf]
-    while out[-1] != mount and mount in out[-1].parents:
-        out.append(out[-1].parent)
-    return out
+    try:
+        visible = (mount / "/".join(parts)).is_dir()
+    except OSError:  # a name too long, a loop
+        visible = False
+    if not visible:
+        return [mount]
+    return [mount / "/".join(parts[:n]) if n else mount for n in range(len(parts), -1, -1)]
 
 
 def _cgroup_memory(proc: Path, sys: Path) -> list[tuple[int, str]]:
@@ -231,30 +261,29 @@ def _cgroup_memory(proc: Path, sys: Path) -> list[tuple[int, str]]:
     paths, root = _cgroup_paths(proc), sys / "fs" / "cgroup"
     if "" in paths and (root / "cgroup.controllers").is_file():
         files = ("memory.max", "memory.current", "inactive_file")
-        return _memory_levels(_levels(root, paths[""]), files, "cgroup v2")
+        return _memory_levels(_levels(root, paths[""]), files, "cgroup v2", sys)
     if "memory" in paths:
         files = ("memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file")
-        return _memory_levels(_levels(root / "memory", paths["memory"]), files, "cgroup v1")
+        return _memory_levels(_levels(root / "memory", paths["memory"]), files, "cgroup v1", sys)
     return []
 
 
-def _memory_levels(levels: list[Path], files: tuple[str, str, str], label: str) -> list[tuple[int, str]]:
+def _memory_levels(levels: list[Path], files: tuple[str, str, str], label: str, sys: Path) -> list[tuple[int, str]]:
     limit_name, usage_name, inactive_name = files
     out = []
     for level in levels:
-        limit = _number(_read(level / limit_name))
+        limit = _number(_read(level / limit_name, sys))
         if limit is None or limit >= UNLIMITED:
             continue
-        usage = _number(_read(level / usage_name)) or 0
-        inactive = _keyed_numbers(_read(level / "memory.stat")).get(inactive_name, 0)
+        usage = _number(_read(level / usage_name, sys)) or 0
+        inactive = _keyed_numbers(_read(level / "memory.stat", sys)).get(inactive_name, 0)
         working_set = max(0, usage - inactive)
         out.append((max(0, limit - working_set), f"{label} {level / limit_name} minus its working set"))
     return out
 
 
 def _number(text: str) -> int | None:
-    text = text.strip()
-    return int(text) if text.isdigit() else None
+    return _plain(text.strip())
 
 
 def _cgroup_cpus(proc: Path, sys: Path) -> tuple[int, str] | None:
@@ -263,19 +292,19 @@ def _cgroup_cpus(proc: Path, sys: Path) -> tuple[int, str] | None:
     best: tuple[int, str] | None = None
     if "" in paths and (root / "cgroup.controllers").is_file():
         for level in _levels(root, paths[""]):
-            quota = _read(level / "cpu.max").split()
-            if len(quota) == 2 and quota[0].isdigit() and quota[1].isdigit() and int(quota[1]):
-                best = _tighter(best, int(quota[0]), int(quota[1]), f"cgroup v2 {level / 'cpu.max'}")
+            quota = [_plain(word) for word in _read(level / "cpu.max", sys).split()]
+            if len(quota) == 2 and quota[0] is not None and quota[1]:
+                best = _tighter(best, quota[0], quota[1], f"cgroup v2 {level / 'cpu.max'}")
     else:
         rel = paths.get("cpu", paths.get("cpuacct"))
         mount = next((root / n for n in ("cpu,cpuacct", "cpu") if (root / n).is_dir()), None)
         for level in _levels(mount, rel) if mount is not None and rel is not None else []:
-            q, p = _number(_read(level / "cpu.cfs_quota_us")), _number(_read(level / "cpu.cfs_period_us"))
+            q, p = _number(_read(level / "cpu.cfs_quota_us", sys)), _number(_read(level / "cpu.cfs_period_us", sys))
             if q is not None and p:
                 best = _tighter(best, q, p, f"cgroup v1 {level / 'cpu.cfs_quota_us'}")
     return best
 
 
 def _tighter(best: tuple[int, str] | None, quota: int, period: int, where: str) -> tuple[int, str]:
-    cpus = max(1, math.ceil(quota / period))
+    cpus = max(1, min(MAX_CPUS, -(-quota // period)))  # rounded up, in integers (no float overflow)
     return (cpus, where) if best is None or cpus < best[0] else best
