@@ -73,12 +73,7 @@ class ToolCache:
         self.lock = threading.Lock()
         self.dirty = False
         if cache is not None:
-            entry = cachefile.read(str(cache.file(TOOLS_CACHE)), cache.key, TOOLS_LIMIT)
-            notes += [entry.note] if entry.note else []
-            try:
-                data = json.loads(entry.payload) if entry.payload is not None else {}
-            except ValueError:
-                data = {}
+            data = cachefile.read_json(str(cache.file(TOOLS_CACHE)), cache.key, TOOLS_LIMIT, notes)
             self.entries = data if isinstance(data, dict) else {}
 
     def speculate(self, program: str, args: Sequence[str]) -> bool:
@@ -146,9 +141,7 @@ class ToolCache:
 
     def save(self) -> None:
         if self.cache is not None and self.dirty:
-            payload = json.dumps(self.entries, sort_keys=True).encode()
-            note = cachefile.write(str(self.cache.file(TOOLS_CACHE)), payload, self.cache.key)
-            self.notes += [note] if note else []
+            cachefile.write_json(str(self.cache.file(TOOLS_CACHE)), self.entries, self.cache.key, self.notes)
 
 
 TOOLS_CACHE = "tools-2.json"

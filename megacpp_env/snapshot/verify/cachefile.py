@@ -159,6 +159,32 @@ def write(path: str, payload: bytes, key: bytes | None) -> str | None:
     return None
 
 
+def read_json(path: str, key: bytes | None, limit: int, notes: list[str]) -> object:
+    """The JSON value of the sealed cache file at ``path``; None when there is none or it was
+    discarded (the reason appended to ``notes``). Its shape is the caller's to check."""
+    import json
+
+    entry = read(path, key, limit)
+    if entry.note:
+        notes.append(entry.note)
+    if entry.payload is None:
+        return None
+    try:
+        return json.loads(entry.payload)
+    except ValueError:
+        notes.append(f"{os.path.basename(path)}: not JSON: discarded")
+        return None
+
+
+def write_json(path: str, value: object, key: bytes | None, notes: list[str]) -> None:
+    """Seal ``value`` as JSON (sorted keys) into ``path``; a note when it could not be written."""
+    import json
+
+    note = write(path, json.dumps(value, sort_keys=True).encode(), key)
+    if note:
+        notes.append(note)
+
+
 def load_key(directory: str, *, create: bool = True) -> tuple[bytes | None, str | None]:
     """(the cache directory's key, a note): None and why when the directory cannot be trusted or the
     key cannot be had; made (``create``) on first use, atomically (a link: two snapshots starting

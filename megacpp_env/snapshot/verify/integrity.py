@@ -397,16 +397,10 @@ class Plan:
 
     def __init__(self, path: Path, key: bytes | None, notes: list[str]) -> None:
         self.path, self.key, self.notes = path, key, notes
-        entry = cachefile.read(str(path), key, PLAN_LIMIT)
+        raw = cachefile.read_json(str(path), key, PLAN_LIMIT, notes)
         self.entries: dict[str, PlanEntry] = {}
-        if entry.note:
-            notes.append(entry.note)
-        if entry.payload is None:
+        if raw is None:
             return
-        try:
-            raw = json.loads(entry.payload)
-        except ValueError:
-            raw = None
         if not isinstance(raw, dict):
             notes.append(f"{path.name}: not a plan: discarded")
             return
@@ -421,10 +415,7 @@ class Plan:
         return bool(self.entries)
 
     def save(self, entries: dict[str, PlanEntry]) -> None:
-        text = json.dumps({k: v.to_json() for k, v in entries.items()}, sort_keys=True)
-        note = cachefile.write(str(self.path), text.encode(), self.key)
-        if note:
-            self.notes.append(note)
+        cachefile.write_json(str(self.path), {k: v.to_json() for k, v in entries.items()}, self.key, self.notes)
 
 
 def group_records(records: Sequence[DistRecord]) -> list[Group]:
