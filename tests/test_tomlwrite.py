@@ -59,15 +59,18 @@ def test_rfc3339_keeps_the_t_z_spelling():
 
 def _writes_toml_by_hand(tree: ast.AST) -> list[str]:
     """String constants that look like TOML being assembled: table headers, `key = {` and
-    `x = [` fragments in f-strings or joined lists."""
+    `x = [` fragments in f-strings or joined lists. A constant a comparison reads (``line ==
+    "[[packages]]"``: finding an entry's line, not writing one) is not assembling."""
     docstrings = {
         id(body[0].value)
         for node in ast.walk(tree)
         if (body := getattr(node, "body", None)) and isinstance(body, list) and isinstance(body[0], ast.Expr)
     }
+    compared = {id(c) for node in ast.walk(tree) if isinstance(node, ast.Compare) for c in [node.left, *node.comparators]}
     hits = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+        skip = docstrings | compared
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skip:
             s = node.value
             if (s.startswith(("[[", "[tool.", "[project]")) and s.rstrip().endswith("]")) or " = { " in s:
                 hits.append(s)
@@ -86,6 +89,7 @@ def test_no_module_assembles_toml_by_hand():
 def test_the_hand_writer_detector_detects():
     old = 'out = ["[[packages]]", f"name = {x}"]\nline = "{ " + ", ".join(items)\nvcs = f"vcs = { {1} }"\n'
     assert _writes_toml_by_hand(ast.parse(old)) == ["[[packages]]"]
+    assert _writes_toml_by_hand(ast.parse('if line.strip() == "[[packages]]":\n    pass\n')) == []  # reading
     assert _writes_toml_by_hand(
         ast.parse('"""doc: x = { y }"""\nh = "[tool.megacpp-env]"\ns = "name = { index = 1 }"')
     ) == [

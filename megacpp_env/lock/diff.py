@@ -313,9 +313,10 @@ def render_text(diffs: Sequence[LockDiff], verdict: str = "", extra: Sequence[st
             out.append(f"  {'*' if c.direct else ' '} {c.label:<32} {change_text(c):<28} {versions}{tail}")
         out += [f"  note: {note}" for note in d.notes]
     out += [line for line in extra if line or out]
-    if verdict:
-        out.append(verdict)
-    return "".join(f"{plain(line)}\n" for line in out) if out else "\n"
+    lines = [plain(line) for line in out]  # every line holding a value from a lock or an ack file
+    if verdict:  # the tool's own words and counts: no value of an input, so not scanned for credentials
+        lines.append(verdict)
+    return "".join(f"{line}\n" for line in lines) if lines else "\n"
 
 
 def render_markdown(diffs: Sequence[LockDiff], verdict: str = "") -> str:

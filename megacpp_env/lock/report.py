@@ -82,7 +82,7 @@ def verdict_line(verdict: Verdict, ack_name: str) -> str:
         n = len(verdict.acknowledged)
         return "Verdict: PASS" + (f" ({n} acknowledged change(s))" if n else "")
     n = len(verdict.violations)
-    return f"Verdict: FAIL: {n} unacknowledged violation(s); acknowledge them in locks/{ack_name}"
+    return f"Verdict: FAIL: {n} unacknowledged violation(s); acknowledge them in locks/{plain(ack_name)}"
 
 
 def render_gate(report: GateReport, fmt: str, checks: Sequence[CheckResult] = (), root: str = "") -> str:

@@ -65,7 +65,7 @@ def render_timings(snap: Snapshot, *, started: float | None, total: float | None
     the probe and the assembly."""
     timing = snap.timing
     areas = {k: v for k, v in timing.items() if isinstance(v, (int, float)) and k not in ("total", "probe")}
-    slowest = max(areas, key=lambda k: areas[k], default="")
+    slowest = max(sorted(areas), key=lambda k: areas[k], default="")  # a tie: the first by name
     lines = ["timings (s):"]
     if started is not None:
         lines.append(f"  process start to snapshot   {started:7.3f}  (interpreter, imports, argument checks)")
