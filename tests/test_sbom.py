@@ -302,6 +302,15 @@ def test_with_contents_lists_the_debian_packages_with_purls_licenses_and_layers(
     assert six["licenses"] == [{"expression": "MIT", "acknowledgement": "declared"}]
     assert by_ref["source:megacpp_smoke_ext"]["licenses"] == [{"expression": "Apache-2.0", "acknowledgement": "declared"}]
     assert by_ref["venv:pip"]["licenses"] == [{"license": {"name": "MIT License", "acknowledgement": "declared"}}]
+    path_source = {k: v for k, v in by_ref["source:megacpp_smoke_ext"].items() if k != "licenses"}
+    path_source["properties"] = [p for p in path_source["properties"] if p["name"] != "megacpp-env:install"]
+    path_source["properties"].append({"name": "megacpp-env:install", "value": "path"})
+    from megacpp_env.sbom import document
+
+    assert document._licensed(path_source, {})["properties"][-1] == {
+        "name": "megacpp-env:license",
+        "value": "unknown: a checkout on sys.path (install: path): no distribution metadata declares it",
+    }
     idna = next(c for c in doc["components"] if c["name"] == "idna")  # locked, not in these contents
     assert idna["properties"][-1] == {
         "name": "megacpp-env:license", "value": "unknown: not found among the distributions installed in the image"

@@ -219,7 +219,9 @@ def _licensed(comp: Mapping[str, Any], index: Mapping[tuple[str, str, str], Lice
         return dict(comp)
     found = index.get(key)
     out = dict(comp)
-    if found is None:
+    if found is None and _prop("install", "path") in comp.get("properties", []):
+        found = Licenses(unknown="a checkout on sys.path (install: path): no distribution metadata declares it")
+    elif found is None:
         found = Licenses(unknown="not found among the distributions installed in the image")
     if found.unknown:
         out["properties"] = [*comp.get("properties", []), _prop("license", f"unknown: {found.unknown}")]
