@@ -24,7 +24,7 @@ from typing import Any
 from packaging.utils import canonicalize_name
 
 from megacpp_env import __version__, docker, layout
-from megacpp_env.errors import RefusedError, ToolError
+from megacpp_env.errors import RefusedError, ToolError, one_line
 from megacpp_env.fsutil import canonical_json, check_output_path, sha256_file, write_output
 from megacpp_env.lock.pylock import LockedPackage, read_pylock
 from megacpp_env.sbom.contents import DebPackage, ImageContents, dist_index, image_prefixes, read_contents
@@ -193,10 +193,11 @@ def with_contents(sbom: Mapping[str, Any], contents: ImageContents) -> dict[str,
     os_comp = {"type": "operating-system", "bom-ref": "os", "name": contents.os_id or "unknown", "properties": os_props}
     if contents.os_version:
         os_comp["version"] = contents.os_version
-    body["components"] = [*(_licensed(c, index) for c in body["components"]), os_comp, *debs]
+    known = [c for c in body["components"] if not _of_os(c)]  # an SBOM completed before: completed again
+    body["components"] = [*(_licensed(c, index) for c in known), os_comp, *debs]
     deb_refs = [d["bom-ref"] for d in debs]
     base_refs = [d["bom-ref"] for d, p in zip(debs, contents.packages, strict=True) if p.layer == "base"]
-    deps = [d for d in body["dependencies"] if d["ref"] != "image"]
+    deps = [d for d in body["dependencies"] if d["ref"] not in ("image", "os", "base-image")]
     body["dependencies"] = [
         {"ref": "image", "dependsOn": [c["bom-ref"] for c in body["components"]]},
         *deps,
@@ -218,16 +219,22 @@ def _licensed(comp: Mapping[str, Any], index: Mapping[tuple[str, str, str], Lice
     else:
         return dict(comp)
     found = index.get(key)
-    out = dict(comp)
+    out = {k: v for k, v in comp.items() if k != "licenses"}
+    props = [p for p in comp.get("properties", []) if p.get("name") != f"{PROP}:license"]
     if found is None and _prop("install", "path") in comp.get("properties", []):
         found = Licenses(unknown="a checkout on sys.path (install: path): no distribution metadata declares it")
     elif found is None:
         found = Licenses(unknown="not found among the distributions installed in the image")
     if found.unknown:
-        out["properties"] = [*comp.get("properties", []), _prop("license", f"unknown: {found.unknown}")]
+        props.append(_prop("license", f"unknown: {found.unknown}"))
     else:
         out["licenses"] = found.cyclonedx()
-    return out
+    return {**out, "properties": props} if props or "properties" in comp else out
+
+
+def _of_os(comp: Mapping[str, Any]) -> bool:
+    """The OS component or a Debian package (what ``with_contents`` adds)."""
+    return comp.get("type") == "operating-system" or str(comp.get("purl", "")).startswith("pkg:deb/")
 
 
 def _deb(pkg: DebPackage, vendor: str) -> dict[str, Any]:
@@ -330,8 +337,6 @@ def target_sbom(spec: Spec, name: str, platform: str | None, output: Path | None
 
 def _of_image(doc: Mapping[str, Any], target: Target, platform: str, image: str) -> str:
     """``doc`` completed from ``image``, which its labels must say was built for ``target``."""
-    from megacpp_env.errors import one_line
-
     labels = docker.image_labels(image)
     built_for = labels.get(TARGET_LABEL, "")
     if built_for != target.name:
