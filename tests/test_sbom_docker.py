@@ -1,7 +1,9 @@
 """The SBOM on the real smoke image: `build` bakes it (with its sha256 as a label) and writes it beside the
-build record; `verify-image` checks the baked one by default (or `--sbom FILE`); a wheel added inside the
-image, a locked distribution replaced from another archive, an installed file edited, a baked SBOM edited or
-removed: each fails, named."""
+build record, with every Debian package of the image (purl, licenses, the layer it came from) and the licenses
+of every distribution; `sbom smoke --image TAG` makes the same bytes; `verify-image` checks the baked one by
+default (or `--sbom FILE`); a wheel added inside the image, a locked distribution replaced from another
+archive, an installed file edited, a Debian package added, removed or changed, a baked SBOM edited or removed:
+each fails, named."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from cyclonedx.validation.json import JsonStrictValidator
 from megacpp_env import build, docker
 from megacpp_env.cli import main
 from megacpp_env.commands import verify_image as verify_cmd
-from megacpp_env.sbom import IMAGE_SBOM, SBOM_LABEL, check_image, image_sbom, render_sbom, with_base
+from megacpp_env.sbom import IMAGE_SBOM, SBOM_LABEL, check_image, target_sbom
 from megacpp_env.spec import load_spec
 from tests.fixtures.docker import REPO_ROOT, build_smoke
 
@@ -85,9 +87,9 @@ def test_build_bakes_the_sbom_and_writes_it_beside_the_record(smoke_image):
     record_path, sbom_path = build.record_paths(REPO_ROOT, "smoke", "linux/amd64")
     text = sbom_path.read_text()
     assert JsonStrictValidator(SchemaVersion.V1_6).validate_str(text) is None
-    # `megacpp-env sbom smoke` with the base image the build really used (its local image id)
-    expected = with_base(image_sbom(spec, spec.targets["smoke"], "linux/amd64"), base, docker.image_id(base))
-    assert text == render_sbom(expected)
+    # `megacpp-env sbom smoke --image TAG`: the base image the build really used (its local image id) and what
+    # the image holds, read again from the image: the same bytes
+    assert text == target_sbom(spec, "smoke", "linux/amd64", None, image=tag)
     by_ref = {c["bom-ref"]: c for c in json.loads(text)["components"]}
     assert by_ref["base-image"]["version"] == docker.image_id(base)
     record = json.loads(record_path.read_text())
@@ -114,8 +116,8 @@ def test_an_added_wheel_fails_naming_it(smoke_image, derived, tmp_path, capsys):
         f"verify-image: {added}: intruder 1.0 is installed but not in the SBOM {IMAGE_SBOM}" in capsys.readouterr().err
     )
     spec = load_spec(REPO_ROOT / "stack.yaml")
-    sbom = tmp_path / "smoke.cdx.json"  # --sbom FILE still works
-    sbom.write_text(render_sbom(image_sbom(spec, spec.targets["smoke"], "linux/amd64")))
+    sbom = tmp_path / "smoke.cdx.json"  # --sbom FILE still works (one made from the image: it lists the OS packages)
+    target_sbom(spec, "smoke", "linux/amd64", sbom, image=smoke_image.plan.tag)
     assert _verify(smoke_image.plan.tag, str(sbom)) == 0, capsys.readouterr()
     capsys.readouterr()
     assert _verify(added, str(sbom), as_json=True) == 1
@@ -143,3 +145,81 @@ def test_an_edited_or_missing_baked_sbom(derived, smoke_image, capsys):
     err = capsys.readouterr().err
     assert f"{missing}: no SBOM baked at {IMAGE_SBOM} (built by megacpp-env): rebuild it with" in err
     assert "--sbom FILE (make it with: megacpp-env sbom TARGET --output FILE)" in err
+
+
+DPKG = r"${Package}\t${Version}\t${Architecture}\t${db:Status-Status}\n"
+
+
+def _dpkg(image: str) -> set[tuple[str, str, str]]:
+    """(name, version, arch) of every package dpkg lists installed in ``image``, by dpkg itself."""
+    proc = docker.run_in_image(image, ["-W", "-f", DPKG], entrypoint="dpkg-query")
+    assert proc.returncode == 0, proc.stderr
+    rows = [line.split("\t") for line in proc.stdout.splitlines()]
+    return {(n, v, a) for n, v, a, status in rows if status not in ("not-installed", "config-files")}
+
+
+def test_the_baked_sbom_lists_the_debian_packages_with_licenses_and_purls(smoke_image):
+    """Issue 29's 'done when': the smoke image's baked SBOM lists its Debian packages, with licenses and purls:
+    each one dpkg lists in the image, at its version and architecture, as pkg:deb/debian/NAME@VERSION?arch=ARCH;
+    the ones of the base image (by its own dpkg database) marked so, the apt layer's others; licenses from every
+    machine-readable copyright file, and the others unknown, with the reason."""
+    from packageurl import PackageURL
+
+    tag = smoke_image.plan.tag
+    doc = json.loads(docker.run_in_image(tag, ["cat", IMAGE_SBOM]).stdout)
+    debs = [c for c in doc["components"] if c.get("purl", "").startswith("pkg:deb/")]
+    listed = {(c["name"], c["version"], PackageURL.from_string(c["purl"]).qualifiers["arch"]) for c in debs}
+    assert listed == _dpkg(tag) and len(listed) > 100
+    for comp in debs:
+        ref = PackageURL.from_string(comp["purl"])
+        assert (ref.type, ref.namespace, ref.name, ref.version) == ("deb", "debian", comp["name"], comp["version"])
+        assert comp["bom-ref"] == comp["purl"]
+    base = _dpkg(str(load_spec(REPO_ROOT / "stack.yaml").target("smoke").base_image("linux/amd64")))
+    layer = {c["name"]: next(p["value"] for p in c["properties"] if p["name"] == "megacpp-env:layer") for c in debs}
+    assert {n for n, v in layer.items() if v == "base"} == {n for n, _, _ in base & listed}
+    assert {"gcc-15", "python3.13", "git"} <= {n for n, v in layer.items() if v == "apt"}  # the toolchain's apt layer
+    by_name = {c["name"]: c for c in debs}
+    assert by_name["apt"]["licenses"][0] == {"license": {"name": "BSD-3-clause", "acknowledgement": "declared"}}
+    assert {"name": "GPL-2+", "acknowledgement": "declared"} in [x["license"] for x in by_name["bash"]["licenses"]]
+    licensed = [c for c in debs if "licenses" in c]
+    unknown = [next(p["value"] for p in c["properties"] if p["name"] == "megacpp-env:license") for c in debs
+               if "licenses" not in c]  # fmt: skip
+    assert len(licensed) > len(debs) / 2 and len(licensed) + len(unknown) == len(debs)
+    assert all(u.startswith("unknown: /usr/share/doc/") and "not machine-readable" in u for u in unknown), unknown
+    os_comp = next(c for c in doc["components"] if c["bom-ref"] == "os")
+    assert (os_comp["type"], os_comp["name"]) == ("operating-system", "debian")
+    pypi = {c["name"]: c for c in doc["components"] if c.get("purl", "").startswith("pkg:pypi/")}
+    assert pypi["six"]["licenses"] == [{"expression": "MIT", "acknowledgement": "declared"}]
+    src = next(c for c in doc["components"] if c["bom-ref"] == "source:megacpp_smoke_ext")
+    assert src["purl"].startswith("pkg:generic/megacpp_smoke_ext@") and "vcs_url=git%2Bgit://127.0.0.1:9418/" in src["purl"]
+
+
+# Inside the image, no network: a Debian package added (built there with dpkg-deb), one removed, one replaced
+# by another version.
+def _deb(name: str, version: str) -> str:
+    control = f"Package: {name}\\nVersion: {version}\\nArchitecture: all\\nMaintainer: t <t@example.org>\\nDescription: t\\n"
+    return (
+        f"RUN mkdir -p /tmp/{name}/DEBIAN && printf '{control}' > /tmp/{name}/DEBIAN/control "
+        f"&& dpkg-deb -b /tmp/{name} /tmp/{name}.deb && dpkg -i --force-depends /tmp/{name}.deb && rm -rf /tmp/{name}*"
+    )
+
+
+def test_a_debian_package_added_removed_or_changed_fails_naming_it(smoke_image, derived, capsys):
+    doc = json.loads(docker.run_in_image(smoke_image.plan.tag, ["cat", IMAGE_SBOM]).stdout)
+    version = {c["name"]: c["version"] for c in doc["components"] if c.get("purl", "").startswith("pkg:deb/")}
+    changed = derived(
+        "debs",
+        _deb("megacpp-intruder", "1.0"),
+        "RUN dpkg --remove --force-depends media-types",
+        _deb("python3-setuptools-whl", "99.0"),
+    )
+    found = check_image(changed)
+    assert found.problems == (
+        f"Debian package media-types {version['media-types']} (all) is in the SBOM {IMAGE_SBOM} but not installed",
+        f"Debian package megacpp-intruder 1.0 (all) is installed but not in the SBOM {IMAGE_SBOM}",
+        f"Debian package python3-setuptools-whl (all) is 99.0 in the image, {version['python3-setuptools-whl']} in "
+        f"the SBOM {IMAGE_SBOM}",
+    )
+    assert found.os_checked == len(version)  # one added, one removed
+    assert _verify(changed, as_json=True) == 1
+    assert json.loads(capsys.readouterr().out)["sbom"]["problems"] == list(found.problems)

@@ -42,13 +42,20 @@ def answer(name, default=""):
     path = os.environ.get(name)
     return open(path).read() if path else default
 if args[:2] == ["image", "inspect"]:
-    sys.stdout.write(answer("FAKE_LABELS", "null"))
+    sys.stdout.write("sha256:" + "e" * 64 if "{{{{.Id}}}}" in args else answer("FAKE_LABELS", "null"))
 elif args[:1] == ["run"]:
     if os.environ.get("FAKE_SLEEP"):
         time.sleep(float(os.environ["FAKE_SLEEP"]))
     if os.environ.get("FAKE_FLOOD"):
         while True:
             sys.stdout.write("x" * 65536)
+    entrypoint = args[args.index("--entrypoint") + 1] if "--entrypoint" in args else ""
+    if entrypoint == "dpkg-query":
+        sys.stdout.write(answer("FAKE_BASE"))
+        sys.exit(0)
+    if entrypoint.endswith("/python"):
+        sys.stdout.write(answer("FAKE_CONTENTS"))
+        sys.exit(0)
     if "bash" in args:
         sys.stdout.write(answer("FAKE_DIFF", "{{}}"))
         sys.exit(int(os.environ.get("FAKE_DIFF_RC", "0")))
@@ -136,6 +143,34 @@ def test_a_hostile_listing_is_one_error(fake, capsys, case) -> None:
     fake(dists=LISTINGS[case])
     rc, _out, err = _verify(capsys)
     _one_error(rc, err)
+
+# dpkg's listing beside a good baked SBOM (issue 29: verify-image checks the Debian packages too)
+DPKG_LISTINGS = {
+    "a number": 5,
+    "an object": {"apt": "3.3.3"},
+    "dpkg-query failed": "failed",
+    "a row of three": [["apt", "3.3.3", "amd64"]],
+    "a row with a number": [["apt", 3, "amd64", "installed"]],
+    "a name with an escape": [["apt\x1b[2J", "1", "amd64", "installed"]],
+    "a version with a newline": [["apt", "1\n2", "amd64", "installed"]],
+    "a name with a bidi override": [["ap\u202et", "1", "amd64", "installed"]],
+    "a name that is a path": [["../../etc", "1", "amd64", "installed"]],
+    "a status with a space": [["apt", "1", "amd64", "install ok"]],
+}
+
+
+def test_a_good_dpkg_listing_passes(fake, capsys, good_sbom) -> None:
+    fake(dists={"dists": [], "sbom": good_sbom, "debs": None})  # no dpkg in the image, none in the SBOM
+    rc, _out, err = _verify(capsys)
+    assert rc == 0, err
+
+
+@pytest.mark.parametrize("case", sorted(DPKG_LISTINGS))
+def test_a_hostile_dpkg_listing_is_one_error(fake, capsys, good_sbom, case) -> None:
+    fake(dists={"dists": [], "sbom": good_sbom, "debs": DPKG_LISTINGS[case]})
+    rc, _out, err = _verify(capsys)
+    _one_error(rc, err)
+
 
 
 def _component_edit(path: tuple[object, ...], value: object):
@@ -350,3 +385,92 @@ def _verify_real(capsys: pytest.CaptureFixture[str], tag: str) -> tuple[int, str
     rc = main(["verify-image", tag])
     out, err = capsys.readouterr()
     return rc, out, err
+
+
+# ---- `sbom TARGET --image IMAGE` and the label step: what the image holds, read from it (issue 29) ------------
+
+GOOD_CONTENTS = {
+    "os": "ID=debian\nVERSION_CODENAME=forky\n",
+    "debs": [["apt", "3.3.3", "amd64", "installed"]],
+    "copyrights": {"apt": None},
+    "dists": [["six", "1.17.0", "", "", "MIT", []]],
+}
+CONTENTS_EDITS = {
+    "not JSON": lambda c: "Traceback (most recent call last):\n",
+    "deeply nested": lambda c: DEEP,
+    "deeply nested object": lambda c: DEEP_OBJECT,
+    "a list": lambda c: [c],
+    "debs an object": lambda c: {**c, "debs": {"apt": "1"}},
+    "a dpkg row of five": lambda c: {**c, "debs": [["apt", "3.3.3", "amd64", "installed", "x"]]},
+    "a dpkg name with an escape": lambda c: {**c, "debs": [["apt\x1b]0;x\x07", "3.3.3", "amd64", "installed"]]},
+    "a dpkg arch with a slash": lambda c: {**c, "debs": [["apt", "3.3.3", "amd64/../x", "installed"]]},
+    "dists a string": lambda c: {**c, "dists": "six"},
+    "a dist row of five": lambda c: {**c, "dists": [["six", "1", "", "", "MIT"]]},
+    "a dist classifier a number": lambda c: {**c, "dists": [["six", "1", "", "", "MIT", [5]]]},
+    "a dist name with an escape": lambda c: {**c, "dists": [["six\x1b[2J", "1", "", "", "MIT", []]]},
+    "copyrights a list": lambda c: {**c, "copyrights": ["apt"]},
+    "a copyright a number": lambda c: {**c, "copyrights": {"apt": 5}},
+    "os a number": lambda c: {**c, "os": 5},
+}
+BASE_ANSWERS = {
+    "a base row of two": "apt\t3.3.3\n",
+    "a base name with an escape": "apt\x1b[2J\t3.3.3\tamd64\tinstalled\n",
+}
+
+
+def _fake_contents(fake, monkeypatch, tmp_path, contents: object, base: str = "apt\t3.3.3\tamd64\tinstalled\n") -> None:
+    fake(labels={"io.megacpp.env.target": "smoke", "org.opencontainers.image.base.name": "base:1"})
+    for name, value in (("FAKE_CONTENTS", contents), ("FAKE_BASE", base)):
+        path = tmp_path / name
+        path.write_text(value if isinstance(value, str) else json.dumps(value))
+        monkeypatch.setenv(name, str(path))
+
+
+def _sbom_image(capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    rc = main(["sbom", "smoke", "--image", "img:1", "--spec", str(REPO_ROOT / "stack.yaml")])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_a_good_contents_answer_passes(fake, monkeypatch, tmp_path, capsys) -> None:
+    _fake_contents(fake, monkeypatch, tmp_path, GOOD_CONTENTS)
+    rc, out, err = _sbom_image(capsys)
+    assert rc == 0, err
+    assert VALIDATOR.validate_str(out) is None and "pkg:deb/debian/apt@3.3.3?arch=amd64" in out
+
+
+@pytest.mark.parametrize("case", sorted(CONTENTS_EDITS) + sorted(BASE_ANSWERS))
+def test_a_hostile_contents_answer_is_one_error(fake, monkeypatch, tmp_path, capsys, case) -> None:
+    if case in BASE_ANSWERS:
+        _fake_contents(fake, monkeypatch, tmp_path, GOOD_CONTENTS, BASE_ANSWERS[case])
+    else:
+        _fake_contents(fake, monkeypatch, tmp_path, CONTENTS_EDITS[case](GOOD_CONTENTS))
+    rc, out, err = _sbom_image(capsys)
+    assert rc == 1 and out == "", (out, err)
+    assert "Traceback" not in err and "internal error" not in err, err
+    assert err.count("\n") == 1 and err.startswith("megacpp-env sbom: error: "), err
+    assert err[:-1].isprintable(), err
+
+
+def test_hostile_texts_in_the_image_become_unknown_not_printed(fake, monkeypatch, tmp_path, capsys) -> None:
+    """A copyright file's License synopsis, a distribution's License and an os-release value holding escapes:
+    each is left out (the license unknown, saying why), and the SBOM stays valid and free of them."""
+    header = "Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/\n\n"
+    contents = {
+        "os": 'ID=debian\x1b[2J\nPRETTY_NAME="Debian \u202eforky"\nVERSION_ID=13\x07\n',
+        "debs": [["apt", "3.3.3", "amd64", "installed"]],
+        "copyrights": {"apt": header + "Files: *\nLicense: GPL-2+\x1b]0;pwned\x07\n"},
+        "dists": [["six", "1.17.0", "", "MIT\x1b[2J", "", []]],
+    }
+    _fake_contents(fake, monkeypatch, tmp_path, contents)
+    rc, out, err = _sbom_image(capsys)
+    assert rc == 0, err
+    assert VALIDATOR.validate_str(out) is None
+    for bad in ("\\u001b", "\\u202e", "\\u0007", "pwned"):
+        assert bad not in out
+    doc = json.loads(out)
+    by_name = {c["name"]: c for c in doc["components"]}
+    assert "unknown: a License synopsis in /usr/share/doc/apt/copyright" in json.dumps(by_name["apt"]["properties"])
+    assert "unknown: its License-Expression is not one printable line" in json.dumps(by_name["six"]["properties"])
+    os_comp = next(c for c in doc["components"] if c["bom-ref"] == "os")
+    assert os_comp["name"] == "unknown" and "version" not in os_comp

@@ -34,7 +34,7 @@ from megacpp_env.buildlog import failure as _failure
 from megacpp_env.errors import ToolError
 from megacpp_env.fsutil import atomic_write_text, owned_tempdir, sha256_bytes
 from megacpp_env.pipmirror import mirror_links, serve_mirror
-from megacpp_env.sbom import IMAGE_SBOM, SBOM_LABEL, built_sbom
+from megacpp_env.sbom import BASE_LABEL, IMAGE_SBOM, SBOM_LABEL, built_sbom, target_prefixes
 from megacpp_env.spec.model import Spec
 from megacpp_env.srcbuild.mirror import mirror_sources
 
@@ -128,9 +128,14 @@ def write_record(result: BuildResult, sbom: str) -> None:
 
 
 def _built_sbom(plan: BuildPlan) -> str:
-    """The plan's SBOM with the base image this build used (its FROM reference and local image id)."""
-    base = dict(plan.request.labels)["org.opencontainers.image.base.name"]
-    return built_sbom(plan.sbom, base) if plan.sbom else ""
+    """The plan's SBOM with the base image this build used (its FROM reference and local image id) and, when
+    the image is in the local store (not a remote builder's), what it holds: its OS and Debian packages, and
+    the licenses of all (``sbom.with_contents``)."""
+    if not plan.sbom:
+        return ""
+    base = dict(plan.request.labels)[BASE_LABEL]
+    local = "" if plan.request.needs_buildx else plan.tag
+    return built_sbom(plan.sbom, base, image=local, platform=plan.platform, prefixes=target_prefixes(plan.target))
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -51,7 +51,7 @@ function _shtab_megacpp_env_using
 end
 
 set -g _shtab_megacpp_env_commands check explain facts targets schema show render lock gate mirror mirror-artifacts mirror-sources checkout verify-checkout overlay 'overlay new' 'overlay apply' 'overlay verify' 'overlay status' 'overlay restore' build-source build pin-base sbom verify-image snapshot diff doctor completion reproduce run bisect-check
-set -g _shtab_megacpp_env_opts_with_value --ack --base --base-image --build-requirements --builder --ca-bundle --cache-from --cache-to --check-golden --check-results --checkouts --dest --exclude-newer --expect --export-lock --format --from --golden --golden-dir --ignore --jobs --listed-requirements --mirror --names --network --output --overlays --package --paths --platform --python --record --registry --repo --requirements --resources-root --rule --sbom --snapshot --source --source-from --source-mirror --spec --tag --target --to --unverified --upgrade-package --venv --wheel --wheel-dir --workdir --worktree -o
+set -g _shtab_megacpp_env_opts_with_value --ack --base --base-image --build-requirements --builder --ca-bundle --cache-from --cache-to --check-golden --check-results --checkouts --dest --exclude-newer --expect --export-lock --format --from --golden --golden-dir --ignore --image --jobs --listed-requirements --mirror --names --network --output --overlays --package --paths --platform --python --record --registry --repo --requirements --resources-root --rule --sbom --snapshot --source --source-from --source-mirror --spec --tag --target --to --unverified --upgrade-package --venv --wheel --wheel-dir --workdir --worktree -o
 
 complete -c megacpp-env -e
 complete -c megacpp-env -f
@@ -283,6 +283,7 @@ complete -c megacpp-env -n '_shtab_megacpp_env_using sbom' -l spec -x -d 'the st
 complete -c megacpp-env -n '_shtab_megacpp_env_using sbom' -s v -l verbose -d 'also show every external command run (git, uv)'
 complete -c megacpp-env -n '_shtab_megacpp_env_using sbom' -s q -l quiet -d 'only results and errors: no progress, no build log'
 complete -c megacpp-env -n '_shtab_megacpp_env_using sbom' -l platform -xka "linux/amd64 linux/arm64" -d 'the platform (default: the target'"'"'s first)'
+complete -c megacpp-env -n '_shtab_megacpp_env_using sbom' -l image -x -d 'a built image of the target: add what it holds (OS, Debian packages, licenses), as build bakes it'
 complete -c megacpp-env -n '_shtab_megacpp_env_using sbom' -l output -x -d 'write it here (atomically) instead of stdout'
 complete -c megacpp-env -n '_shtab_megacpp_env_using sbom; and test $_shtab_megacpp_env_npos -eq 0' -ka "(megacpp-env completion --names targets 2>/dev/null)" -d 'the target (see `megacpp-env targets`)'
 complete -c megacpp-env -n '_shtab_megacpp_env_using; and test $_shtab_megacpp_env_npos -eq 0' -a verify-image -d 'snapshot inside an image and diff against its baked snapshot'
