@@ -363,7 +363,7 @@ def load_target_lock(spec: Spec, target: str, platform: str) -> tuple[Lock | Non
                     "error",
                     "lock",
                     f"no lock for {target} on {platform}: {shown} is missing "
-                    f"(run `megacpp-env lock {target}`); installed distributions cannot be checked",
+                    f"(run `megacpp-env lock resolve {target}`); installed distributions cannot be checked",
                 )
             ],
         )

@@ -1,4 +1,4 @@
-"""`-q` is quiet: `check` and `lock --check` print only what fails (or is not ok), on the shipped spec."""
+"""`-q` is quiet: `check` and `lock check` print only what fails (or is not ok), on the shipped spec."""
 
 from __future__ import annotations
 
@@ -29,12 +29,12 @@ def test_check_quiet_prints_the_failing_findings_and_the_verdict(capsys):
 
 
 def test_lock_check_quiet_lists_only_what_is_not_ok(capsys):
-    rc, loud, _ = run(capsys, "lock", "--check", "--allow-unlocked", "--spec", SPEC)
+    rc, loud, _ = run(capsys, "lock", "check", "--allow-unlocked", "--spec", SPEC)
     assert rc == 0 and "ok: smoke linux/amd64" in loud and "consistent" in loud
-    rc, out, _ = run(capsys, "-q", "lock", "--check", "--allow-unlocked", "--spec", SPEC)
+    rc, out, _ = run(capsys, "-q", "lock", "check", "--allow-unlocked", "--spec", SPEC)
     assert rc == 0
     assert out.splitlines() == [line for line in loud.splitlines() if line.startswith("unlocked: ")]
-    assert run(capsys, "-q", "lock", "--check", "smoke", "cuda_smoke", "--spec", SPEC)[:2] == (0, "")
+    assert run(capsys, "-q", "lock", "check", "smoke", "cuda_smoke", "--spec", SPEC)[:2] == (0, "")
 
 
 def test_targets_columns_are_as_wide_as_their_data(capsys):

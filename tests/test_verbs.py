@@ -36,7 +36,10 @@ NOT_DOMAIN = {
     "megacpp_env.commands._common", "megacpp_env.commands._snapshot", "megacpp_env.ui", "megacpp_env.errors",
     "megacpp_env.findings", "megacpp_env.findings.formats",  # the finding record and its formats: rendering
 }  # fmt: skip
-VERB_MODULES = sorted(p.stem for p in COMMANDS.glob("*.py") if not p.stem.startswith("_"))
+MODULES = sorted(p.stem for p in COMMANDS.glob("*.py") if not p.stem.startswith("_"))
+# a group (``lock``) declares SUBCOMMANDS and no run: each sub-command is a verb module of its own
+GROUPS = [m for m in MODULES if hasattr(importlib.import_module(f"megacpp_env.commands.{m}"), "SUBCOMMANDS")]
+VERB_MODULES = [m for m in MODULES if m not in GROUPS]
 
 
 def _domain_names(tree: ast.Module) -> dict[str, object]:
@@ -112,6 +115,15 @@ def test_a_verb_module_is_short_and_run_calls_one_domain_function(verb):
     )
     calls = domain_calls(path)
     assert len(calls) == 1, f"{path.name}: run makes {len(calls)} domain calls (one wanted): {calls}"
+
+
+@pytest.mark.parametrize("group", GROUPS)
+def test_a_group_is_short_and_each_sub_command_is_a_verb_module(group):
+    path = COMMANDS / f"{group}.py"
+    assert len(path.read_text().splitlines()) <= MAX_LINES
+    module = importlib.import_module(f"megacpp_env.commands.{group}")
+    assert not hasattr(module, "run"), f"{path.name}: a group has sub-commands, not a run of its own"
+    assert module.SUBCOMMANDS and {m for m, _help in module.SUBCOMMANDS.values()} <= set(VERB_MODULES)
 
 
 def test_the_rule_counts_calls_through_helpers_and_skips_classes_and_printing(tmp_path):

@@ -396,7 +396,7 @@ def committed_lock(spec_root: Path, target: str, platform: str, path: Path | Non
     one is stale (lock it first)."""
     path = path or layout.lock_path(spec_root, target, platform)
     if not path.exists():
-        raise StaleError(f"no lock for {target} {platform}: {path} (run: megacpp-env lock {target})")
+        raise StaleError(f"no lock for {target} {platform}: {path} (run: megacpp-env lock resolve {target})")
     return read_pylock(path)
 
 
