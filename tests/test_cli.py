@@ -166,7 +166,9 @@ FAILING = {
     "reproduce": ["reproduce", "/nonexistent/g.json", "--venv", "/nonexistent/v", "--checkouts", "/nonexistent/c"],
     "run": ["run", "--golden", "/nonexistent/g.json"],
     "bisect-check": ["bisect-check", "/nonexistent/g.json"],
-    "facts": ["facts", "show", "nope", "--spec", str(STACK_YAML)],
+    "facts extract": ["facts", "extract", "nope", "--from", "/nonexistent/x", "--spec", str(STACK_YAML)],
+    "facts check": ["facts", "check", "--spec", MISSING],
+    "facts show": ["facts", "show", "nope", "--spec", str(STACK_YAML)],
     "mirror-artifacts": ["mirror-artifacts", "nope", "--to", "/nonexistent/mirror", "--spec", str(STACK_YAML)],
 }
 

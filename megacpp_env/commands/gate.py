@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from megacpp_env.commands._common import add_json, load, workspace
+from megacpp_env.commands._common import add_json, spec_path, workspace
 
 EPILOG = """\
 policy: these fail unless acknowledged in the ack file (default locks/ACKNOWLEDGED.toml):
@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     fmt = "json" if args.json else args.format
     ack = Path(args.ack) if args.ack else None
     results = Path(args.check_results) if args.check_results else None
-    shown = gate_shown(lambda: load(args), args.base, ack, fmt, results, workspace())
+    shown = gate_shown(spec_path(args), args.base, ack, fmt, results, workspace())
     sys.stdout.write(shown.text)
     if shown.error is not None:
         raise shown.error

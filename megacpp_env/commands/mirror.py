@@ -34,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
     from megacpp_env.lock.mirror import mirror_locks
     from megacpp_env.ui import Progress, print_json
 
-    dest, rows = mirror_locks(Path(args.to), lambda: load(args), args.target, args.platform, progress=Progress)
+    dest, rows = mirror_locks(Path(args.to), load(args), args.target, args.platform, progress=Progress)
     if args.json:
         print_json({"mirror": str(dest), "locks": [r.to_dict() for r in rows]})
         return 0

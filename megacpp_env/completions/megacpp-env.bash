@@ -5,13 +5,17 @@
 #    source ~/.local/share/bash_completion/megacpp-env
 # See also: https://github.com/scop/bash-completion/blob/main/doc/configuration.md
 
+_shtab_megacpp_env_facts_subparsers=(extract check show)
 _shtab_megacpp_env_lock_subparsers=(resolve check export diff)
 _shtab_megacpp_env_overlay_subparsers=(new apply verify status restore)
 _shtab_megacpp_env_subparsers=(check explain facts targets schema show render lock gate mirror mirror-artifacts mirror-sources checkout verify-checkout overlay build-source build pin-base sbom verify-image snapshot diff doctor completion reproduce run bisect-check)
 
 _shtab_megacpp_env_check_option_strings=(-h --help --spec -v --verbose -q --quiet --format --json --rule --list-rules --strict)
 _shtab_megacpp_env_explain_option_strings=(-h --help --spec -v --verbose -q --quiet --all --list --format --json)
-_shtab_megacpp_env_facts_option_strings=(-h --help --spec -v --verbose -q --quiet --from --wheel --requirements --build-requirements --listed-requirements --unverified --json)
+_shtab_megacpp_env_facts_extract_option_strings=(-h --help --spec -v --verbose -q --quiet --from --wheel --requirements --build-requirements --listed-requirements --unverified --json)
+_shtab_megacpp_env_facts_check_option_strings=(-h --help --spec -v --verbose -q --quiet --json)
+_shtab_megacpp_env_facts_show_option_strings=(-h --help --spec -v --verbose -q --quiet --json)
+_shtab_megacpp_env_facts_option_strings=(-h --help --spec -v --verbose -q --quiet)
 _shtab_megacpp_env_targets_option_strings=(-h --help --spec -v --verbose -q --quiet --json)
 _shtab_megacpp_env_schema_option_strings=(-h --help --spec -v --verbose -q --quiet)
 _shtab_megacpp_env_show_option_strings=(-h --help --spec -v --verbose -q --quiet --json)
@@ -47,7 +51,8 @@ _shtab_megacpp_env_run_option_strings=(-h --help --spec -v --verbose -q --quiet 
 _shtab_megacpp_env_bisect_check_option_strings=(-h --help --spec -v --verbose -q --quiet --package --worktree --golden-dir --python --json)
 _shtab_megacpp_env_option_strings=(-h --help --version --spec -v --verbose -q --quiet)
 
-_shtab_megacpp_env_facts_pos_1_COMPGEN=_shtab_cmd_compgen_2dca1ac1
+_shtab_megacpp_env_facts_extract_pos_0_COMPGEN=_shtab_cmd_compgen_2dca1ac1
+_shtab_megacpp_env_facts_show_pos_0_COMPGEN=_shtab_cmd_compgen_2dca1ac1
 _shtab_megacpp_env_show_pos_0_COMPGEN=_shtab_cmd_compgen_e1f6088f
 _shtab_megacpp_env_render_pos_0_COMPGEN=_shtab_cmd_compgen_e1f6088f
 _shtab_megacpp_env_lock_resolve_pos_0_COMPGEN=_shtab_cmd_compgen_e1f6088f
@@ -97,13 +102,34 @@ _shtab_megacpp_env_explain___quiet_nargs=0
 _shtab_megacpp_env_explain___all_nargs=0
 _shtab_megacpp_env_explain___list_nargs=0
 _shtab_megacpp_env_explain___json_nargs=0
+_shtab_megacpp_env_facts_extract__h_nargs=0
+_shtab_megacpp_env_facts_extract___help_nargs=0
+_shtab_megacpp_env_facts_extract__v_nargs=0
+_shtab_megacpp_env_facts_extract___verbose_nargs=0
+_shtab_megacpp_env_facts_extract__q_nargs=0
+_shtab_megacpp_env_facts_extract___quiet_nargs=0
+_shtab_megacpp_env_facts_extract___json_nargs=0
+_shtab_megacpp_env_facts_check__h_nargs=0
+_shtab_megacpp_env_facts_check___help_nargs=0
+_shtab_megacpp_env_facts_check__v_nargs=0
+_shtab_megacpp_env_facts_check___verbose_nargs=0
+_shtab_megacpp_env_facts_check__q_nargs=0
+_shtab_megacpp_env_facts_check___quiet_nargs=0
+_shtab_megacpp_env_facts_check___json_nargs=0
+_shtab_megacpp_env_facts_show__h_nargs=0
+_shtab_megacpp_env_facts_show___help_nargs=0
+_shtab_megacpp_env_facts_show__v_nargs=0
+_shtab_megacpp_env_facts_show___verbose_nargs=0
+_shtab_megacpp_env_facts_show__q_nargs=0
+_shtab_megacpp_env_facts_show___quiet_nargs=0
+_shtab_megacpp_env_facts_show___json_nargs=0
+_shtab_megacpp_env_facts_pos_0_nargs=A...
 _shtab_megacpp_env_facts__h_nargs=0
 _shtab_megacpp_env_facts___help_nargs=0
 _shtab_megacpp_env_facts__v_nargs=0
 _shtab_megacpp_env_facts___verbose_nargs=0
 _shtab_megacpp_env_facts__q_nargs=0
 _shtab_megacpp_env_facts___quiet_nargs=0
-_shtab_megacpp_env_facts___json_nargs=0
 _shtab_megacpp_env_targets__h_nargs=0
 _shtab_megacpp_env_targets___help_nargs=0
 _shtab_megacpp_env_targets__v_nargs=0

@@ -50,7 +50,7 @@ function _shtab_megacpp_env_using
   test "$_shtab_megacpp_env_cmdpath" = "$argv"
 end
 
-set -g _shtab_megacpp_env_commands check explain facts targets schema show render lock 'lock resolve' 'lock check' 'lock export' 'lock diff' gate mirror mirror-artifacts mirror-sources checkout verify-checkout overlay 'overlay new' 'overlay apply' 'overlay verify' 'overlay status' 'overlay restore' build-source build pin-base sbom verify-image snapshot diff doctor completion reproduce run bisect-check
+set -g _shtab_megacpp_env_commands check explain facts 'facts extract' 'facts check' 'facts show' targets schema show render lock 'lock resolve' 'lock check' 'lock export' 'lock diff' gate mirror mirror-artifacts mirror-sources checkout verify-checkout overlay 'overlay new' 'overlay apply' 'overlay verify' 'overlay status' 'overlay restore' build-source build pin-base sbom verify-image snapshot diff doctor completion reproduce run bisect-check
 set -g _shtab_megacpp_env_opts_with_value --ack --base --base-image --build-requirements --builder --ca-bundle --cache-from --cache-to --check-golden --check-results --checkouts --dest --exclude-newer --expect --export-lock --format --from --golden --golden-dir --ignore --jobs --listed-requirements --mirror --names --network --output --overlays --package --paths --platform --python --record --registry --repo --requirements --resources-root --rule --sbom --snapshot --source --source-from --source-mirror --spec --tag --target --to --unverified --upgrade-package --venv --wheel --wheel-dir --workdir --worktree -o
 
 complete -c megacpp-env -e
@@ -85,15 +85,32 @@ complete -c megacpp-env -n '_shtab_megacpp_env_using facts' -s h -l help -d 'sho
 complete -c megacpp-env -n '_shtab_megacpp_env_using facts' -l spec -x -d 'the stack spec (default: $MEGACPP_ENV_SPEC, else the nearest stack.yaml here or in a parent directory)'
 complete -c megacpp-env -n '_shtab_megacpp_env_using facts' -s v -l verbose -d 'also show every external command run (git, uv)'
 complete -c megacpp-env -n '_shtab_megacpp_env_using facts' -s q -l quiet -d 'only results and errors: no progress, no build log'
-complete -c megacpp-env -n '_shtab_megacpp_env_using facts' -l from -x -d 'extract: a checkout at the pin, or an sdist'
-complete -c megacpp-env -n '_shtab_megacpp_env_using facts' -l wheel -x -d 'extract: a wheel built from the pin: its METADATA too'
-complete -c megacpp-env -n '_shtab_megacpp_env_using facts' -l requirements -x -d 'extract: the requirements file setup.py computes install_requires from (repeatable)'
-complete -c megacpp-env -n '_shtab_megacpp_env_using facts' -l build-requirements -x -d 'extract: a build requirements file to add to [build-system].requires (repeatable)'
-complete -c megacpp-env -n '_shtab_megacpp_env_using facts' -l listed-requirements -x -d 'extract: a requirements file the project ships; what it lists and install_requires drops is recorded'
-complete -c megacpp-env -n '_shtab_megacpp_env_using facts' -l unverified -x -d 'extract: record facts not read from a clean checkout at the pin, and why'
-complete -c megacpp-env -n '_shtab_megacpp_env_using facts' -l json -d 'print a machine-readable JSON report on stdout'
-complete -c megacpp-env -n '_shtab_megacpp_env_using facts; and test $_shtab_megacpp_env_npos -eq 0' -ka "extract check show" -d 'extract: read one source'"'"'s facts; check: all, offline; show'
-complete -c megacpp-env -n '_shtab_megacpp_env_using facts; and test $_shtab_megacpp_env_npos -eq 1' -ka "(megacpp-env completion --names sources 2>/dev/null)" -d 'the source (extract, show)'
+complete -c megacpp-env -n '_shtab_megacpp_env_using facts; and test $_shtab_megacpp_env_npos -eq 0' -a extract -d 'read one source'"'"'s facts from a checkout at its pin (or an sdist) and write them'
+complete -c megacpp-env -n '_shtab_megacpp_env_using facts extract' -s h -l help -d 'show this help message and exit'
+complete -c megacpp-env -n '_shtab_megacpp_env_using facts extract' -l spec -x -d 'the stack spec (default: $MEGACPP_ENV_SPEC, else the nearest stack.yaml here or in a parent directory)'
+complete -c megacpp-env -n '_shtab_megacpp_env_using facts extract' -s v -l verbose -d 'also show every external command run (git, uv)'
+complete -c megacpp-env -n '_shtab_megacpp_env_using facts extract' -s q -l quiet -d 'only results and errors: no progress, no build log'
+complete -c megacpp-env -n '_shtab_megacpp_env_using facts extract' -l from -x -d 'a checkout at the pin, or an sdist'
+complete -c megacpp-env -n '_shtab_megacpp_env_using facts extract' -l wheel -x -d 'a wheel built from the pin: its METADATA too'
+complete -c megacpp-env -n '_shtab_megacpp_env_using facts extract' -l requirements -x -d 'the requirements file setup.py computes install_requires from (repeatable)'
+complete -c megacpp-env -n '_shtab_megacpp_env_using facts extract' -l build-requirements -x -d 'a build requirements file to add to [build-system].requires (repeatable)'
+complete -c megacpp-env -n '_shtab_megacpp_env_using facts extract' -l listed-requirements -x -d 'a requirements file the project ships; what it lists and install_requires drops is recorded (repeatable)'
+complete -c megacpp-env -n '_shtab_megacpp_env_using facts extract' -l unverified -x -d 'record facts not read from a clean checkout at the pin, and why'
+complete -c megacpp-env -n '_shtab_megacpp_env_using facts extract' -l json -d 'print a machine-readable JSON report on stdout'
+complete -c megacpp-env -n '_shtab_megacpp_env_using facts extract; and test $_shtab_megacpp_env_npos -eq 0' -ka "(megacpp-env completion --names sources 2>/dev/null)" -d 'the source'
+complete -c megacpp-env -n '_shtab_megacpp_env_using facts; and test $_shtab_megacpp_env_npos -eq 0' -a check -d 'check every source'"'"'s committed facts against the spec, offline'
+complete -c megacpp-env -n '_shtab_megacpp_env_using facts check' -s h -l help -d 'show this help message and exit'
+complete -c megacpp-env -n '_shtab_megacpp_env_using facts check' -l spec -x -d 'the stack spec (default: $MEGACPP_ENV_SPEC, else the nearest stack.yaml here or in a parent directory)'
+complete -c megacpp-env -n '_shtab_megacpp_env_using facts check' -s v -l verbose -d 'also show every external command run (git, uv)'
+complete -c megacpp-env -n '_shtab_megacpp_env_using facts check' -s q -l quiet -d 'only results and errors: no progress, no build log'
+complete -c megacpp-env -n '_shtab_megacpp_env_using facts check' -l json -d 'print a machine-readable JSON report on stdout'
+complete -c megacpp-env -n '_shtab_megacpp_env_using facts; and test $_shtab_megacpp_env_npos -eq 0' -a show -d 'print one source'"'"'s committed facts'
+complete -c megacpp-env -n '_shtab_megacpp_env_using facts show' -s h -l help -d 'show this help message and exit'
+complete -c megacpp-env -n '_shtab_megacpp_env_using facts show' -l spec -x -d 'the stack spec (default: $MEGACPP_ENV_SPEC, else the nearest stack.yaml here or in a parent directory)'
+complete -c megacpp-env -n '_shtab_megacpp_env_using facts show' -s v -l verbose -d 'also show every external command run (git, uv)'
+complete -c megacpp-env -n '_shtab_megacpp_env_using facts show' -s q -l quiet -d 'only results and errors: no progress, no build log'
+complete -c megacpp-env -n '_shtab_megacpp_env_using facts show' -l json -d 'print a machine-readable JSON report on stdout'
+complete -c megacpp-env -n '_shtab_megacpp_env_using facts show; and test $_shtab_megacpp_env_npos -eq 0' -ka "(megacpp-env completion --names sources 2>/dev/null)" -d 'the source'
 complete -c megacpp-env -n '_shtab_megacpp_env_using; and test $_shtab_megacpp_env_npos -eq 0' -a targets -d 'list the targets of the spec'
 complete -c megacpp-env -n '_shtab_megacpp_env_using targets' -s h -l help -d 'show this help message and exit'
 complete -c megacpp-env -n '_shtab_megacpp_env_using targets' -l spec -x -d 'the stack spec (default: $MEGACPP_ENV_SPEC, else the nearest stack.yaml here or in a parent directory)'

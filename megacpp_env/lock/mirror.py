@@ -415,20 +415,19 @@ def mirror_target(
 
 def mirror_locks(
     dest: Path,
-    spec: Callable[[], Spec],
+    spec: Spec,
     target: str,
     platforms: list[str] | None,
     *,
     progress: Callable[[int], Progress],
 ) -> tuple[Path, list[MirroredLock]]:
     """``mirror TARGET --to DEST``: every committed lock of the target (a platform it lacks is an
-    error), each artifact fetched and sha256-verified. The destination is checked before the spec
-    loads: an existing file there is a one-line error."""
+    error), each artifact fetched and sha256-verified. The destination is checked first: an existing
+    file there is a one-line error."""
     dest = check_destination(dest)
-    loaded = spec()
     rows = []
-    for job in jobs_for(loaded, [target], platforms):
-        lock = committed_lock(loaded.root, *job.key, path=job.lock_path)
+    for job in jobs_for(spec, [target], platforms):
+        lock = committed_lock(spec.root, *job.key, path=job.lock_path)
         bar = progress(sum(len(p.artifacts) for p in lock.packages))
         try:
             rows.append(mirror_target(lock, *job.key, dest, on_file=bar.step))

@@ -4,7 +4,7 @@ pull-request comment), JSON, GitHub workflow annotations or SARIF. Pure: returns
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -86,19 +86,23 @@ class GateShown:
 
 
 def gate_shown(
-    load_spec: Callable[[], Spec],
+    spec_path: Path | None,
     base: str,
     ack_file: Path | None,
     fmt: str,
     check_results: Path | None,
     root: str = "",
 ) -> GateShown:
-    """``gate``'s one domain call: the checks the action ran, the gate and its rendering; when any of
-    it fails, the comment that says why (``markdown``) and the error."""
+    """``gate``'s one domain call: the checks the action ran, the spec at ``spec_path`` (None: none was
+    named or found), the gate and its rendering; when any of it fails, the comment that says why
+    (``markdown``) and the error. The spec is loaded here, not by the verb: its errors reach the comment."""
+    from megacpp_env.spec import load_spec
+    from megacpp_env.spec.discover import required
+
     checks: Sequence[CheckResult] = ()
     try:
         checks = read_check_results(check_results) if check_results is not None else ()
-        report, text = gate_text(load_spec(), base, ack_file, fmt, checks, root)
+        report, text = gate_text(load_spec(required(spec_path)), base, ack_file, fmt, checks, root)
     except MegacppEnvError as exc:  # the comment says why there is no report; stderr gets the error
         return GateShown(text=gate_error_text(str(exc), base, fmt, checks), exit_code=exc.exit_code, error=exc)
     return GateShown(text=text, exit_code=0 if report.verdict.passed else 1)  # the checks fail their own step
