@@ -10,29 +10,27 @@ from __future__ import annotations
 
 import fnmatch
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
 from megacpp_env.findings import SEVERITIES, CodeDoc, Finding, Severity
 from megacpp_env.snapshot import registry
 from megacpp_env.snapshot.document import Snapshot, errors
-from megacpp_env.snapshot.registry import HOST_AREA, label, rank, severity_of
+from megacpp_env.snapshot.registry import HOST_AREA, HOST_CODE, OTHER_CODE, code_of, label, rank, severity_of
 
 SHOW_FILES = 5
+Explainer = Callable[[Mapping[str, Any], Mapping[str, Any]], list[Finding]]
 
 
-# area -> code of a difference there (``explain SD004``); an area no collector registers: SD000
-AREA_CODES = {
-    "python": "SD001", "checkouts": "SD002", "torch": "SD003", "gpu": "SD004", "compilers": "SD005",
-    "runtime": "SD006", "env": "SD007", "scheduler": "SD008", "system": "SD009", "container": "SD010",
-    "repo": "SD011", HOST_AREA: "SD012",
-}  # fmt: skip
-OTHER_AREA = "SD000"
+def area_codes() -> dict[str, str]:
+    """area -> the code of a difference there (``explain SD004``), from the registrations; host's too."""
+    return {**{c.area: c.code for c in registry.collectors()}, HOST_AREA: HOST_CODE}
 
 
 def diff_code(area: str) -> str:
-    return AREA_CODES.get(area, OTHER_AREA)
+    """The code of a difference in ``area``; one no collector registers: SD000."""
+    return code_of(area)
 
 
 def _finding(*, area: str, severity: str, key: str, message: str) -> Finding:
@@ -54,11 +52,11 @@ def codes() -> tuple[CodeDoc, ...]:
             example=f"diff a.json b.json -> {area}\n  {severity_of(area)}  {area}.<key>: <old> -> <new>",
             silence=f"--ignore {area} (or --ignore {area}.<key>), or snapshot.ignore in stack.yaml",
         )
-        for area, code in AREA_CODES.items()
+        for area, code in area_codes().items()
     ]
     docs.append(
         CodeDoc(
-            code=OTHER_AREA,
+            code=OTHER_CODE,
             severity="info",
             summary="an area no collector of this version knows differs",
             family=family,
@@ -425,15 +423,15 @@ def diff_system(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Finding]:
     return out + generic("system", rest_a, rest_b)
 
 
-EXPLAINERS = {
-    "python": diff_python,
-    "checkouts": diff_checkouts,
-    "env": diff_env,
-    "runtime": diff_runtime,
-    "torch": diff_torch,
-    "gpu": diff_gpu,
-    "system": diff_system,
-}
+def explainer(name: str) -> Explainer | None:
+    """The explainer a registration names (``Collector.explain``/``explain_live``): a function of this
+    module; "" names none."""
+    if not name:
+        return None
+    found = globals().get(name)
+    if not callable(found):
+        raise ValueError(f"no explainer {name!r} in megacpp_env/snapshot/diff.py (a collector registration names it)")
+    return cast("Explainer", found)
 
 
 # ---- live: notes only ---------------------------------------------------------------------------
@@ -464,8 +462,15 @@ def live_container(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Finding]:
     return [_finding(area="container", severity="note", key="live.container", message=f"container: {old} -> {new}")]
 
 
-# Parts of ``live`` worth a note in a diff; the rest (temperatures, clocks now, job ids) never are.
-LIVE_EXPLAINERS = {"repo": live_repo, "container": live_container}
+def _predates(area: str, a: Any, b: Any, a_label: str, b_label: str) -> list[Finding] | None:
+    """One note when only one side has ``area`` and its registration reads a document without it as
+    older (``older="note"``): that document predates the area, nothing was compared; else None."""
+    found = registry.by_area(area)
+    if found is None or found.older != "note" or (a is None) == (b is None):
+        return None
+    older = a_label if a is None else b_label
+    msg = f"{area}: {older} predates this area (taken by an older megacpp-env): not compared"
+    return [_finding(area=area, severity="note", key=area, message=msg)]
 
 
 def _versions(a: Snapshot, b: Snapshot) -> Finding:
@@ -511,14 +516,19 @@ def diff_snapshots(
         fa, fb = a.facts.get(area), b.facts.get(area)
         if fa == fb:
             continue
-        explain = EXPLAINERS.get(area)
-        if explain and isinstance(fa, dict) and isinstance(fb, dict):
+        found = registry.by_area(area)
+        explain = explainer(found.explain) if found else None
+        predates = _predates(area, fa, fb, a_label, b_label)
+        if predates is not None:
+            findings += predates
+        elif explain and isinstance(fa, dict) and isinstance(fb, dict):
             findings += explain(fa, fb)
         else:
             findings += generic(area, fa, fb)
-    for area, explain_live in LIVE_EXPLAINERS.items():
-        la, lb = a.live.get(area), b.live.get(area)
-        if isinstance(la, dict) and isinstance(lb, dict):
+    # parts of ``live`` worth a note in a diff; the rest (temperatures, clocks now, job ids) never are
+    for c in registry.collectors():
+        explain_live, la, lb = explainer(c.explain_live), a.live.get(c.area), b.live.get(c.area)
+        if explain_live and isinstance(la, dict) and isinstance(lb, dict):
             findings += explain_live(la, lb)
     findings += incomplete(a, a_label) + incomplete(b, b_label)
     if a.schema_version != b.schema_version:
