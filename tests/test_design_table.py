@@ -100,10 +100,7 @@ FRAGMENT = {
         "required": ["kernel_booted"],
     }
 }
-COLLECTOR_LINE = (
-    '    Collector(area="boot", module="boot", timeout=10.0, code="SD013", severity="info", older="note",'
-    " after_launch=True),\n"
-)
+COLLECTOR_LINE = '    Collector(area="boot", module="boot", timeout=10.0, code="SD013", severity="info", older="note"),\n'
 
 TARGET = """  tiny:
     description: a CPU target that builds no source (added by a newcomer)

@@ -13,6 +13,17 @@ if TYPE_CHECKING:
     from megacpp_env.spec.model import Spec
 
 
+def add_epilog(parser: argparse.ArgumentParser, text: str) -> None:
+    """Text after the options in ``--help``, laid out as written (examples, forms, exit codes)."""
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = text
+
+
+def add_flag(parser: argparse.ArgumentParser, flag: str, help_text: str) -> None:
+    """An option that is on or off (``--check``)."""
+    parser.add_argument(flag, action="store_true", help=help_text)
+
+
 def add_json(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print a machine-readable JSON report on stdout")
 

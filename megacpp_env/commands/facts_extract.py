@@ -11,6 +11,7 @@ from megacpp_env.commands._common import add_json, load
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("name", metavar="SOURCE", help="the source")
+    add_json(parser)
     parser.add_argument(
         "--from", dest="origin", metavar="PATH", required=True, help="a checkout at the pin, or an sdist"
     )
@@ -26,7 +27,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--unverified", metavar="REASON", default="",
         help="record facts not read from a clean checkout at the pin, and why",
     )  # fmt: skip
-    add_json(parser)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 
+from megacpp_env.commands._common import add_epilog
+
 SUBCOMMANDS = {
     "resolve": ("lock_resolve", "resolve per-target locks with uv and write locks/ (what moved is listed)"),
     "check": ("lock_check", "verify the committed locks against the spec, offline (no network, no uv)"),
@@ -56,8 +58,7 @@ class _Moved(argparse.Action):
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The group itself: its epilog, and the moved options (hidden) that say their new spelling."""
-    parser.epilog = EPILOG
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    add_epilog(parser, EPILOG)
     for flag in MOVED:
         parser.add_argument(flag, nargs=0, action=_Moved, help=argparse.SUPPRESS)
 

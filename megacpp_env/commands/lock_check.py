@@ -7,17 +7,15 @@ from __future__ import annotations
 import argparse
 import sys
 
-from megacpp_env.commands._common import add_json, load
+from megacpp_env.commands._common import add_flag, add_json, load
 from megacpp_env.commands.lock import add_selection
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_selection(parser)
-    parser.add_argument(
-        "--allow-unlocked", action="store_true",
-        help="report, but do not fail on, targets whose index is unreachable here and that have no lock yet",
-    )  # fmt: skip
     add_json(parser)
+    add_flag(parser, "--allow-unlocked", "report, but do not fail on, targets whose index is unreachable here and "
+             "that have no lock yet")  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:

@@ -6,20 +6,16 @@ from __future__ import annotations
 import argparse
 import sys
 
-from megacpp_env.commands._common import add_json, load
+from megacpp_env.commands._common import add_flag, add_json, load
 from megacpp_env.commands.lock import add_selection
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_selection(parser)
-    parser.add_argument(
-        "--align", action="store_true", help="re-resolve diverging locks constrained by their group's first lock"
-    )
-    parser.add_argument(
-        "--try-unreachable", action="store_true",
-        help="resolve targets even if their index is marked reachable_here: false",
-    )  # fmt: skip
-    parser.add_argument("--upgrade", action="store_true", help="resolve from scratch: the committed lock pins nothing")
+    add_json(parser)
+    add_flag(parser, "--align", "re-resolve diverging locks constrained by their group's first lock")
+    add_flag(parser, "--try-unreachable", "resolve targets even if their index is marked reachable_here: false")
+    add_flag(parser, "--upgrade", "resolve from scratch: the committed lock pins nothing")
     parser.add_argument(
         "--upgrade-package", action="append", default=[], metavar="NAME",
         help="let NAME move to its newest allowed version (and what that forces); repeatable",
@@ -28,7 +24,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--exclude-newer", metavar="DATE",
         help="ignore files uploaded after DATE (recorded in the lock, kept by later runs; none drops it)",
     )  # fmt: skip
-    add_json(parser)
 
 
 def run(args: argparse.Namespace) -> int:

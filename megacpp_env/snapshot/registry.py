@@ -62,8 +62,8 @@ class Collector:
     older: str = "drift"  # a document without the area: "drift" (its facts differ) or "note" (it predates it)
     # waits (at most a second) until the integrity workers have their work: the planning before that
     # is GIL-bound and on the critical path, and this collector's import and Python work would share
-    # the GIL with it
-    after_launch: bool = False
+    # the GIL with it (False only for the two that start that work: python and gpu)
+    after_launch: bool = True
 
     def __post_init__(self) -> None:
         """Only a module of the snapshot package: a dotted path could load any module, past the
@@ -93,89 +93,23 @@ class Collector:
 COLLECTORS: tuple[Collector, ...] = (
     # python starts the integrity workers; gpu reads NVML in a child (``nvml_child``, started before
     # the verb): neither waits; every other collector waits until the workers have their work
-    Collector(
-        area="python",
-        label="verifying installed files",
-        module="python_env",
-        timeout=900.0,
-        code="SD001",
-        severity="error",
-        explain="diff_python",
-    ),
-    Collector(
-        area="checkouts",
-        label="checkouts",
-        module="checkouts",
-        timeout=120.0,
-        code="SD002",
-        severity="error",
-        explain="diff_checkouts",
-        after_launch=True,
-    ),
-    Collector(
-        area="torch",
-        label="torch",
-        module="torch_facts",
-        timeout=240.0,
-        code="SD003",
-        severity="error",
-        explain="diff_torch",
-        after_launch=True,
-    ),
-    Collector(
-        area="gpu", label="GPUs", module="gpu", timeout=30.0, code="SD004", severity="warning", explain="diff_gpu"
-    ),
-    Collector(area="compilers", module="compilers", timeout=30.0, code="SD005", severity="warning", after_launch=True),
-    Collector(
-        area="runtime",
-        module="runtime",
-        timeout=10.0,
-        code="SD006",
-        severity="warning",
-        explain="diff_runtime",
-        after_launch=True,
-    ),
-    Collector(
-        area="env",
-        module="envvars",
-        timeout=10.0,
-        code="SD007",
-        severity="warning",
-        explain="diff_env",
-        after_launch=True,
-    ),
-    Collector(area="scheduler", module="scheduler", timeout=10.0, code="SD008", severity="warning", after_launch=True),
-    Collector(
-        area="system",
-        module="system",
-        timeout=10.0,
-        code="SD009",
-        severity="info",
-        explain="diff_system",
-        after_launch=True,
-    ),
-    Collector(
-        area="container",
-        module="container",
-        timeout=10.0,
-        code="SD010",
-        severity="note",
-        hashed=False,
-        explain_live="live_container",
-        after_launch=True,
-    ),
-    Collector(
-        area="repo",
-        label="training repository",
-        module="repo",
-        timeout=60.0,
-        code="SD011",
-        severity="note",
-        hashed=False,
-        explain_live="live_repo",
-        after_launch=True,
-    ),
-)
+    Collector(area="python", module="python_env", timeout=900.0, code="SD001", severity="error",
+              explain="diff_python", label="verifying installed files", after_launch=False),
+    Collector(area="checkouts", module="checkouts", timeout=120.0, code="SD002", severity="error",
+              explain="diff_checkouts"),
+    Collector(area="torch", module="torch_facts", timeout=240.0, code="SD003", severity="error", explain="diff_torch"),
+    Collector(area="gpu", module="gpu", timeout=30.0, code="SD004", severity="warning", explain="diff_gpu",
+              label="GPUs", after_launch=False),
+    Collector(area="compilers", module="compilers", timeout=30.0, code="SD005", severity="warning"),
+    Collector(area="runtime", module="runtime", timeout=10.0, code="SD006", severity="warning", explain="diff_runtime"),
+    Collector(area="env", module="envvars", timeout=10.0, code="SD007", severity="warning", explain="diff_env"),
+    Collector(area="scheduler", module="scheduler", timeout=10.0, code="SD008", severity="warning"),
+    Collector(area="system", module="system", timeout=10.0, code="SD009", severity="info", explain="diff_system"),
+    Collector(area="container", module="container", timeout=10.0, code="SD010", severity="note", hashed=False,
+              explain_live="live_container"),
+    Collector(area="repo", module="repo", timeout=60.0, code="SD011", severity="note", hashed=False,
+              explain_live="live_repo", label="training repository"),
+)  # fmt: skip
 HOST_CODE = "SD012"  # a difference in where, when and how a snapshot was taken: a note
 OTHER_CODE = "SD000"  # a difference in an area no collector of this version registers
 

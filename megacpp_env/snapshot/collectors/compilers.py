@@ -73,12 +73,7 @@ class ToolCache:
         self.lock = threading.Lock()
         self.dirty = False
         if cache is not None:
-            entry = cachefile.read(str(cache.file(TOOLS_CACHE)), cache.key, TOOLS_LIMIT)
-            notes += [entry.note] if entry.note else []
-            try:
-                data = json.loads(entry.payload) if entry.payload is not None else {}
-            except ValueError:
-                data = {}
+            _found, data = cachefile.read_json(str(cache.file(TOOLS_CACHE)), cache.key, TOOLS_LIMIT, notes)
             self.entries = data if isinstance(data, dict) else {}
 
     def speculate(self, program: str, args: Sequence[str]) -> bool:

@@ -23,9 +23,11 @@ this directory.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import stat as st_mod
 from dataclasses import dataclass
+from typing import Any
 
 MAGIC = b"megacpp-env cache 1\n"
 TAG_BYTES = 32
@@ -114,6 +116,20 @@ def read(path: str, key: bytes | None, limit: int) -> Entry:  # noqa: PLR0911 (o
     if problem is not None:
         return Entry(note=f"{name}: {problem}: discarded")
     return Entry(payload=data[len(MAGIC) + TAG_BYTES :])
+
+
+def read_json(path: str, key: bytes | None, limit: int, notes: list[str] | None = None) -> tuple[bool, Any]:
+    """(whether the sealed cache file at ``path`` held a payload, that payload as JSON, None when it is
+    not JSON); why a file was discarded is appended to ``notes``."""
+    entry = read(path, key, limit)
+    if entry.note and notes is not None:
+        notes.append(entry.note)
+    if entry.payload is None:
+        return False, None
+    try:
+        return True, json.loads(entry.payload)
+    except ValueError:
+        return True, None
 
 
 def _read_all(fd: int, limit: int) -> bytes:

@@ -217,13 +217,7 @@ def _file(cache: Cache, path: Path, tag: str) -> Path:
 
 
 def _load(where: Path, cache: Cache, notes: list[str]) -> tuple[str, list[Repo], dict[str, Any]] | None:
-    entry = cachefile.read(str(where), cache.key, LIMIT)
-    if entry.note:
-        notes.append(entry.note)
-    try:
-        raw = json.loads(entry.payload) if entry.payload is not None else None
-    except ValueError:
-        raw = None
+    _found, raw = cachefile.read_json(str(where), cache.key, LIMIT, notes)
     if not isinstance(raw, dict):
         return None
     repos = [Repo.from_json(r) for r in raw.get("repos") or []]

@@ -397,16 +397,10 @@ class Plan:
 
     def __init__(self, path: Path, key: bytes | None, notes: list[str]) -> None:
         self.path, self.key, self.notes = path, key, notes
-        entry = cachefile.read(str(path), key, PLAN_LIMIT)
+        held, raw = cachefile.read_json(str(path), key, PLAN_LIMIT, notes)
         self.entries: dict[str, PlanEntry] = {}
-        if entry.note:
-            notes.append(entry.note)
-        if entry.payload is None:
+        if not held:
             return
-        try:
-            raw = json.loads(entry.payload)
-        except ValueError:
-            raw = None
         if not isinstance(raw, dict):
             notes.append(f"{path.name}: not a plan: discarded")
             return

@@ -70,16 +70,10 @@ def cache_file(cache: Cache, python: str) -> Path:
 
 
 def _load(path: Path, key: bytes, notes: list[str]) -> tuple[str, dict[str, Any]] | None:
-    entry = cachefile.read(str(path), key, LIMIT)
-    if entry.note:
-        notes.append(entry.note)
-    try:
-        raw = json.loads(entry.payload) if entry.payload is not None else None
-    except ValueError:
-        raw = None
+    found, raw = cachefile.read_json(str(path), key, LIMIT, notes)
     listing = raw.get("listing") if isinstance(raw, dict) else None
-    if not isinstance(listing, dict) or not isinstance(raw.get("signature"), str):  # type: ignore[union-attr]
-        if entry.payload is not None:
+    if not isinstance(listing, dict) or not isinstance(raw.get("signature"), str):
+        if found:
             notes.append(f"{path.name}: not a probe cache of this version: discarded")
         return None
     dists = listing.get("distributions")
@@ -89,7 +83,7 @@ def _load(path: Path, key: bytes, notes: list[str]) -> tuple[str, dict[str, Any]
     ):
         notes.append(f"{path.name}: a listing of another shape: discarded")
         return None
-    return raw["signature"], listing  # type: ignore[index]
+    return raw["signature"], listing
 
 
 def run_probe(python: str, environ: Mapping[str, str], cache: Cache | None) -> Probe:
