@@ -150,3 +150,45 @@ def test_the_rule_counts_calls_through_helpers_and_skips_classes_and_printing(tm
         "verb.py:15: render_all",
         "verb.py:6: diff.read_any",
     ]
+
+
+# Where a domain function may take the spec as a loader to call later, not the spec or its path:
+# the snapshot family, whose collector thread loads it off the critical path (docs/DESIGN.md, "Verbs").
+DEFERRED_SPEC_OK = ("megacpp_env/snapshot/", "megacpp_env/repro/goldens.py", "megacpp_env/repro/session.py")
+
+
+def deferred_spec_loaders(root: Path) -> list[str]:
+    """Every parameter, field or alias of the package (verbs aside) typed ``Callable[[], Spec...]``."""
+    out = []
+    for path in sorted(root.rglob("*.py")):
+        if "commands" in path.parts:
+            continue
+        rel = path.relative_to(root.parent).as_posix()
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            notes: list[tuple[str, ast.expr | None]] = []
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                args = [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]
+                notes = [(f"{node.name}({a.arg})", a.annotation) for a in args]
+            elif isinstance(node, ast.AnnAssign):
+                notes = [(ast.unparse(node.target), node.annotation)]
+            elif isinstance(node, ast.Assign):
+                notes = [(ast.unparse(node.targets[0]), node.value)]
+            for name, note in notes:
+                text = ast.unparse(note).replace("'", "").replace('"', "") if note is not None else ""
+                if "Callable[[], Spec" in text:
+                    out.append(f"{rel}:{node.lineno}: {name}")
+    return out
+
+
+def test_domain_functions_take_the_spec_not_a_loader_outside_the_snapshot_family():
+    root = COMMANDS.parent
+    found = deferred_spec_loaders(root)
+    assert [f for f in found if not f.startswith(DEFERRED_SPEC_OK)] == []
+    assert found, "the snapshot family's deferred loader is gone: update DEFERRED_SPEC_OK and docs/DESIGN.md"
+
+
+def test_the_loader_check_sees_one(tmp_path):
+    pkg = tmp_path / "megacpp_env"
+    (pkg / "lock").mkdir(parents=True)
+    (pkg / "lock" / "x.py").write_text("def f(spec: Callable[[], Spec]) -> None: ...\nclass R:\n    s: 'Callable[[], Spec | None]'\n")
+    assert deferred_spec_loaders(pkg) == ["megacpp_env/lock/x.py:1: f(spec)", "megacpp_env/lock/x.py:3: s"]
