@@ -1,11 +1,11 @@
-"""Lock speed: `lock --check` and `gate` (offline, whole CLI), and `lock` of every locally resolvable
+"""Lock speed: `lock check` and `gate` (offline, whole CLI), and `lock` of every locally resolvable
 target against the equivalent raw `uv pip compile` runs.
 
     python benchmarks/bench_lock.py [--repeat 10] [--lock-repeat 5]
 
-* `lock --check` / `gate --base HEAD`: wall time of `python -m megacpp_env ...` on this repository
+* `lock check` / `gate --base HEAD`: wall time of `python -m megacpp_env ...` on this repository
   (interpreter start-up included; `python -c pass` is reported for reference). Bound: < 0.5 s.
-* `lock`: `megacpp-env lock` of every target whose indexes are reachable here, on a copy of
+* `lock`: `megacpp-env lock resolve` of every target whose indexes are reachable here, on a copy of
   stack.yaml in a temp dir, versus the very same uv command lines (same generated pyproject.toml,
   same flags) run directly, also in parallel (one process per lock, as `lock` does). Both with uv's
   cache warm; runs alternate so network drift hits both. Measured twice: against PyPI (uv revalidates
@@ -120,8 +120,8 @@ def main() -> int:
     py = [sys.executable, "-m", "megacpp_env"]
     result = {
         "python -c pass": bench_cli([sys.executable, "-c", "pass"], ns.repeat),
-        "lock --check": bench_cli([*py, "lock", "--check"], ns.repeat),
-        "lock --check smoke": bench_cli([*py, "lock", "--check", "smoke"], ns.repeat),
+        "lock check": bench_cli([*py, "lock", "check"], ns.repeat),
+        "lock check smoke": bench_cli([*py, "lock", "--check", "smoke"], ns.repeat),
         "gate --base HEAD": bench_cli([*py, "gate", "--base", "HEAD"], ns.repeat),
         "gate --base main (one lock changed)": bench_gate_changed(ns.repeat),
         "lock (resolvable targets) vs raw uv, PyPI": bench_lock(ns.lock_repeat, {}),

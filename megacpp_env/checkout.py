@@ -13,13 +13,13 @@ import contextlib
 import os
 import shutil
 import stat
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from megacpp_env import git, layout
-from megacpp_env.errors import RefusedError, VerificationError
+from megacpp_env.errors import RefusedError, SpecError, VerificationError
 from megacpp_env.fsutil import file_kind, staging_dir
 from megacpp_env.redact import strip_url_credentials
 from megacpp_env.worktree.provenance import Provenance, read_provenance, write_provenance
@@ -471,30 +471,28 @@ def find_source(spec: Spec, name: str) -> Source:
     return spec.sources.get(name.replace("-", "_")) or spec.source(name)
 
 
-def expected_source(
-    path: Path, *, expect: str | None, spec: Callable[[], Spec], optional_spec: Callable[[], Spec | None]
-) -> tuple[Source | None, Path | None]:
-    """The source a checkout must match: ``--expect NAME`` (the spec must load), else the one its
-    provenance record names (when a spec is there to say where it is pinned), else none; and, when
-    that source has an overlay, the overlay directory whose manifest may vouch for changed files (the
-    record only names the source: it is not trusted)."""
-    found: Spec | None
+def expected_source(path: Path, *, expect: str | None, spec: Spec | None) -> tuple[Source | None, Path | None]:
+    """The source a checkout must match: ``--expect NAME`` (the verb then requires the spec), else the
+    one its provenance record names (when a spec is there to say where it is pinned), else none; and,
+    when that source has an overlay, the overlay directory whose manifest may vouch for changed files
+    (the record only names the source: it is not trusted)."""
+    found: Spec | None = spec
+    source: Source | None = None
     if expect:
-        found = spec()
-        source: Source | None = find_source(found, expect)
+        if spec is None:
+            raise SpecError(f"--expect {expect}: no spec to look the source up in", key="--expect")
+        source = find_source(spec, expect)
     else:
         prov = read_provenance(path)
-        found = optional_spec() if prov is not None else None
+        found = spec if prov is not None else None
         source = found.sources.get(prov.source) if found and prov else None
     overlay = layout.overlay_dir(found.root, source.overlay) if found and source and source.overlay else None
     return source, overlay
 
 
-def verify_as_pinned(
-    path: Path, *, expect: str | None, spec: Callable[[], Spec], optional_spec: Callable[[], Spec | None]
-) -> tuple[Source | None, Verification]:
+def verify_as_pinned(path: Path, *, expect: str | None, spec: Spec | None) -> tuple[Source | None, Verification]:
     """``verify-checkout PATH``: the source it must match (``expected_source``) and the verdict."""
     if not path.exists():
         raise VerificationError(f"{path} does not exist: there is no checkout to verify")
-    source, overlay_dir = expected_source(path, expect=expect, spec=spec, optional_spec=optional_spec)
+    source, overlay_dir = expected_source(path, expect=expect, spec=spec)
     return source, verify_checkout(path, source, overlay_dir=overlay_dir)

@@ -1,6 +1,7 @@
 """Argument parsing and dispatch only. Each verb lives in ``megacpp_env/commands/<module>.py``
-and exposes ``add_arguments(parser)`` and ``run(args) -> int``; a sub-verb (``lock diff``) is a
-real argparse sub-command of its verb with a module of its own.
+and exposes ``add_arguments(parser)`` and ``run(args) -> int``; a group (``lock``) declares
+``SUBCOMMANDS`` instead, real argparse sub-commands with a module each (``lock check``). The
+command line is parsed as given: nothing reorders it or patches what argparse parsed.
 
 Verb modules are imported only when their verb is chosen, so ``megacpp-env --help`` stays fast
 (no jinja2, yaml or packaging import). ``main`` is the one error handler: a ``MegacppEnvError`` is
@@ -22,7 +23,9 @@ from typing import Any, NoReturn
 from megacpp_env import __version__
 from megacpp_env.errors import EXIT_ABORT_BISECT, EXIT_BUG, EXIT_INTERRUPTED, EXIT_USAGE, MegacppEnvError
 
-# verb -> (module under megacpp_env.commands, one-line help)
+# verb -> (module under megacpp_env.commands, one-line help). A module with ``run(args)`` is the verb;
+# a module with a ``SUBCOMMANDS`` table instead (``lock``) is a group of real argparse sub-commands,
+# each with a module of its own (``lock check`` -> ``commands/lock_check.py``).
 VERBS: dict[str, tuple[str, str]] = {
     "check": ("check", "validate stack.yaml and run the policy rules"),
     "explain": ("explain", "print the documentation of a finding code (TC005, SP002, LG004, ...)"),
@@ -31,7 +34,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "schema": ("schema", "print the JSON Schema of stack.yaml (for editors)"),
     "show": ("show", "show the resolved view of one target"),
     "render": ("render", "write (or --check) the rendered Dockerfiles"),
-    "lock": ("lock", "resolve per-target locks with hashes; 'lock diff OLD NEW' explains changes"),
+    "lock": ("lock", "per-target locks: lock resolve | check | export | diff"),
     "gate": ("gate", "compare committed locks at a git ref with the working tree; enforce policy"),
     "mirror": ("mirror", "download and hash-verify every artifact of a lock into a local mirror"),
     "mirror-artifacts": ("mirror_artifacts", "fetch a pinned artifact set (FlashInfer cubins) and verify each file"),
@@ -53,21 +56,79 @@ VERBS: dict[str, tuple[str, str]] = {
     "bisect-check": ("bisect_check", "git bisect pre-check: exit 0 on the golden's environment, 125 (skip) if not"),
 }
 
-# (verb, word) -> (module under megacpp_env.commands, one-line help): `megacpp-env lock diff ...`
-SUBVERBS: dict[tuple[str, str], tuple[str, str]] = {
-    ("lock", "diff"): ("lock_diff", "explain the changes between two locks (PEP 751 or requirements)"),
-}
-
 # Verbs whose exit codes another program reads its own way: an error of the verb itself (usage, a
 # user error, a bug) exits with this code instead. `git bisect run` reads 1-127 (but 125) as "bad",
 # so bisect-check's own failures abort the bisect (128) and never blame a commit.
 ERROR_EXIT: dict[str, int] = {"bisect-check": EXIT_ABORT_BISECT}
 
 SPEC_ENV = "MEGACPP_ENV_SPEC"  # spec/discover.py reads it; named here only for --help
+COMMON = ("-h", "--help", "--spec", "-v", "--verbose", "-q", "--quiet")  # every verb parser has them
+VALUED = ("--spec",)  # the one option of the top-level and group parsers that takes a value
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse's parser, with a did-you-mean for a mistyped choice (a verb, an action, a format)."""
+    """argparse's parser, with three additions, all through argparse's public API:
+
+    - it keeps the options its verb adds (``options``): an unrecognized one gets a did-you-mean;
+    - a mistyped choice (a verb, a sub-command, a format) gets a did-you-mean, and a group's
+      ``choice_hint`` (what an old spelling is now);
+    - a command with positionals and no sub-commands parses them intermixed with its options
+      (``lock resolve a --platform p b``), by argparse's ``parse_known_intermixed_args``.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.options: list[str] = []
+        self.positional_nargs: list[Any] = []
+        self.choice_hint = ""
+        self.intermixing = False
+        super().__init__(*args, **kwargs)
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        action = super().add_argument(*args, **kwargs)
+        self.remember(action)
+        return action
+
+    def add_argument_group(self, *args: Any, **kwargs: Any) -> Any:
+        return self.recording(super().add_argument_group(*args, **kwargs))
+
+    def add_mutually_exclusive_group(self, **kwargs: Any) -> Any:
+        return self.recording(super().add_mutually_exclusive_group(**kwargs))
+
+    def add_subparsers(self, **kwargs: Any) -> Any:
+        self.positional_nargs.append(argparse.PARSER)
+        return super().add_subparsers(**kwargs)
+
+    def remember(self, action: argparse.Action) -> None:
+        self.options += action.option_strings
+        if not action.option_strings:
+            self.positional_nargs.append(action.nargs)
+
+    def recording(self, group: Any) -> Any:
+        """A group's ``add_argument`` (and its nested groups') keeps what it adds here too."""
+        add, nest = group.add_argument, group.add_mutually_exclusive_group
+
+        def add_argument(*args: Any, **kwargs: Any) -> argparse.Action:
+            action: argparse.Action = add(*args, **kwargs)
+            self.remember(action)
+            return action
+
+        group.add_argument = add_argument
+        group.add_mutually_exclusive_group = lambda **kwargs: self.recording(nest(**kwargs))
+        return group
+
+    def intermixable(self) -> bool:
+        """Positionals, none of them a sub-command or a remainder (``run -- CMD``)."""
+        nargs = self.positional_nargs
+        return bool(nargs) and not any(n in (argparse.PARSER, argparse.REMAINDER) for n in nargs)
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        if self.intermixing or not self.intermixable():
+            return super().parse_known_args(args, namespace)
+        self.intermixing = True  # parse_known_intermixed_args calls parse_known_args twice
+        try:
+            return self.parse_known_intermixed_args(args, namespace)
+        finally:
+            self.intermixing = False
 
     def _check_value(self, action: argparse.Action, value: Any) -> None:
         choices = action.choices
@@ -77,14 +138,15 @@ class _Parser(argparse.ArgumentParser):
 
         close = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1)
         shown = f"did you mean {close[0]!r}?" if close else f"choose from {', '.join(map(repr, choices))}"
-        raise argparse.ArgumentError(action, f"invalid choice: {value!r} ({shown})")
+        hint = f"; {self.choice_hint}" if self.choice_hint and not close else ""
+        raise argparse.ArgumentError(action, f"invalid choice: {value!r} ({shown}{hint})")
 
 
-def _unrecognized(extra: list[str], args: argparse.Namespace) -> str:
-    """``unrecognized arguments: --jsn (did you mean --json?)``: the closest option of the verb."""
+def _unrecognized(extra: list[str], parser: argparse.ArgumentParser) -> str:
+    """``unrecognized arguments: --jsn (did you mean --json?)``: the closest option of the command."""
     import difflib
 
-    options = list(_probe(_module_of(args), common=True).options())
+    options = [*COMMON, *(parser.options if isinstance(parser, _Parser) else ())]
     hints = {
         e: close[0]
         for e in extra
@@ -94,15 +156,6 @@ def _unrecognized(extra: list[str], args: argparse.Namespace) -> str:
         return f"unrecognized arguments: {extra[0]} (did you mean {hints[extra[0]]}?)"
     tail = f" (did you mean {', '.join(f'{v} for {k}' for k, v in hints.items())}?)" if hints else ""
     return f"unrecognized arguments: {' '.join(extra)}{tail}"
-
-
-class _NotForSubverb(argparse.Action):
-    """An option of the verb given with one of its sub-verbs: a usage error naming it."""
-
-    def __call__(
-        self, parser: argparse.ArgumentParser, namespace: object, values: object, option_string: str | None = None
-    ) -> None:
-        parser.error(f"{option_string}: not an option of {parser.prog.removeprefix('megacpp-env ')}")
 
 
 def _add_spec(parser: argparse.ArgumentParser, default: str | None) -> None:
@@ -131,114 +184,51 @@ def _common_parent() -> argparse.ArgumentParser:
     return parent
 
 
-def _chosen_verb(argv: Sequence[str]) -> str | None:
+def _first_word(argv: Sequence[str]) -> str | None:
+    """The first word that is not an option (nor ``--spec``'s value): what names a verb, or a
+    group's sub-command. A lookup: argv itself is parsed as given."""
     args = iter(argv)
     for arg in args:
-        if arg in VERBS:
-            return arg
-        if arg == "--spec":
+        if arg in VALUED:
             next(args, None)
         elif not arg.startswith("-"):
-            return None
+            return arg
     return None
 
 
-class _Probe(argparse.ArgumentParser):
-    """A parser that keeps every ``Action`` its ``add_argument`` returns, so ``cli`` can ask which
-    options a verb has, which take a value, and its list positional, through public API only
-    (``Action.option_strings``, ``.nargs``, ``.dest``). Argument groups fold into the parser itself:
-    a probe only describes arguments, it never parses a command line."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self.actions: list[argparse.Action] = []
-        self.folding = False  # argparse's own groups, made in __init__, stay real groups
-        super().__init__(*args, **kwargs)
-        self.folding = True
-
-    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
-        action = super().add_argument(*args, **kwargs)
-        self.actions.append(action)
-        return action
-
-    def add_argument_group(self, *args: Any, **kwargs: Any) -> Any:
-        return self if self.folding else super().add_argument_group(*args, **kwargs)
-
-    def add_mutually_exclusive_group(self, **kwargs: Any) -> Any:
-        return self if self.folding else super().add_mutually_exclusive_group(**kwargs)
-
-    def options(self) -> dict[str, argparse.Action]:
-        return {flag: a for a in self.actions for flag in a.option_strings}
+def _chosen_verb(argv: Sequence[str]) -> str | None:
+    word = _first_word(argv)
+    return word if word in VERBS else None
 
 
-def _probe(module: str, *, common: bool = False) -> _Probe:
-    """The arguments of a verb's (or sub-verb's) module; ``common`` adds what every verb parser has
-    besides (``-h``, ``--spec``, ``-v``, ``-q``), else only ``--spec``."""
-    probe = _Probe(add_help=common)
-    _add_spec(probe, argparse.SUPPRESS)
-    if common:
-        _add_verbosity(probe, argparse.SUPPRESS)
-    _load_command(module).add_arguments(probe)
-    return probe
-
-
-def _chosen_subverb(argv: Sequence[str], verb: str | None) -> str | None:
-    """The verb's first positional word, when it names a sub-verb: ``diff`` in ``lock --format
-    markdown diff A B`` (the verb's own options tell which of them take a value)."""
-    if verb is None or not any(v == verb for v, _word in SUBVERBS):
-        return None
-    options = _probe(VERBS[verb][0]).options()
-    rest = list(argv)[list(argv).index(verb) + 1 :]
-    i = 0
-    while i < len(rest) and rest[i].startswith("-"):
-        action = options.get(rest[i])
-        i += 2 if action is not None and action.nargs != 0 and "=" not in rest[i] else 1
-    word = rest[i] if i < len(rest) else None
-    return word if word is not None and (verb, word) in SUBVERBS else None
-
-
-def canonical_argv(argv: Sequence[str]) -> list[str]:
-    """Options given between a verb and its sub-verb belong to the sub-verb: move them after it."""
-    argv = list(argv)
-    verb = _chosen_verb(argv)
-    word = _chosen_subverb(argv, verb)
-    if verb is None or word is None:
-        return argv
-    i = argv.index(verb)
-    j = argv.index(word, i + 1)
-    return [*argv[: i + 1], word, *argv[i + 1 : j], *argv[j + 1 :]]
+def _chosen_word(argv: Sequence[str], verb: str) -> str | None:
+    """The word after ``verb``: the sub-command a group's command line names, if any."""
+    rest = list(argv)
+    return _first_word(rest[rest.index(verb) + 1 :])
 
 
 def _load_command(module: str) -> ModuleType:
     return importlib.import_module(f"megacpp_env.commands.{module}")
 
 
-def _add_subverb(
-    verb_parser: argparse.ArgumentParser, verb: str, word: str, parent: argparse.ArgumentParser
-) -> argparse.ArgumentParser:
-    module, help_text = SUBVERBS[(verb, word)]
-    subs = verb_parser.add_subparsers(dest="subverb", metavar="ACTION", required=True)
-    p = subs.add_parser(word, help=help_text, description=help_text, parents=[parent])
-    _load_command(module).add_arguments(p)
-    own = _probe(module, common=True).options()
-    for action in _probe(VERBS[verb][0]).actions:
-        flags = [f for f in action.option_strings if f not in own]
-        if flags:
-            p.add_argument(*flags, nargs=action.nargs, action=_NotForSubverb, help=argparse.SUPPRESS)
-    return p
+def subcommands(verb: str) -> dict[str, tuple[str, str]]:
+    """A group's sub-commands (``lock``: resolve, check, export, diff), else nothing."""
+    table: dict[str, tuple[str, str]] = getattr(_load_command(VERBS[verb][0]), "SUBCOMMANDS", {})
+    return table
 
 
 def build_parser(argv: Sequence[str], *, every_verb: bool = False) -> argparse.ArgumentParser:
     """The parser; only the chosen verb's options are added (imported) unless ``every_verb`` (shell
-    completion needs every verb's own options; sub-verbs are left out)."""
+    completion needs every verb's and every sub-command's options)."""
     return build_parsers(argv, every_verb=every_verb)[0]
 
 
 def build_parsers(
     argv: Sequence[str], *, every_verb: bool = False
 ) -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
-    """The top-level parser, and the parser of the chosen verb (or sub-verb), which reports usage
-    errors such as unrecognized arguments under its own usage line."""
-    parser: argparse.ArgumentParser = _Parser(
+    """The top-level parser, and the parser of the chosen command (a verb, or a group's
+    sub-command), which reports usage errors such as unrecognized arguments under its own usage."""
+    parser = _Parser(
         prog="megacpp-env",
         description="One stack.yaml for the MegaCpp stack: check, render, lock, build, snapshot, diff.",
         epilog="exit codes: 0 ok, 1 findings or user error, 2 usage, 3 bug, 130 interrupted",
@@ -248,36 +238,47 @@ def build_parsers(
     _add_verbosity(parser, 0)
     sub = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
     chosen = _chosen_verb(argv)
-    word = _chosen_subverb(argv, chosen)
     parent = _common_parent()
-    chosen_parser = parser
+    chosen_parser: argparse.ArgumentParser = parser
     for verb, (module, help_text) in VERBS.items():
         p = sub.add_parser(verb, help=help_text, description=help_text, parents=[parent])
-        if verb == chosen and word is not None:
-            chosen_parser = _add_subverb(p, verb, word, parent)
-        elif verb == chosen:
-            _load_command(module).add_arguments(p)
-            chosen_parser = p
-        elif every_verb:
-            _load_command(module).add_arguments(p)
+        if verb == chosen or every_verb:
+            command = _load_command(module)
+            command.add_arguments(p)
+            table = getattr(command, "SUBCOMMANDS", None)
+            if table is not None:
+                if isinstance(p, _Parser):
+                    p.choice_hint = getattr(command, "CHOICE_HINT", "")
+                word = _chosen_word(argv, verb) if verb == chosen else None
+                p = _add_subcommands(p, table, parent, word, every=every_verb) or p
+            if verb == chosen:
+                chosen_parser = p
     return parser, chosen_parser
 
 
-def _intermixed(args: argparse.Namespace, extra: list[str]) -> list[str]:
-    """Positionals left over after options (``lock a --check b``) join the verb's list positional,
-    as ``parse_intermixed_args`` would (which argparse does not offer with sub-commands)."""
-    if not extra or any(e.startswith("-") for e in extra):
-        return extra
-    lists = [a for a in _probe(_module_of(args)).actions if not a.option_strings and a.nargs == "*"]
-    if not lists:
-        return extra
-    setattr(args, lists[0].dest, [*(getattr(args, lists[0].dest) or []), *extra])
-    return []
+def _add_subcommands(
+    group: argparse.ArgumentParser,
+    table: dict[str, tuple[str, str]],
+    parent: argparse.ArgumentParser,
+    word: str | None,
+    *,
+    every: bool,
+) -> argparse.ArgumentParser | None:
+    """A group's sub-commands as real argparse sub-commands; only the chosen one's module is
+    imported (``every``: all of them). Returns the chosen one's parser."""
+    subs = group.add_subparsers(dest="subcommand", metavar="COMMAND", required=True)
+    chosen = None
+    for name, (module, help_text) in table.items():
+        p = subs.add_parser(name, help=help_text, description=help_text, parents=[parent])
+        if name == word or every:
+            _load_command(module).add_arguments(p)
+            chosen = p if name == word else chosen
+    return chosen
 
 
 def _module_of(args: argparse.Namespace) -> str:
-    word = getattr(args, "subverb", None)
-    return SUBVERBS[(args.verb, word)][0] if word else VERBS[args.verb][0]
+    word = getattr(args, "subcommand", None)
+    return subcommands(args.verb)[word][0] if word else VERBS[args.verb][0]
 
 
 def _wants_json(args: argparse.Namespace) -> bool:
@@ -285,7 +286,7 @@ def _wants_json(args: argparse.Namespace) -> bool:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return _main(canonical_argv(sys.argv[1:] if argv is None else argv))
+    return _main(list(sys.argv[1:] if argv is None else argv))
 
 
 def entry() -> NoReturn:
@@ -297,7 +298,7 @@ def entry() -> NoReturn:
 
     guard_standard_streams()  # a closed descriptor 0-2 (`>&-`): /dev/null there; see streams
     code = main()
-    verb = _chosen_verb(canonical_argv(sys.argv[1:]))
+    verb = _chosen_verb(sys.argv[1:])
     if verb is not None and getattr(sys.modules.get(f"megacpp_env.commands.{VERBS[verb][0]}"), "FAST_EXIT", False):
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(OSError, ValueError, AttributeError):
@@ -310,9 +311,8 @@ def _main(args_list: list[str]) -> int:
     try:
         parser, chosen = build_parsers(args_list)
         args, extra = parser.parse_known_args(args_list)
-        extra = _intermixed(args, extra)
         if extra:
-            chosen.error(_unrecognized(extra, args))
+            chosen.error(_unrecognized(extra, chosen))
     except SystemExit as exc:  # argparse: --help/--version exit 0, bad usage exits 2
         code = int(exc.code) if isinstance(exc.code, int) else EXIT_USAGE
         return _error_exit(_chosen_verb(args_list), code) if code else _flushed()

@@ -14,7 +14,7 @@ from __future__ import annotations
 import fnmatch
 import platform as host_platform
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
@@ -23,12 +23,10 @@ from megacpp_env.findings import CodeDoc, Finding, Severity
 from megacpp_env.lock.pylock import Lock, LockedPackage, LockFormatError, read_pylock
 from megacpp_env.snapshot.collectors.runtime import HOOK_GLOB
 from megacpp_env.snapshot.diff import show
-from megacpp_env.snapshot.document import Snapshot, load_snapshot
+from megacpp_env.snapshot.document import Snapshot
 from megacpp_env.spec import suppress
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from megacpp_env.spec.model import Source, Spec, Target
 
 RANK = ("error", "warning", "info", "ok")
@@ -363,7 +361,7 @@ def load_target_lock(spec: Spec, target: str, platform: str) -> tuple[Lock | Non
                     "error",
                     "lock",
                     f"no lock for {target} on {platform}: {shown} is missing "
-                    f"(run `megacpp-env lock {target}`); installed distributions cannot be checked",
+                    f"(run `megacpp-env lock resolve {target}`); installed distributions cannot be checked",
                 )
             ],
         )
@@ -519,22 +517,3 @@ def run_doctor(spec: Spec, target_name: str, snap: Snapshot) -> DoctorReport:
         spec, ranked, suppress.declared(spec, target=target_name), checked=checked, known=None, whole_run=True
     )
     return DoctorReport(target=target_name, platform=platform, lock=lock_shown, findings=tuple(found))
-
-
-def diagnose(
-    spec: Spec,
-    target_name: str,
-    snapshot_file: Path | None,
-    *,
-    take: Callable[[], Snapshot],
-    loaded: Callable[[Snapshot], None],
-) -> tuple[DoctorReport, Snapshot]:
-    """``doctor TARGET``: an unknown target fails before any snapshot; then the given snapshot file
-    (``loaded`` is told of it) or a live one (``take``), checked against what the target promises."""
-    spec.target(target_name)
-    if snapshot_file is not None:
-        snap = load_snapshot(snapshot_file)
-        loaded(snap)
-    else:
-        snap = take()
-    return run_doctor(spec, target_name, snap), snap

@@ -23,7 +23,7 @@ import shutil
 import stat
 import tempfile
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -261,12 +261,7 @@ def check_output_path(path: Path, *, option: str = "--output", example: str = "o
     or unwritable parent directory. Special files (``/dev/null``, a FIFO) are accepted: they are
     written to, never replaced."""
     path = Path(path)
-    try:
-        st: os.stat_result | None = Path(path).stat()
-    except (FileNotFoundError, NotADirectoryError):
-        st = None
-    except OSError as exc:
-        raise InputError(f"{path}: {exc.strerror or exc}", key=option) from None
+    st = _stat_or_none(path, lambda why: InputError(f"{path}: {why}", key=option))
     if st is not None and stat.S_ISDIR(st.st_mode):
         raise InputError(f"{path} is a directory; name a file (e.g. {path / example})", key=option)
     if st is not None and not stat.S_ISREG(st.st_mode):
@@ -282,6 +277,16 @@ def check_output_path(path: Path, *, option: str = "--output", example: str = "o
     return path
 
 
+def _stat_or_none(path: Path, error: Callable[[str], InputError]) -> os.stat_result | None:
+    """``path``'s stat through symlinks; None when there is nothing there; ``error(why)`` raised else."""
+    try:
+        return path.stat()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        raise error(str(exc.strerror or exc)) from None
+
+
 OUTPUT_WAIT_ENV = "MEGACPP_ENV_OUTPUT_WAIT"  # seconds a FIFO output waits for its reader (to open it, to read)
 OUTPUT_WAIT_S = 30.0
 
@@ -293,12 +298,7 @@ def write_output(path: Path, data: bytes) -> bool:
     full disk or ``/dev/full``, a FIFO nobody reads, a reader that went away) is an ``InputError``
     naming the file; none blocks for good (``_write_special``)."""
     path = Path(path)
-    try:
-        st: os.stat_result | None = Path(path).stat()
-    except (FileNotFoundError, NotADirectoryError):
-        st = None
-    except OSError as exc:
-        raise InputError(f"cannot write: {exc.strerror or exc}", file=str(path)) from None
+    st = _stat_or_none(path, lambda why: InputError(f"cannot write: {why}", file=str(path)))
     if st is None or stat.S_ISREG(st.st_mode):
         try:
             return atomic_write_bytes(Path(os.path.realpath(path)), data)

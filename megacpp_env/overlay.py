@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
@@ -415,24 +414,33 @@ class OverlayRequest:
     spec_file: str = "stack.yaml"  # named in the remedy when no checkout is found
 
 
-def perform(
-    req: OverlayRequest, spec: Callable[[], Spec | None], require_spec: Callable[[], Spec]
-) -> tuple[Path, Manifest | tuple[OverlayStatus, bool]]:
-    """``overlay ACTION NAME``: the overlay directory, and what ``new`` captured or the status after
-    the other actions (and whether it is ok). Without ``--overlays`` the spec must load."""
+@dataclass(frozen=True, kw_only=True, slots=True)
+class OverlayDone:
+    """What ``overlay ACTION`` did: the overlay directory, and the manifest ``new`` captured or the
+    status after the other actions (and whether that status is what the action wants)."""
+
+    overlay_dir: Path
+    manifest: Manifest | None = None  # new
+    status: OverlayStatus | None = None  # apply, verify, status, restore
+    ok: bool = True
+
+
+def perform(req: OverlayRequest, spec: Spec | None) -> OverlayDone:
+    """``overlay ACTION NAME`` with the spec when there is one (the verb requires it without
+    ``--overlays``: the overlays then live beside it)."""
     check_name(req.name)
-    loaded = spec()
     if req.overlays is not None:
         overlay_dir = req.overlays / req.name
+    elif spec is not None:
+        overlay_dir = layout.overlay_dir(spec.root, req.name)
     else:
-        loaded = loaded or require_spec()  # no spec and no --overlays: the loader's own "no such file" error
-        overlay_dir = layout.overlay_dir(loaded.root, req.name)
+        raise RefusedError(f"overlay {req.name}: no spec and no --overlays DIR: nowhere to find the overlay")
     if req.action == "new":
         if req.checkout is None:
             raise RefusedError("overlay new: --from CHECKOUT is required")  # argparse requires it first
-        return overlay_dir, capture_overlay(
-            overlay_dir, req.checkout, name=req.name, source=req.source, spec=loaded, force=req.force
+        captured = capture_overlay(
+            overlay_dir, req.checkout, name=req.name, source=req.source, spec=spec, force=req.force
         )
-    return overlay_dir, run_action(
-        req.action, overlay_dir, req.checkout, spec=loaded, spec_file=req.spec_file, force=req.force
-    )
+        return OverlayDone(overlay_dir=overlay_dir, manifest=captured)
+    st, ok = run_action(req.action, overlay_dir, req.checkout, spec=spec, spec_file=req.spec_file, force=req.force)
+    return OverlayDone(overlay_dir=overlay_dir, status=st, ok=ok)

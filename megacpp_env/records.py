@@ -19,13 +19,14 @@ import json
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 from megacpp_env.chars import dangerous_char, describe_char
 from megacpp_env.errors import FormatError, InputError
 from megacpp_env.fsutil import read_bounded
 
 HIDDEN = {"dump": False}  # field(metadata=HIDDEN): not part of to_dict
+R = TypeVar("R")
 _MISSING: Any = object()
 _NAMES = {
     str: "a string",
@@ -220,6 +221,17 @@ def read_json(path: Path, error: type[FormatError] = FormatError) -> Table:
     except (ValueError, RecursionError) as exc:
         raise error(f"not valid JSON: {str(exc).splitlines()[0]}", file=str(path)) from None
     return Table.root(data, str(path), error)
+
+
+def read_document(path: Path, read: Callable[[Table], R], error: type[FormatError], what: str) -> R:
+    """``read`` over the JSON document at ``path``: a missing or unreadable file is an ``error`` naming
+    it as ``what`` (a snapshot, a capture document)."""
+    try:
+        return read(read_json(path, error))
+    except FileNotFoundError:
+        raise error(f"no such {what}", file=str(path)) from None
+    except OSError as exc:
+        raise error(f"unreadable {what}: {exc.strerror or exc}", file=str(path)) from None
 
 
 def plain(value: Any) -> Any:

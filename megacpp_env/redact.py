@@ -430,9 +430,11 @@ def _key_value(match: re.Match[str]) -> str | None:
     if (
         sep.strip() == ""
         and not key.startswith("-")
-        and not re.fullmatch(r"(?i)[a-z_]*(pass(word|wd)?|token|secret)", key)
+        and not re.fullmatch(r"(?i)[a-z_.]*(password|passwd|token|secret)|[a-z_.]+pass", key)
     ):
-        return None  # "KEY value" with a space only for options and plain password/token words
+        # "KEY value" with a space only for options and plain password/token words (a setter's
+        # ``user.password V``); the word "pass" alone is English (``Verdict: PASS (2 ...)``), not a key
+        return None
     return value
 
 

@@ -25,6 +25,8 @@ from typing import Any
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Result:
+    """One sanity check's outcome: the check (an import, a statement), whether it passed, and why not."""
+
     check: str
     ok: bool
     detail: str = ""

@@ -177,9 +177,19 @@ class SourceBuildRequest:
     resources_root: Path | None = None  # read /proc and /sys under it (tests)
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SourceBuildDone:
+    """What ``build-source`` did: the source's plan, and the jobs decision (``dry_run``: nothing was
+    built) or the built wheel."""
+
+    plan: SourcePlan
+    decision: JobsDecision | None = None  # dry run
+    built: SourceBuildResult | None = None
+
+
 def build_or_plan(
     spec: Spec, req: SourceBuildRequest, *, progress: Callable[[str], None] | None = None
-) -> tuple[SourcePlan, JobsDecision | SourceBuildResult]:
+) -> SourceBuildDone:
     """``build-source NAME``: the source's plan on its target and, with ``dry_run``, only the jobs
     decision; else the built wheel (checked out from the pin or ``mirror``, built, maybe installed)."""
     source = find_source(spec, req.name)
@@ -187,7 +197,7 @@ def build_or_plan(
     root = req.resources_root
     resources = read_resources(proc=root / "proc", sys=root / "sys") if root is not None else None
     if req.dry_run:
-        return plan, decide(plan.jobs, resources or read_resources(), jobs=req.jobs)
+        return SourceBuildDone(plan=plan, decision=decide(plan.jobs, resources or read_resources(), jobs=req.jobs))
     inputs = BuildInputs(
         python=resolve_python(req.venv),
         workdir=req.workdir or default_dest(spec.root, source),
@@ -199,4 +209,4 @@ def build_or_plan(
         sanity=req.sanity,
         resources=resources,
     )
-    return plan, build_source(plan, inputs, progress=progress)
+    return SourceBuildDone(plan=plan, built=build_source(plan, inputs, progress=progress))

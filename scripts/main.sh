@@ -28,9 +28,9 @@ log "== check: spec and policy rules"
 megacpp-env check
 log "== render --check: committed Dockerfiles match the spec and templates"
 megacpp-env render --check
-log "== lock --check: locks match the spec (smoke strictly; gb10/cloud state shown)"
-megacpp-env lock --check smoke
-megacpp-env lock --check --allow-unlocked
+log "== lock check: locks match the spec (smoke strictly; gb10/cloud state shown)"
+megacpp-env lock check smoke
+megacpp-env lock check --allow-unlocked
 
 log "== build smoke ($platform)"
 report="$(mktemp)"

@@ -1,21 +1,23 @@
-"""How ``cli`` reads a command line: global options on either side of the verb, a sub-verb found
-behind the verb's own options (``lock --format markdown diff A B``), the verb's options refused by
-name under its sub-verb, positionals left after options joining the verb's list positional, and no
-access to argparse's private attributes (they change between Python versions)."""
+"""How ``cli`` reads a command line: global options on either side of the verb and of a group's
+sub-command (``lock check``), positionals intermixed with options (argparse's own intermixed
+parsing), the spellings of ``lock`` before it had sub-commands refused with their new spelling, the
+command line handed to argparse as given (nothing reorders it), and no access to argparse's private
+attributes (they change between Python versions)."""
 
 from __future__ import annotations
 
+import argparse
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from megacpp_env import cli
-from megacpp_env.cli import canonical_argv, main
+from megacpp_env.cli import main
 
 PACKAGE = Path(cli.__file__).resolve().parent
-LOCK_ONLY = ["--check", "--export-requirements", "--align", "--allow-unlocked", "--try-unreachable"]
-
 
 @pytest.fixture
 def parsed(monkeypatch):
@@ -57,79 +59,113 @@ def test_global_options_on_either_side_of_the_verb_and_after_wins(parsed, argv, 
     ("argv", "attrs"),
     [
         (["lock", "diff", "a", "b"], {"format": "text", "json": False}),
-        (["lock", "--format", "markdown", "diff", "a", "b"], {"format": "markdown"}),
-        (["lock", "--json", "diff", "a", "b"], {"json": True}),
+        (["lock", "diff", "--format", "markdown", "a", "b"], {"format": "markdown"}),
+        (["lock", "diff", "--json", "a", "b"], {"json": True}),
         (["lock", "--spec", "S", "diff", "a", "b"], {"spec": "S"}),
+        (["lock", "diff", "a", "b", "--spec", "S"], {"spec": "S"}),
         (["--spec", "S", "lock", "-q", "diff", "a", "b"], {"spec": "S", "quiet": 1}),
         (["-v", "lock", "diff", "--format", "json", "a", "b"], {"verbose": 1, "format": "json"}),
         (["lock", "diff", "a", "--json", "b"], {"json": True}),
     ],
 )
-def test_sub_verb_found_behind_the_verbs_options(parsed, argv, attrs):
+def test_a_sub_command_takes_its_options_and_the_global_ones(parsed, argv, attrs):
     args = parsed(*argv)
-    assert (args.verb, args.subverb, args.old, args.new) == ("lock", "diff", "a", "b")
+    assert (args.verb, args.subcommand, args.old, args.new) == ("lock", "diff", "a", "b")
     assert {k: getattr(args, k) for k in attrs} == attrs
 
 
 @pytest.mark.parametrize(
-    ("argv", "names", "platform", "check"),
+    ("argv", "names", "platform", "attrs"),
     [
-        (["lock", "smoke", "diff"], ["smoke", "diff"], None, False),
-        (["lock", "--platform", "diff"], [], ["diff"], False),
-        (["lock", "--platform", "linux/amd64", "smoke"], ["smoke"], ["linux/amd64"], False),
-        (["lock", "a", "--check", "b"], ["a", "b"], None, True),
-        (["lock", "a", "--platform", "p", "b", "c"], ["a", "b", "c"], ["p"], False),
-        (["lock", "--check", "a", "b"], ["a", "b"], None, True),
+        (["lock", "resolve", "smoke", "diff"], ["smoke", "diff"], [], {}),
+        (["lock", "resolve", "--platform", "diff"], [], ["diff"], {}),
+        (["lock", "check", "--platform", "linux/amd64", "smoke"], ["smoke"], ["linux/amd64"], {}),
+        (["lock", "check", "a", "--allow-unlocked", "b"], ["a", "b"], [], {"allow_unlocked": True}),
+        (["lock", "resolve", "a", "--platform", "p", "b", "c"], ["a", "b", "c"], ["p"], {}),
+        (["lock", "export", "a", "b", "--json"], ["a", "b"], [], {"json": True}),
     ],
 )
-def test_verb_without_sub_verb_and_intermixed_positionals(parsed, argv, names, platform, check):
+def test_positionals_intermix_with_options(parsed, argv, names, platform, attrs):
     args = parsed(*argv)
-    assert not hasattr(args, "subverb")
-    assert (args.verb, args.names, args.platform, args.check) == ("lock", names, platform, check)
+    assert (args.verb, args.names, args.platform) == ("lock", names, platform)
+    assert {k: getattr(args, k) for k in attrs} == attrs
 
 
-def test_canonical_argv_moves_options_between_verb_and_sub_verb_after_it():
-    moved = canonical_argv(["lock", "--format", "markdown", "diff", "a"])
-    assert moved == ["lock", "diff", "--format", "markdown", "a"]
-    moved = canonical_argv(["-q", "lock", "--json", "--spec", "S", "diff"])
-    assert moved == ["-q", "lock", "diff", "--json", "--spec", "S"]
-    assert canonical_argv(["lock", "--platform", "diff", "x"]) == ["lock", "--platform", "diff", "x"]
-    assert canonical_argv(["lock", "--platform=p", "diff", "x"]) == ["lock", "diff", "--platform=p", "x"]
-    assert canonical_argv(["lock", "--plat", "diff", "x"]) == ["lock", "diff", "--plat", "x"]
-    assert canonical_argv(["show", "--json", "diff"]) == ["show", "--json", "diff"]
-    assert canonical_argv(["--spec", "S", "targets"]) == ["--spec", "S", "targets"]
-    assert canonical_argv([]) == []
+def test_positionals_intermix_in_every_verb_with_a_list_of_them(parsed):
+    assert parsed("render", "a", "--check", "b").targets == ["a", "b"]
+    assert parsed("explain", "TC005", "--json", "UP015").code == ["TC005", "UP015"]
 
 
-@pytest.mark.parametrize("option", LOCK_ONLY)
-def test_each_option_of_the_verb_is_refused_by_name_under_its_sub_verb(option, capsys):
-    for argv in (["lock", option, "diff", "a", "b"], ["lock", "diff", "a", option, "b"]):
-        err = _usage_error(argv, capsys)
-        assert err.startswith("usage: megacpp-env lock diff ")
-        assert err.endswith(f"megacpp-env lock diff: error: {option}: not an option of lock diff\n")
+def test_the_command_line_reaches_argparse_as_given(monkeypatch):
+    """No reordering, no patching afterwards: the top-level parser parses exactly what was typed."""
+    seen = []
+    original = argparse.ArgumentParser.parse_known_args
+
+    def recording(self, args=None, namespace=None):
+        if self.prog == "megacpp-env" and not seen:
+            seen.append(list(args))
+        return original(self, args, namespace)
+
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_known_args", recording)
+    monkeypatch.setattr(cli, "dispatch", lambda args: 0)
+    argv = ["-q", "lock", "--spec", "S", "diff", "a", "--json", "b"]
+    assert main(list(argv)) == 0
+    assert seen == [argv]
+
+
+def test_only_the_chosen_sub_command_is_imported():
+    code = (
+        "import sys\nfrom megacpp_env.cli import build_parsers\n"
+        "build_parsers(['lock', 'check', 'smoke'])\n"
+        "print(sorted(m.rsplit('.', 1)[1] for m in sys.modules if m.startswith('megacpp_env.commands.lock')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "['lock', 'lock_check']"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["lock", "--check"], "--check is now a sub-command: megacpp-env lock check [TARGET...]"),
+        (
+            ["lock", "--check", "smoke", "--allow-unlocked"],
+            "--check is now a sub-command: megacpp-env lock check [TARGET...]",
+        ),
+        (
+            ["lock", "--export-requirements"],
+            "--export-requirements is now a sub-command: megacpp-env lock export [TARGET...]",
+        ),
+        (
+            ["lock", "smoke"],
+            "argument COMMAND: invalid choice: 'smoke' (choose from 'resolve', 'check', 'export', 'diff'; "
+            "to lock targets: megacpp-env lock resolve TARGET...)",
+        ),
+        (["lock", "chek"], "argument COMMAND: invalid choice: 'chek' (did you mean 'check'?)"),
+        (["lock"], "the following arguments are required: COMMAND"),
+    ],
+)
+def test_the_spellings_before_sub_commands_say_their_new_one(argv, message, capsys):
+    err = _usage_error(argv, capsys)
+    assert err.startswith("usage: megacpp-env lock ")
+    assert err.endswith(f"megacpp-env lock: error: {message}\n")
 
 
 @pytest.mark.parametrize(
     ("argv", "usage", "message"),
     [
-        (["lock", "--platform", "p", "diff", "a", "b"], "lock diff", "--platform: not an option of lock diff"),
-        (["lock", "--platform=p", "diff", "a", "b"], "lock diff", "--platform: not an option of lock diff"),
-        (["lock", "diff", "a", "b", "--platform"], "lock diff", "argument --platform: expected one argument"),
-        (["lock", "diff", "--chec", "a", "b"], "lock diff", "--check: not an option of lock diff"),
+        (["lock", "diff", "a", "b", "--platform"], "lock diff", "unrecognized arguments: --platform"),
+        (["lock", "diff", "--chec", "a", "b"], "lock diff", "unrecognized arguments: --chec"),
+        (["lock", "check", "--chec"], "lock check", "unrecognized arguments: --chec"),
         (
-            ["lock", "diff", "a", "b", "--al"],
-            "lock diff",
-            "ambiguous option: --al could match --align, --allow-unlocked",
+            ["lock", "check", "--alow-unlocked"],
+            "lock check",
+            "unrecognized arguments: --alow-unlocked (did you mean --allow-unlocked?)",
         ),
-        (
-            ["lock", "--form", "markdown", "diff", "a", "b"],
-            "lock",
-            "--format: an option of lock diff only (megacpp-env lock diff OLD NEW --format F)",
-        ),
-        (["lock", "a", "--check", "b", "--bogus"], "lock", "unrecognized arguments: b --bogus"),
+        (["lock", "resolve", "--allow-unlocked"], "lock resolve", "unrecognized arguments: --allow-unlocked"),
+        (["lock", "check", "a", "--align", "b"], "lock check", "unrecognized arguments: --align b"),
+        (["lock", "diff", "a", "b", "c"], "lock diff", "unrecognized arguments: c"),
         (["show", "a", "b"], "show", "unrecognized arguments: b"),
         (["targets", "x"], "targets", "unrecognized arguments: x"),
-        (["lock", "--check", "--align"], "lock", "argument --align: not allowed with argument --check"),
     ],
 )
 def test_usage_errors_name_the_parser_that_owns_them(argv, usage, message, capsys):

@@ -33,7 +33,7 @@ def _argvs(tmp: Path) -> dict[str, list[str]]:
         "schema": ["schema"],
         "show": ["show", "smoke"],
         "render": ["render", "--check"],
-        "lock": ["lock", "--check", "smoke"],
+        "lock": ["lock", "check", "smoke"],
         "gate": ["gate", "--base", "HEAD"],
         "mirror": ["mirror", "nope", "--to", str(tmp / "m")],
         "mirror-artifacts": ["mirror-artifacts", "nope", "--to", str(tmp / "m")],

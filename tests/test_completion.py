@@ -54,7 +54,9 @@ def test_bash_completes_verbs_and_their_options():
     assert _complete("") == sorted(VERBS)
     assert _complete("ren") == ["render"]
     assert "--check" in _complete("render", "--")
-    assert _complete("lock", "--ch") == ["--check"]
+    assert _complete("lock", "") == ["check", "diff", "export", "resolve"]
+    assert _complete("lock", "check", "--al") == ["--allow-unlocked"]
+    assert _complete("lock", "diff", "--f") == ["--format"]
     assert _complete("completion", "") == ["bash", "fish", "zsh"]
     assert "--golden" in _complete("snapshot", "--g")
 

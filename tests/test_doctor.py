@@ -78,7 +78,7 @@ def test_missing_lock_and_no_gpu_through_the_cli(tmp_path, monkeypatch, capsys, 
             "lock",
             "error",
             "no lock for cloud on linux/amd64: locks/pylock.cloud-linux-amd64.toml is missing "
-            "(run `megacpp-env lock cloud`); installed distributions cannot be checked",
+            "(run `megacpp-env lock resolve cloud`); installed distributions cannot be checked",
         ) in messages
     assert any(a == "gpu" and s == "error" and m.startswith("no NVIDIA GPU found") for a, s, m in messages)
     assert any(a == "sources" and "megatron_lm: no checkout found" in m for a, s, m in messages)

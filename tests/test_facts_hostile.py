@@ -161,7 +161,7 @@ def deep_spec(tmp_path, request):
 
 
 @pytest.mark.parametrize("argv", [["facts", "check"], ["facts", "show", "SOURCE"], ["check"],
-                                  ["lock", "--check", "smoke"]])
+                                  ["lock", "check", "smoke"]])
 def test_a_deeply_nested_facts_file_breaks_no_verb(deep_spec, argv, capsys):
     repo, victim = deep_spec
     argv = [victim if a == "SOURCE" else a for a in argv]

@@ -1,5 +1,5 @@
 """Every verb that reads a file, on mutated inputs (issue 12, classes 1 and 7): ``lock diff``,
-``lock --check``, ``gate``, ``diff``, ``overlay status``, ``verify-checkout`` and ``mirror``. Each run
+``lock check``, ``gate``, ``diff``, ``overlay status``, ``verify-checkout`` and ``mirror``. Each run
 must end in a one-line error or success -- never exit 3 -- and write nothing outside the paths the
 verb is meant to write (``mirror --to``). Inputs are a real lock of real wheels served over file://,
 a real snapshot document, the shipped overlay manifest and a provenance record, mutated byte-wise
@@ -72,7 +72,7 @@ def _verbs(repo: Path, lock: Path, snap: Path, checkout: Path, mirror: Path) -> 
     spec = ["--spec", str(repo / "stack.yaml")]
     return [
         ["lock", "diff", str(lock), str(lock), *spec],
-        ["lock", "--check", "smoke", "--platform", "linux/amd64", *spec],
+        ["lock", "check", "smoke", "--platform", "linux/amd64", *spec],
         ["gate", "--base", "HEAD", *spec],
         ["diff", str(snap), str(snap)],
         ["overlay", "status", "smoke-ext", "--to", str(checkout), *spec],

@@ -43,7 +43,7 @@ def base_repo(tmp_path_factory, local_indexes, gate_index):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("UV_DEFAULT_INDEX", local_indexes.pypi.url)
         mp.setenv("UV_CACHE_DIR", str(tmp_path_factory.mktemp("uv-cache")))
-        assert main(["lock", "--spec", str(spec)]) == 0
+        assert main(["lock", "resolve", "--spec", str(spec)]) == 0
     git(repo, "init", "-q", "-b", "main")
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "base locks")
@@ -58,7 +58,7 @@ def repo(base_repo, uv_offline_env, tmp_path):
 
 
 def relock(capsys, repo, *targets):
-    rc, out, err = run(capsys, "lock", *targets, "--spec", str(repo / "stack.yaml"))
+    rc, out, err = run(capsys, "lock", "resolve", *targets, "--spec", str(repo / "stack.yaml"))
     return rc, out + err
 
 

@@ -57,7 +57,7 @@ def try_repo(project, tmp_path, wheelhouse, home, *, all_files=True):
     return proc, results
 
 
-ALL = ["megacpp-env check", "megacpp-env render --check", "megacpp-env lock --check", "megacpp-env gate",
+ALL = ["megacpp-env check", "megacpp-env render --check", "megacpp-env lock check", "megacpp-env gate",
        "megacpp-env render (fix)"]  # fmt: skip
 
 
@@ -65,7 +65,7 @@ def test_hooks_are_declared_for_the_four_checks_and_the_fixer():
     assert [(h["id"], h["entry"]) for h in HOOKS] == [
         ("megacpp-env-check", "megacpp-env check"),
         ("megacpp-env-render-check", "megacpp-env render --check"),
-        ("megacpp-env-lock-check", "megacpp-env lock --check"),
+        ("megacpp-env-lock-check", "megacpp-env lock check"),
         ("megacpp-env-gate", "megacpp-env gate --base HEAD"),
         ("megacpp-env-render-fix", "megacpp-env render --fail-on-write"),
     ]
@@ -81,7 +81,7 @@ def test_try_repo_runs_every_hook(project, tmp_path, wheelhouse, pre_commit_home
         "megacpp-env render --check": "Passed",
         # passes by default: the hook's args are [--allow-unlocked], so gb10/cloud (index unreachable
         # here) are reported, not failed
-        "megacpp-env lock --check": "Passed",
+        "megacpp-env lock check": "Passed",
         "megacpp-env gate": "Passed",
         "megacpp-env render (fix)": "Passed",
     }, proc.stdout + proc.stderr
@@ -198,9 +198,9 @@ def test_every_input_kind_is_read_by_some_command(traced):
 # when its `files:` matched was "Skipped" (every one of them, before always_run). Each must run, and
 # those whose command reads the deleted file must say what is wrong.
 DELETIONS = {
-    "locks/pylock.smoke-linux-amd64.toml": {"megacpp-env lock --check": "Failed", "megacpp-env gate": "Failed"},
+    "locks/pylock.smoke-linux-amd64.toml": {"megacpp-env lock check": "Failed", "megacpp-env gate": "Failed"},
     "images/smoke/Dockerfile": {"megacpp-env render --check": "Failed", "megacpp-env render (fix)": "Failed"},
-    "locks/smoke.linux-amd64.requirements.txt": {"megacpp-env lock --check": "Failed"},
+    "locks/smoke.linux-amd64.requirements.txt": {"megacpp-env lock check": "Failed"},
     "facts/causal_conv1d.toml": {"megacpp-env check": "Failed"},
 }
 

@@ -1,4 +1,4 @@
-"""`lock` argument parsing: modes, sub-verb, platform selection (no uv, no network: every case fails
+"""`lock` argument parsing: sub-commands, platform selection (no uv, no network: every case fails
 before a resolution would start)."""
 
 from __future__ import annotations
@@ -23,17 +23,17 @@ def run(capsys, *argv):
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--check", "--align"], "argument --align: not allowed with argument --check"),
-        (["--check", "--export-requirements"], "argument --export-requirements: not allowed with argument --check"),
-        # lock is parsed by one real argparse parser (lock diff is a sub-command): the same messages
-        # wherever the options stand, before or after the targets
-        (["--check", "smoke", "--align"], "argument --align: not allowed with argument --check"),
-        (["--export-requirements", "smoke", "--check"], "argument --check: not allowed with argument --export-requirements"),
-        (["--format", "markdown"], "--format: an option of lock diff only"),
-        (["smoke", "--format", "json"], "--format: an option of lock diff only"),
+        # each sub-command has only its own options: one that belongs to another is refused by argparse,
+        # wherever it stands, before or after the targets
+        (["check", "--align"], "unrecognized arguments: --align"),
+        (["check", "smoke", "--upgrade"], "unrecognized arguments: --upgrade"),
+        (["export", "--allow-unlocked"], "unrecognized arguments: --allow-unlocked"),
+        (["resolve", "--format", "markdown"], "unrecognized arguments: --format"),
+        (["resolve", "smoke", "--format", "json"], "unrecognized arguments: --format json"),
+        (["--check", "--align"], "--check is now a sub-command: megacpp-env lock check [TARGET...]"),
     ],
 )
-def test_conflicting_or_misplaced_options_are_usage_errors(argv, message, capsys):
+def test_options_of_another_sub_command_are_usage_errors(argv, message, capsys):
     uv.COMMANDS.clear()
     rc, out, err = run(capsys, "lock", *argv)
     assert (rc, out) == (2, "")
@@ -42,17 +42,17 @@ def test_conflicting_or_misplaced_options_are_usage_errors(argv, message, capsys
 
 
 def test_options_after_targets_still_apply(capsys):
-    rc, out, _ = run(capsys, "lock", "smoke", "--check", "--platform", "linux/arm64")
+    rc, out, _ = run(capsys, "lock", "check", "smoke", "--platform", "linux/arm64")
     assert rc == 0
     assert out.splitlines()[0] == "ok: smoke linux/arm64: locks/pylock.smoke-linux-arm64.toml"
-    rc, out, _ = run(capsys, "lock", "--platform", "linux/amd64", "smoke", "--check", "--json")
+    rc, out, _ = run(capsys, "lock", "check", "--platform", "linux/amd64", "smoke", "--json")
     assert rc == 0
     assert [(x["target"], x["platform"]) for x in json.loads(out)["locks"]] == [("smoke", "linux/amd64")]
 
 
 @pytest.mark.parametrize(
     "argv",
-    [["lock", "--check", "--platform", "bogus"], ["mirror", "smoke", "--to", "unused", "--platform", "linux/riscv64"]],
+    [["lock", "check", "--platform", "bogus"], ["mirror", "smoke", "--to", "unused", "--platform", "linux/riscv64"]],
 )
 def test_a_platform_no_target_can_have_is_a_usage_error(argv, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
@@ -67,15 +67,15 @@ def test_a_platform_no_target_can_have_is_a_usage_error(argv, capsys, tmp_path, 
     ("argv", "message"),
     [
         (
-            ["lock", "--check", "gb10", "--platform", "linux/amd64"],
+            ["lock", "check", "gb10", "--platform", "linux/amd64"],
             "target gb10 has no platform linux/amd64 (its platforms: linux/arm64)",
         ),
         (
-            ["lock", "smoke", "gb10", "--platform", "linux/amd64"],
+            ["lock", "resolve", "smoke", "gb10", "--platform", "linux/amd64"],
             "target gb10 has no platform linux/amd64 (its platforms: linux/arm64)",
         ),
-        (  # targets on both sides of an option are one list, as before lock diff became a sub-command
-            ["lock", "smoke", "--platform", "linux/amd64", "gb10"],
+        (  # targets on both sides of an option are one list (argparse's intermixed parsing)
+            ["lock", "resolve", "smoke", "--platform", "linux/amd64", "gb10"],
             "target gb10 has no platform linux/amd64 (its platforms: linux/arm64)",
         ),
     ],
@@ -90,7 +90,7 @@ def test_a_platform_the_selection_lacks_is_an_error(argv, message, capsys, tmp_p
 
 
 def test_platform_of_some_targets_selects_those(capsys):
-    rc, out, _ = run(capsys, "lock", "--check", "--platform", "linux/arm64", "--allow-unlocked")
+    rc, out, _ = run(capsys, "lock", "check", "--platform", "linux/arm64", "--allow-unlocked")
     assert rc == 0
     from megacpp_env.spec import load_spec
 

@@ -35,7 +35,7 @@ def spec_with_source(uv_offline_env, tmp_path, requires, stack='["torch>=2.13.0.
 def test_a_conflict_between_requirers_refuses_before_uv_runs(uv_offline_env, tmp_path, capsys):
     spec = spec_with_source(uv_offline_env, tmp_path, ["numpy==2.4.6"], stack='["torch>=2.13.0.dev0,<2.14", numpy==2.5.5]')
     uv.COMMANDS.clear()
-    rc = main(["lock", "gpu", "--spec", str(spec)])
+    rc = main(["lock", "resolve", "gpu", "--spec", str(spec)])
     out = capsys.readouterr().out
     assert rc == 1 and uv.COMMANDS == []
     assert out.splitlines() == [
@@ -54,7 +54,7 @@ def test_a_declared_override_resolves_it_and_reaches_uv(uv_offline_env, tmp_path
     spec = spec_with_source(uv_offline_env, tmp_path, ["numpy==2.4.6"], stack='["torch>=2.13.0.dev0,<2.14", numpy==2.5.5]',
                             resolutions=resolutions)  # fmt: skip
     uv.COMMANDS.clear()
-    assert main(["lock", "gpu", "--spec", str(spec)]) == 0, capsys.readouterr().out
+    assert main(["lock", "resolve", "gpu", "--spec", str(spec)]) == 0, capsys.readouterr().out
     compiles = [argv for argv in uv.COMMANDS if argv[1:3] == ("pip", "compile")]
     assert compiles and all(argv[argv.index("--overrides") + 1] == "overrides.txt" for argv in compiles)
     from megacpp_env.lock.pylock import read_pylock
@@ -65,7 +65,7 @@ def test_a_declared_override_resolves_it_and_reaches_uv(uv_offline_env, tmp_path
 
 def test_a_resolver_failure_names_its_requirers(uv_offline_env, tmp_path, capsys):
     spec = spec_with_source(uv_offline_env, tmp_path, ["fastpath>=9"])
-    rc = main(["lock", "gpu", "--spec", str(spec)])
+    rc = main(["lock", "resolve", "gpu", "--spec", str(spec)])
     err = capsys.readouterr().err
     assert rc == 1
     assert "required by:\n  gpu: target gpu requires fastpath (stack.yaml targets.gpu.requirements[1])\n" \
@@ -76,7 +76,7 @@ def test_an_override_on_an_explicit_index_package_is_caught_after_resolution(uv_
     resolutions = ("\n    resolutions:\n      overrides:\n        - requirement: torch>=2.13.0.dev0\n"
                    "          reason: wrongly meant to widen torch")  # fmt: skip
     spec = spec_with_source(uv_offline_env, tmp_path, [], resolutions=resolutions)
-    rc = main(["lock", "gpu", "--spec", str(spec)])
+    rc = main(["lock", "resolve", "gpu", "--spec", str(spec)])
     out = capsys.readouterr().out
     assert rc == 1 and out.endswith("lock: nothing written\n")
     # uv took the override without the explicit index: the default index's torch 99.0 (the bait)

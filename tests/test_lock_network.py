@@ -20,7 +20,7 @@ def test_smoke_locks_from_pypi_for_both_platforms(tmp_path, capsys, monkeypatch)
         monkeypatch.delenv(var, raising=False)
     shutil.copy(ROOT / "stack.yaml", tmp_path / "stack.yaml")
     shutil.copytree(ROOT / "facts", tmp_path / "facts")  # the sources' own requirements
-    rc = main(["lock", "smoke", "--spec", str(tmp_path / "stack.yaml")])
+    rc = main(["lock", "resolve", "smoke", "--spec", str(tmp_path / "stack.yaml")])
     out = capsys.readouterr().out
     assert rc == 0, out
     assert "smoke (platforms): consistent" in out
@@ -34,4 +34,4 @@ def test_smoke_locks_from_pypi_for_both_platforms(tmp_path, capsys, monkeypatch)
     # the inputs are the committed locks' inputs: a fresh lock is checkable against the repo's spec
     committed = read_pylock(ROOT / "locks" / "pylock.smoke-linux-amd64.toml")
     assert amd.inputs_hash == committed.inputs_hash
-    assert main(["lock", "--check", "smoke", "--spec", str(tmp_path / "stack.yaml")]) == 0
+    assert main(["lock", "check", "smoke", "--spec", str(tmp_path / "stack.yaml")]) == 0

@@ -37,7 +37,7 @@ def test_copy(tmp_path, nightly_index, monkeypatch):
 @pytest.mark.network
 def test_lock_gb10_and_cloud_against_a_nightly_layout_index(test_copy, nightly_index, capsys):
     spec = str(test_copy / "stack.yaml")
-    rc = main(["lock", "gb10", "cloud", "--spec", spec])
+    rc = main(["lock", "resolve", "gb10", "cloud", "--spec", spec])
     out = capsys.readouterr().out
     assert rc == 0, out
     assert "aligned gb10+cloud: consistent" in out
@@ -56,16 +56,16 @@ def test_lock_gb10_and_cloud_against_a_nightly_layout_index(test_copy, nightly_i
         assert (pkgs["tilelang"].version, pkgs["apache-tvm-ffi"].version) == ("0.1.8", "0.1.9")  # candidate A
         assert all(p.index == "https://pypi.org/simple" for n, p in pkgs.items() if n not in ("torch", "pytorch-triton"))
         assert lock.meta is not None and "overrides.txt" in lock.meta.uv_command
-    assert main(["lock", "--check", "gb10", "cloud", "--spec", spec]) == 0, capsys.readouterr().out
+    assert main(["lock", "check", "gb10", "cloud", "--spec", spec]) == 0, capsys.readouterr().out
 
 
 def test_the_shipped_repository_reports_gb10_and_cloud_unlocked(capsys):
     name = layout.lock_path(REPO_ROOT, "gb10", "linux/arm64").name
     assert not (REPO_ROOT / "locks" / name).exists()
-    assert main(["lock", "--check", "gb10", "cloud", "--spec", str(REPO_ROOT / "stack.yaml")]) == 1
+    assert main(["lock", "check", "gb10", "cloud", "--spec", str(REPO_ROOT / "stack.yaml")]) == 1
     out = capsys.readouterr().out
     assert out.startswith(
         f"unlocked: gb10 linux/arm64: index pytorch-nightly-cu132 ({NIGHTLY_URL}) unreachable here; lock it where it "
         f"is reachable and commit locks/{name}\n"
     )
-    assert main(["lock", "--check", "--allow-unlocked", "--spec", str(REPO_ROOT / "stack.yaml")]) == 0
+    assert main(["lock", "check", "--allow-unlocked", "--spec", str(REPO_ROOT / "stack.yaml")]) == 0

@@ -80,7 +80,7 @@ def lock(repo, capsys, monkeypatch, *args):
     """``lock smoke ARGS --json`` with an empty uv cache (each run sees the index as it is now)."""
     cache = repo.parent / f"uv-cache-{len(list(repo.parent.glob('uv-cache-*')))}"
     monkeypatch.setenv("UV_CACHE_DIR", str(cache))
-    rc = main(["lock", "smoke", "--spec", str(repo / "stack.yaml"), "--json", *args])
+    rc = main(["lock", "resolve", "smoke", "--spec", str(repo / "stack.yaml"), "--json", *args])
     out, err = capsys.readouterr()
     return rc, (json.loads(out) if out.startswith("{") else out), err
 
@@ -127,7 +127,7 @@ def test_a_changed_pin_and_an_added_package_move_only_what_they_force(repo, inde
         "app": (["upgraded"], "1.0", "2.0"), "lib": (["upgraded"], "1.0", "3.0"),
         "newpkg": (["added"], "", "1.0"), "helper": (["added"], "", "2.0"),
     }  # fmt: skip
-    rc = main(["lock", "smoke", "--spec", str(repo / "stack.yaml")])  # the text form lists them too
+    rc = main(["lock", "resolve", "smoke", "--spec", str(repo / "stack.yaml")])  # the text form lists them too
     out = capsys.readouterr().out
     assert rc == 0 and "unchanged: locks/pylock.smoke-linux-amd64.toml" in out
     assert "  app:" not in out  # nothing moved this time
@@ -194,7 +194,7 @@ def test_exclude_newer_is_recorded_and_makes_a_fresh_resolution_repeatable(repo,
     rc, run, err = lock(repo, capsys, monkeypatch, "--exclude-newer", "none")
     assert rc == 0, err
     assert "exclude-newer" not in (repo / "locks" / LOCKS[0]).read_text() and moved(run) == set()
-    assert main(["lock", "--check", "smoke", "--spec", str(repo / "stack.yaml")]) == 0  # not an input
+    assert main(["lock", "check", "smoke", "--spec", str(repo / "stack.yaml")]) == 0  # not an input
     capsys.readouterr()
 
 
@@ -202,7 +202,7 @@ def test_exclude_newer_is_recorded_and_makes_a_fresh_resolution_repeatable(repo,
     ("args", "message"),
     [
         (["--exclude-newer", "yesterday"], "--exclude-newer: not a date or an RFC 3339 time: 'yesterday'"),
-        (["--check", "--upgrade"], "they do not go with --check or --export-requirements"),
+        (["--check", "--upgrade"], "unrecognized arguments: --check"),  # check is a sub-command of its own
     ],
 )
 def test_bad_upgrade_options_are_one_line(repo, capsys, monkeypatch, args, message):
@@ -235,7 +235,7 @@ def test_a_nightly_relock_keeps_its_torch_until_asked(tmp_path, local_indexes, c
         spec = write_lock_spec(repo, server.url)
         monkeypatch.setenv("UV_DEFAULT_INDEX", local_indexes.pypi.url)
         monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "cache-1"))
-        assert main(["lock", "gpu", "--spec", str(spec)]) == 0, capsys.readouterr()
+        assert main(["lock", "resolve", "gpu", "--spec", str(spec)]) == 0, capsys.readouterr()
         capsys.readouterr()
         path = repo / "locks" / "pylock.gpu-linux-arm64.toml"
         before = path.read_bytes()
@@ -244,10 +244,10 @@ def test_a_nightly_relock_keeps_its_torch_until_asked(tmp_path, local_indexes, c
         wheels += [make_wheel(root / "built", "torch", newer, tag=t, requires=deps) for t in (X86, ARM)]
         write_simple_index(root, wheels)
         monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "cache-2"))
-        assert main(["lock", "gpu", "--spec", str(spec)]) == 0
+        assert main(["lock", "resolve", "gpu", "--spec", str(spec)]) == 0
         assert "unchanged: locks/pylock.gpu-linux-arm64.toml" in capsys.readouterr().out
         assert path.read_bytes() == before
-        assert main(["lock", "gpu", "--spec", str(spec), "--upgrade-package", "torch"]) == 0
+        assert main(["lock", "resolve", "gpu", "--spec", str(spec), "--upgrade-package", "torch"]) == 0
         out = capsys.readouterr().out
         assert f"torch: upgraded (pre-release) 2.13.0.dev20261101+cu132 -> {newer}" in out
         assert {p.name: p.version for p in read_pylock(path).packages}["torch"] == newer

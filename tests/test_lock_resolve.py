@@ -1,4 +1,4 @@
-"""`lock` and `lock --check` against a real local PEP 503 index (tests/fixtures/index.py), with real uv."""
+"""`lock resolve` and `lock check` against a real local PEP 503 index (tests/fixtures/index.py), with real uv."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def lock_of(spec, name):
 
 
 def test_cross_platform_resolution_picks_each_platforms_wheel(spec, capsys):
-    rc, out, _ = run(capsys, "lock", "smoke", "--spec", str(spec))
+    rc, out, _ = run(capsys, "lock", "resolve", "smoke", "--spec", str(spec))
     assert rc == 0, out
     amd, arm = lock_of(spec, "smoke-linux-amd64").by_name(), lock_of(spec, "smoke-linux-arm64").by_name()
     assert [a.filename for a in amd["fastpath"].artifacts] == ["fastpath-1.2.0-py3-none-manylinux_2_28_x86_64.whl"]
@@ -40,7 +40,7 @@ def test_cross_platform_resolution_picks_each_platforms_wheel(spec, capsys):
 
 
 def test_export_is_plain_require_hashes(spec, capsys):
-    assert run(capsys, "lock", "smoke", "--platform", "linux/arm64", "--spec", str(spec))[0] == 0
+    assert run(capsys, "lock", "resolve", "smoke", "--platform", "linux/arm64", "--spec", str(spec))[0] == 0
     export = spec.parent / "locks" / "smoke.linux-arm64.requirements.txt"
     text = export.read_text()
     lines = [ln for ln in text.splitlines() if ln and not ln.startswith("#")]
@@ -55,7 +55,7 @@ def test_export_is_plain_require_hashes(spec, capsys):
 
 
 def test_torch_family_only_from_its_explicit_index(spec, uv_offline_env, capsys):
-    rc, out, err = run(capsys, "lock", "gpu", "--spec", str(spec))
+    rc, out, err = run(capsys, "lock", "resolve", "gpu", "--spec", str(spec))
     assert rc == 0, out + err
     pkgs = lock_of(spec, "gpu-linux-arm64").by_name()
     nightly = uv_offline_env.nightly.url
@@ -72,7 +72,7 @@ def test_torch_family_only_from_its_explicit_index(spec, uv_offline_env, capsys)
 
 def test_prereleases_only_where_the_index_allows_them(uv_offline_env, tmp_path, capsys):
     allowed = write_lock_spec(tmp_path / "a", uv_offline_env.nightly.url, stack='["torch<2.14", attrs]')
-    assert run(capsys, "lock", "gpu", "--spec", str(allowed))[0] == 0
+    assert run(capsys, "lock", "resolve", "gpu", "--spec", str(allowed))[0] == 0
     pkgs = lock_of(allowed, "gpu-linux-arm64").by_name()
     assert pkgs["torch"].version == "2.13.0.dev20261101+cu132"  # prerelease: true on the nightly index
     assert pkgs["attrs"].version == "25.4.0"  # 26.0.0rc1 on the default index is not taken
@@ -81,13 +81,13 @@ def test_prereleases_only_where_the_index_allows_them(uv_offline_env, tmp_path, 
     denied = tmp_path / "b" / "stack.yaml"
     denied.parent.mkdir()
     denied.write_text(spec_text)
-    assert run(capsys, "lock", "gpu", "--spec", str(denied))[0] == 0
+    assert run(capsys, "lock", "resolve", "gpu", "--spec", str(denied))[0] == 0
     assert lock_of(denied, "gpu-linux-arm64").by_name()["torch"].version == "2.12.0+cu132"
 
 
 def test_lock_records_inputs_and_uv_command(spec, capsys):
     uv.COMMANDS.clear()
-    assert run(capsys, "lock", "smoke", "--platform", "linux/arm64", "--spec", str(spec))[0] == 0
+    assert run(capsys, "lock", "resolve", "smoke", "--platform", "linux/arm64", "--spec", str(spec))[0] == 0
     argv = uv.COMMANDS[-1]
     assert argv[1:3] == ("pip", "compile")
     assert argv[argv.index("--python-platform") :][:2] == ("--python-platform", "aarch64-manylinux_2_28")
@@ -98,89 +98,89 @@ def test_lock_records_inputs_and_uv_command(spec, capsys):
     data = tomllib.loads((spec.parent / "locks" / "pylock.smoke-linux-arm64.toml").read_text())
     tool = data["tool"]["megacpp-env"]
     assert tool["uv-version"] == uv.uv_version()
-    assert tool["command"] == "megacpp-env lock smoke --platform linux/arm64"
+    assert tool["command"] == "megacpp-env lock resolve smoke --platform linux/arm64"
     assert tool["uv-command"].startswith("uv pip compile pyproject.toml --format pylock.toml -o pylock.toml")
     assert len(tool["inputs-hash"]) == 64 and "upload-time" not in tool
 
 
 def test_unchanged_lock_is_not_rewritten(spec, capsys):
-    assert run(capsys, "lock", "smoke", "--spec", str(spec))[0] == 0
+    assert run(capsys, "lock", "resolve", "smoke", "--spec", str(spec))[0] == 0
     path = spec.parent / "locks" / "pylock.smoke-linux-amd64.toml"
     before = path.stat().st_mtime_ns
-    rc, out, _ = run(capsys, "lock", "smoke", "--spec", str(spec))
+    rc, out, _ = run(capsys, "lock", "resolve", "smoke", "--spec", str(spec))
     assert rc == 0 and out.count("unchanged: ") == 2
     assert path.stat().st_mtime_ns == before
 
 
 def test_check_names_missing_stale_and_export_stale(spec, capsys):
-    rc, out, _ = run(capsys, "lock", "--check", "smoke", "--spec", str(spec))
+    rc, out, _ = run(capsys, "lock", "check", "smoke", "--spec", str(spec))
     assert rc == 1
     assert "missing: smoke linux/amd64: locks/pylock.smoke-linux-amd64.toml does not exist" in out
-    assert "(run: megacpp-env lock smoke --platform linux/amd64)" in out
+    assert "(run: megacpp-env lock resolve smoke --platform linux/amd64)" in out
 
-    assert run(capsys, "lock", "smoke", "--spec", str(spec))[0] == 0
-    assert run(capsys, "lock", "--check", "--spec", str(spec), "smoke")[:2] == (
+    assert run(capsys, "lock", "resolve", "smoke", "--spec", str(spec))[0] == 0
+    assert run(capsys, "lock", "check", "--spec", str(spec), "smoke")[:2] == (
         0,
         "ok: smoke linux/amd64: locks/pylock.smoke-linux-amd64.toml\n"
         "ok: smoke linux/arm64: locks/pylock.smoke-linux-arm64.toml\n"
         "smoke (platforms): consistent (10 shared packages)\n",  # 8 + tomli-w, nvidia-ml-py (the tool's deps)
     )
     spec.write_text(spec.read_text().replace("[attrs, six, fastpath]", "[attrs, six, fastpath, idna]"))
-    rc, out, _ = run(capsys, "lock", "--check", "smoke", "--spec", str(spec))
+    rc, out, _ = run(capsys, "lock", "check", "smoke", "--spec", str(spec))
     assert rc == 1
     assert "stale: smoke linux/arm64: locks/pylock.smoke-linux-arm64.toml: requirements added: idna" in out
 
     spec.write_text(spec.read_text().replace("[attrs, six, fastpath, idna]", "[attrs, six, fastpath]"))
     export = spec.parent / "locks" / "smoke.linux-amd64.requirements.txt"
     export.write_text(export.read_text().replace("attrs==25.4.0", "attrs==25.3.0"))
-    rc, out, _ = run(capsys, "lock", "--check", "smoke", "--spec", str(spec))
+    rc, out, _ = run(capsys, "lock", "check", "smoke", "--spec", str(spec))
     assert rc == 1 and "export-stale: smoke linux/amd64: locks/smoke.linux-amd64.requirements.txt" in out
-    assert run(capsys, "lock", "--export-requirements", "smoke", "--spec", str(spec))[0] == 0
-    assert run(capsys, "lock", "--check", "smoke", "--spec", str(spec))[0] == 0
+    assert run(capsys, "lock", "export", "smoke", "--spec", str(spec))[0] == 0
+    assert run(capsys, "lock", "check", "smoke", "--spec", str(spec))[0] == 0
 
 
 def test_unreachable_index_is_unlocked_not_a_pass(uv_offline_env, tmp_path, capsys):
     spec = write_lock_spec(tmp_path / "r", "https://download.pytorch.org/whl/nightly/cu132", reachable=False)
-    rc, out, _ = run(capsys, "lock", "--check", "gpu", "--spec", str(spec))
+    rc, out, _ = run(capsys, "lock", "check", "gpu", "--spec", str(spec))
     assert rc == 1
     assert out.startswith(
         "unlocked: gpu linux/arm64: index nightly (https://download.pytorch.org/whl/nightly/cu132) unreachable here; "
         "lock it where it is reachable and commit locks/pylock.gpu-linux-arm64.toml"
     )
-    assert run(capsys, "lock", "--check", "gpu", "--allow-unlocked", "--spec", str(spec))[0] == 0
+    assert run(capsys, "lock", "check", "gpu", "--allow-unlocked", "--spec", str(spec))[0] == 0
     # `lock` with no target skips it (and locks the rest); naming it is an error
-    rc, out, _ = run(capsys, "lock", "--spec", str(spec))
+    rc, out, _ = run(capsys, "lock", "resolve", "--spec", str(spec))
     assert rc == 0 and "skipped: gpu linux/arm64: unlocked: index nightly" in out
     assert "written: locks/pylock.smoke-linux-amd64.toml" in out
-    assert run(capsys, "lock", "gpu", "--spec", str(spec))[0] == 1
+    assert run(capsys, "lock", "resolve", "gpu", "--spec", str(spec))[0] == 1
 
 
 def test_align_removes_platform_divergence(uv_offline_env, tmp_path, capsys):
     spec = write_lock_spec(tmp_path / "r", uv_offline_env.nightly.url, smoke="[attrs, simdlib]")
-    rc, out, _ = run(capsys, "lock", "smoke", "--spec", str(spec))
+    rc, out, _ = run(capsys, "lock", "resolve", "smoke", "--spec", str(spec))
     assert rc == 1
     assert "smoke (platforms): 1 of 9 shared packages diverge" in out
     assert "simdlib diverges: smoke linux/amd64: 1.0.0, smoke linux/arm64: 1.1.0" in out
-    rc, out, _ = run(capsys, "lock", "smoke", "--align", "--spec", str(spec))
+    rc, out, _ = run(capsys, "lock", "resolve", "smoke", "--align", "--spec", str(spec))
     assert rc == 0, out
     # newest first: arm64 (simdlib 1.1.0) is tried as the reference, but 1.1.0 has no x86_64 wheel
     assert "cannot align smoke (platforms) to smoke linux/arm64: " in out
     assert "aligned smoke linux/arm64 to smoke linux/amd64" in out
     assert lock_of(spec, "smoke-linux-arm64").by_name()["simdlib"].version == "1.0.0"
-    assert run(capsys, "lock", "--check", "smoke", "--spec", str(spec))[0] == 0
+    assert run(capsys, "lock", "check", "smoke", "--spec", str(spec))[0] == 0
 
 
 def test_existing_lock_of_an_unreachable_index_is_checked_offline(uv_offline_env, tmp_path, capsys):
     spec = write_lock_spec(tmp_path / "r", uv_offline_env.nightly.url, reachable=False)
-    assert run(capsys, "lock", "gpu", "--try-unreachable", "--spec", str(spec))[0] == 0  # made "elsewhere"
+    assert run(capsys, "lock", "resolve", "gpu", "--try-unreachable", "--spec", str(spec))[0] == 0  # made "elsewhere"
     uv.COMMANDS.clear()
-    assert run(capsys, "lock", "--check", "gpu", "--spec", str(spec))[:2] == (
+    assert run(capsys, "lock", "check", "gpu", "--spec", str(spec))[:2] == (
         0,
         "ok: gpu linux/arm64: locks/pylock.gpu-linux-arm64.toml\n",
     )
     assert uv.COMMANDS == []  # offline: uv is not even asked for its version
     spec.write_text(spec.read_text().replace("fastpath, numpy]", "fastpath]"))
-    rc, out, _ = run(capsys, "lock", "--check", "gpu", "--spec", str(spec))
+    rc, out, _ = run(capsys, "lock", "check", "gpu", "--spec", str(spec))
     assert rc == 1 and "stale: gpu linux/arm64: locks/pylock.gpu-linux-arm64.toml: requirements removed: numpy" in out
 
 

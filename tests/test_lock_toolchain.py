@@ -81,7 +81,7 @@ def run(capsys, *argv):
 
 
 def test_lock_writes_the_toolchain_lock_beside_the_venv_lock(spec, cuda_index, capsys):
-    rc, out = run(capsys, "lock", "cs", "--spec", str(spec))
+    rc, out = run(capsys, "lock", "resolve", "cs", "--spec", str(spec))
     assert rc == 0, out
     root, (server, built) = spec.parent, cuda_index
     cuda = read_pylock(layout.toolchain_lock_path(root, "cs", "cuda", "linux/amd64")).by_name()
@@ -101,25 +101,25 @@ def test_lock_writes_the_toolchain_lock_beside_the_venv_lock(spec, cuda_index, c
 
 
 def test_check_covers_the_toolchain_lock(spec, capsys):
-    assert run(capsys, "lock", "cs", "--spec", str(spec))[0] == 0
-    rc, out = run(capsys, "lock", "--check", "cs", "--spec", str(spec))
+    assert run(capsys, "lock", "resolve", "cs", "--spec", str(spec))[0] == 0
+    rc, out = run(capsys, "lock", "check", "cs", "--spec", str(spec))
     assert rc == 0 and out.splitlines() == [
         "ok: cs linux/amd64: locks/pylock.cs-linux-amd64.toml",
         "ok: cs linux/amd64: locks/pylock.cs-cuda-linux-amd64.toml",
     ], out
     spec.write_text(spec.read_text().replace('"cuda-toolkit==13.2.0"', '"cuda-toolkit>=13.2,<13.3"'))
-    rc, out = run(capsys, "lock", "--check", "cs", "--spec", str(spec))
+    rc, out = run(capsys, "lock", "check", "cs", "--spec", str(spec))
     assert rc == 1
     assert out.splitlines()[0].startswith("ok: cs linux/amd64: locks/pylock.cs-linux-amd64.toml")
     assert out.splitlines()[1] == (
         "stale: cs linux/amd64: locks/pylock.cs-cuda-linux-amd64.toml: requirements added: cuda-toolkit<13.3,>=13.2; "
-        "requirements removed: cuda-toolkit==13.2.0 (run: megacpp-env lock cs --platform linux/amd64)"
+        "requirements removed: cuda-toolkit==13.2.0 (run: megacpp-env lock resolve cs --platform linux/amd64)"
     )
 
 
 def test_an_nvcc_of_another_release_is_refused(spec, capsys):
     spec.write_text(spec.read_text().replace('"cuda-toolkit==13.2.0"', '"cuda-toolkit==13.0.3"'))
-    rc, out = run(capsys, "lock", "cs", "--spec", str(spec))
+    rc, out = run(capsys, "lock", "resolve", "cs", "--spec", str(spec))
     assert rc == 1
     assert (
         "error: cs linux/amd64 (cuda toolchain): nvidia-cuda-nvcc 13.0.88 is not CUDA 13.2: pin toolchain.cuda.pypi "
@@ -130,7 +130,7 @@ def test_an_nvcc_of_another_release_is_refused(spec, capsys):
 
 def test_mirror_carries_the_toolchain_wheels_too(spec, tmp_path, capsys):
     """`build --mirror DIR` installs the cuda stage from the same mirror as the venv: both locks are in it."""
-    assert run(capsys, "lock", "cs", "--spec", str(spec))[0] == 0
+    assert run(capsys, "lock", "resolve", "cs", "--spec", str(spec))[0] == 0
     rc, out = run(capsys, "mirror", "cs", "--to", str(tmp_path / "m"), "--spec", str(spec))
     assert rc == 0, out
     files = sorted(p.name for p in (tmp_path / "m" / "files").iterdir())
@@ -143,12 +143,12 @@ def test_gate_judges_the_toolchain_lock_like_any_lock(spec, capsys):
     import subprocess
 
     root = spec.parent
-    assert run(capsys, "lock", "cs", "--spec", str(spec))[0] == 0
+    assert run(capsys, "lock", "resolve", "cs", "--spec", str(spec))[0] == 0
     ident = ["-c", "user.name=t", "-c", "user.email=t@example.invalid", "-c", "commit.gpgsign=false"]
     for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "locks"]):
         subprocess.run(["git", *ident, *args], cwd=root, check=True, capture_output=True)
     spec.write_text(spec.read_text().replace('"cuda-toolkit==13.2.0"', '"cuda-toolkit==13.2.1"'))
-    assert run(capsys, "lock", "cs", "--spec", str(spec))[0] == 0
+    assert run(capsys, "lock", "resolve", "cs", "--spec", str(spec))[0] == 0
     rc, out = run(capsys, "gate", "--base", "main", "--spec", str(spec))
     assert rc == 1, out
     assert "cs linux/amd64 (cuda toolchain): nvidia-cuda-nvcc upgraded (toolchain package): 13.2.51 -> 13.2.78" in out

@@ -31,7 +31,7 @@ def private_indexes(local_indexes, monkeypatch, tmp_path):
 def test_mirror_then_install_with_the_index_gone(private_indexes, tmp_path, capsys):
     pypi, nightly = private_indexes
     spec = write_lock_spec(tmp_path / "repo", nightly.url)
-    assert main(["lock", "cpu", "--spec", str(spec)]) == 0
+    assert main(["lock", "resolve", "cpu", "--spec", str(spec)]) == 0
     mirror = tmp_path / "mirror"
     assert main(["mirror", "cpu", "--to", str(mirror), "--spec", str(spec)]) == 0
     out = capsys.readouterr().out
@@ -115,7 +115,7 @@ def test_refuses_non_http_urls(tmp_path):
 def test_unreachable_artifact_is_a_one_line_error(private_indexes, tmp_path, capsys):
     pypi, nightly = private_indexes
     spec = write_lock_spec(tmp_path / "repo", nightly.url)
-    assert main(["lock", "smoke", "--platform", "linux/amd64", "--spec", str(spec)]) == 0
+    assert main(["lock", "resolve", "smoke", "--platform", "linux/amd64", "--spec", str(spec)]) == 0
     capsys.readouterr()
     files_url = pypi.url.removesuffix("/simple")
     pypi.stop()

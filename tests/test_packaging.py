@@ -139,10 +139,10 @@ def test_pip_installed_wheel_locks_renders_and_snapshots_from_elsewhere(venv_bin
     for key in ("UV_OFFLINE", "UV_NO_INDEX", "UV_FIND_LINKS"):
         env.pop(key)  # lock resolves from the local index
     exe = venv_bin / "megacpp-env"
-    run([exe, "lock", "smoke"], cwd=deep, env=env)  # spec found upward, uv found through the uv package
+    run([exe, "lock", "resolve", "smoke"], cwd=deep, env=env)  # spec found upward, uv found through the uv package
     locked = (project / "locks" / "pylock.smoke-linux-amd64.toml").read_text()
     assert 'name = "attrs"' in locked and 'name = "fastpath"' in locked
-    run([exe, "lock", "--check", "smoke"], cwd=deep, env=env)
+    run([exe, "lock", "check", "smoke"], cwd=deep, env=env)
     run([exe, "render", "smoke"], cwd=deep, env=env)
     rendered = render.render_all(load_spec(project / "stack.yaml"), ["smoke"])  # Dockerfile, resolutions, plans
     assert {f.relpath for f in rendered} >= {"images/smoke/Dockerfile", "images/smoke/resolutions.json"}
@@ -208,6 +208,6 @@ def _checks_pass(exe: Path, project: Path, env: dict[str, str]) -> None:
     env = {**env, "PATH": NO_UV_PATH}
     where = project / "images" / "smoke"
     assert run([exe, "render", "--check"], cwd=where, env=env).stdout == ""
-    out = run([exe, "lock", "--check", "smoke"], cwd=where, env=env).stdout
+    out = run([exe, "lock", "check", "smoke"], cwd=where, env=env).stdout
     assert out.splitlines()[0] == "ok: smoke linux/amd64: locks/pylock.smoke-linux-amd64.toml"
     assert run([exe, "check"], cwd=where, env=env).returncode == 0

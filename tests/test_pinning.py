@@ -27,12 +27,15 @@ SHIPPED_AMD64 = "      linux/amd64: megacpp-base/debian-forky:amd64\n"
 CUDA = "nvidia/cuda:13.2.0-cudnn-devel-ubuntu24.04"
 
 
-def _spec_file(tmp_path: Path, old: str = "", new: str = "", count: int = 1) -> Path:
-    """A copy of the shipped stack.yaml in ``tmp_path``; the first ``old`` (seen ``count`` times) replaced."""
-    text = (REPO_ROOT / "stack.yaml").read_text()
+def _spec_file(tmp_path: Path, old: str = "", new: str = "", key: str = "targets.gb10.base_image") -> Path:
+    """A copy of the shipped stack.yaml in ``tmp_path``, with ``old`` replaced by ``new`` where the spec's
+    ``key`` stands (its line, as the loaded spec knows it: however many other targets name the same image)."""
+    shipped = REPO_ROOT / "stack.yaml"
+    text = shipped.read_text()
     if old:
-        assert text.count(old) == count, old
-        text = text.replace(old, new, 1)
+        start = sum(map(len, text.splitlines(keepends=True)[: load_spec(shipped).lines[key] - 1]))
+        assert text.startswith(old, start), (key, old)
+        text = text[:start] + new + text[start + len(old) :]
     path = tmp_path / "stack.yaml"
     path.write_text(text)
     return path
@@ -102,7 +105,7 @@ def test_pin_edits_only_the_value_on_the_recorded_lines(tmp_path):
     (f"    base_image: {CUDA}@sha256:{'0' * 64}\n", f"    base_image: {CUDA}@{DIGEST}\n"),  # a re-pin
 ])
 def test_pin_keeps_quoting_comments_and_flow_style(tmp_path, line, pinned):
-    path = _spec_file(tmp_path, f"    base_image: {CUDA}\n", line, count=2)
+    path = _spec_file(tmp_path, f"    base_image: {CUDA}\n", line)
     before, after = _pin_all(path, "gb10")
     assert _changed_lines(before, after) == [(line, pinned)]  # gb10's line; cloud's (the same image) is left alone
 
@@ -111,7 +114,7 @@ def test_flow_mapping_with_the_same_image_twice_edits_one_platform(tmp_path):
     flow = "    base_image: {linux/amd64: 'megacpp-base/debian-forky:amd64', linux/arm64: megacpp-base/debian-forky:amd64}\n"
     path = _spec_file(tmp_path, "    base_image:                         # made by scripts/make-base-image.sh "
                       "(debootstrap + docker import)\n" + SHIPPED_AMD64
-                      + "      linux/arm64: megacpp-base/debian-forky:arm64\n", flow)
+                      + "      linux/arm64: megacpp-base/debian-forky:arm64\n", flow, key="targets.smoke.base_image")
     spec = load_spec(path)
     arm = [e for e in pinning.entries(spec, spec.target("smoke")) if e.platforms == ("linux/arm64",)]
     assert pinning.write_pins(spec, [pinning.PinResult(entry=arm[0], status=pinning.PINNED, digest=DIGEST)])
@@ -140,7 +143,7 @@ def test_values_not_on_the_key_line_are_refused_with_a_remedy(tmp_path, layout):
 
 
 def test_unchanged_pins_write_nothing(tmp_path):
-    path = _spec_file(tmp_path, SHIPPED_AMD64, SHIPPED_AMD64, count=2)  # smoke's and cuda_smoke's
+    path = _spec_file(tmp_path, SHIPPED_AMD64, SHIPPED_AMD64, key="targets.smoke.base_image.linux/amd64")
     spec = load_spec(path)
     results = [pinning.PinResult(entry=e, status=pinning.UNCHANGED) for e in pinning.entries(spec, spec.target("smoke"))]
     mtime = path.stat().st_mtime_ns
@@ -148,8 +151,7 @@ def test_unchanged_pins_write_nothing(tmp_path):
 
 
 def test_an_unreachable_registry_names_the_key_and_writes_nothing(tmp_path, capsys):
-    path = _spec_file(tmp_path, f"    base_image: {CUDA}\n", "    base_image: 127.0.0.1:9/nvidia/cuda:13.2.0  # closed port\n",
-                      count=2)
+    path = _spec_file(tmp_path, f"    base_image: {CUDA}\n", "    base_image: 127.0.0.1:9/nvidia/cuda:13.2.0  # closed port\n")
     before = path.read_text()
     line = load_spec(path).lines["targets.gb10.base_image"]
     assert dispatch(argparse.Namespace(verb="pin-base", **vars(_pin_args(path, "gb10", json=True)))) == 1
@@ -295,11 +297,11 @@ def test_a_moved_tag_is_drift_for_check_and_build(pushed_base, registry_host, re
 
 def _build_args(path: Path) -> argparse.Namespace:
     """``build smoke --json`` parsed by the real parser (a hand-made Namespace misses new options)."""
-    from megacpp_env.cli import build_parser, canonical_argv
+    from megacpp_env.cli import build_parser
     from tests.fixtures.docker import ca_bundle
 
     ca = ca_bundle()
-    argv = canonical_argv(["build", "smoke", "--spec", str(path), "--json", *(["--ca-bundle", ca] if ca else [])])
+    argv = ["build", "smoke", "--spec", str(path), "--json", *(["--ca-bundle", ca] if ca else [])]
     return build_parser(argv).parse_args(argv)
 
 
@@ -327,7 +329,7 @@ def test_pin_base_against_a_faulty_registry_is_one_line(tmp_path, capsys, case):
     from tests.test_registry_hostile import CASES
 
     with serve(CASES[case]) as server:
-        path = _spec_file(tmp_path, f"    base_image: {CUDA}\n", f"    base_image: {server.host}/x/y:1\n", count=2)
+        path = _spec_file(tmp_path, f"    base_image: {CUDA}\n", f"    base_image: {server.host}/x/y:1\n")
         before = path.read_text()
         code = dispatch(argparse.Namespace(verb="pin-base", **vars(_pin_args(path, "gb10", json=True))))
     out = capsys.readouterr().out

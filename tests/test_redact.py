@@ -123,10 +123,22 @@ def test_ordinary_names(name):
         "/scratch/run-20261126-k3j9x2qa/src/mamba",
         "/tmp/pytest-of-root/pytest-366/test_uv_tool_install_runs_outs0/uv-cache/.tmpKC1CSW",
         "bench-7b-run-a1b2c3d4",
+        # the word "pass" is English, not a key before its value (the gate's verdict line lost its count)
+        "Verdict: PASS (2 acknowledged change(s))",
+        "tests pass 3 of 4",
     ],
 )
 def test_benign_values_are_kept(value):
     assert redact(value, tokens=True).text == value
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["PGPASS hunter2x", "db_pass hunter2x", "PASSWORD hunter2x", "aws_session_token hunter2x",
+     "git config user.password hunter2x"],
+)  # fmt: skip
+def test_a_secret_named_word_before_a_space_still_hides_its_value(text):
+    assert redact(text).text == text.replace("hunter2x", "<redacted>")
 
 
 # ---- identifiers are not tokens (issue 12, item 9: Qwen3_5ForCausalLMTextOnly was refused) ----------

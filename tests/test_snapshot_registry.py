@@ -6,13 +6,14 @@ from __future__ import annotations
 import importlib
 import re
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from megacpp_env.snapshot import registry
 from megacpp_env.snapshot.collect import take_snapshot
-from megacpp_env.snapshot.diff import diff_snapshots
+from megacpp_env.snapshot.diff import diff_snapshots, explainer
 from megacpp_env.snapshot.document import Snapshot
 from megacpp_env.snapshot.registry import SEVERITIES, Collector
 from tests.conftest import REPO_ROOT
@@ -29,6 +30,19 @@ def test_every_collector_declares_area_timeout_severity_and_digest(collector: Co
     assert isinstance(collector.hashed, bool) and isinstance(collector.after_launch, bool)
     module = importlib.import_module(f"megacpp_env.snapshot.collectors.{collector.module}")
     assert callable(module.start)
+    for name in (collector.explain, collector.explain_live):  # the explainers it names are diff's
+        assert name == "" or callable(explainer(name))
+    assert not (collector.explain_live and collector.hashed), "live readings of a hashed area are never a note"
+    assert collector.code not in {c.code for c in registry.COLLECTORS if c is not collector}
+
+
+def test_an_unknown_explainer_or_code_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"no explainer 'diff_wifi' in megacpp_env/snapshot/diff\.py"):
+        explainer("diff_wifi")
+    with pytest.raises(ValueError, match=r"code 'X1' .* is not valid"):
+        Collector(area="x", module="x", timeout=1.0, code="X1", severity="info")
+    with pytest.raises(ValueError, match=r"older 'ignore' .* is not valid"):
+        Collector(area="x", module="x", timeout=1.0, code="SD099", severity="info", older="ignore")
 
 
 def test_areas_are_unique_and_host_is_not_one() -> None:
@@ -81,8 +95,8 @@ def extra_collectors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(collectors, "__path__", [*collectors.__path__, str(tmp_path)])
     monkeypatch.delitem(sys.modules, "megacpp_env.snapshot.collectors.probe_collector", raising=False)
     extra = (
-        Collector(area="probe", module="probe_collector", timeout=60.0, severity="error"),
-        Collector(area="unhashed", module="probe_collector", timeout=60.0, severity="info", hashed=False),
+        Collector(area="probe", module="probe_collector", timeout=60.0, code="SD090", severity="error"),
+        Collector(area="unhashed", module="probe_collector", timeout=60.0, code="SD091", severity="info", hashed=False),
     )
     monkeypatch.setattr(registry, "COLLECTORS", (*registry.COLLECTORS, *extra))
 
@@ -139,4 +153,23 @@ def test_diff_severity_and_order_come_from_the_registry() -> None:
 @pytest.mark.parametrize("module", ["os.path", "probe_pkg.collector", "megacpp_env.lock.pylock", "../evil", "", "Gpu"])
 def test_a_collector_loads_only_a_module_of_the_snapshot_package(module) -> None:
     with pytest.raises(ValueError, match=r"not a module name of megacpp_env\.snapshot"):
-        Collector(area="x", module=module, timeout=1.0, severity="info")
+        Collector(area="x", module=module, timeout=1.0, code="SD099", severity="info")
+
+
+def test_a_document_older_than_an_area_reads_it_by_the_registrations_rule(monkeypatch) -> None:
+    """``older="note"``: a golden stored before the area existed predates it (one note, no drift);
+    ``older="drift"`` (every shipped area): a document without it differs in every fact."""
+    new = Collector(area="uptime", module="system", timeout=1.0, code="SD090", severity="warning", older="note")
+    monkeypatch.setattr(registry, "COLLECTORS", (*registry.COLLECTORS, new))
+    golden = Snapshot(facts={"system": {"kernel": "1"}})
+    live = Snapshot(facts={"system": {"kernel": "1"}, "uptime": {"boot": "x"}})
+    report = diff_snapshots(golden, live, a_label="golden g", b_label="live")
+    assert not report.drift
+    assert [(f.code, f.severity, f.message) for f in report.findings] == [
+        ("SD090", "note", "uptime: golden g predates this area (taken by an older megacpp-env): not compared")
+    ]
+    monkeypatch.setattr(registry, "COLLECTORS", (*registry.COLLECTORS[:-1], replace(new, older="drift")))
+    report = diff_snapshots(golden, live)
+    assert report.drift and [(f.severity, f.key) for f in report.findings] == [("warning", "uptime.boot")]
+    both = Snapshot(facts={**live.facts, "uptime": {"boot": "y"}})
+    assert [f.key for f in diff_snapshots(live, both).findings] == ["uptime.boot"]  # compared once both have it

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from megacpp_env.cli import main
-from megacpp_env.snapshot import registry
+from megacpp_env.snapshot import registry, schemagen
 from megacpp_env.snapshot.collect import take_snapshot
 from megacpp_env.snapshot.collectors.gpu_facts import split
 from megacpp_env.snapshot.document import SCHEMA, SCHEMA_VERSION, Snapshot, json_schema
@@ -42,13 +42,43 @@ def test_schema_describes_this_versions_document():
     assert s["$id"].endswith(f"/snapshot-{SCHEMA_VERSION}.schema.json")
 
 
+def test_the_published_schema_is_generated_from_the_registrations():
+    """megacpp_env/schemas/snapshot.schema.json is schemagen's, byte for byte (scripts/snapshot_docs.py
+    writes it): no area is described by hand in it."""
+    assert SCHEMA_PATH.read_text(encoding="utf-8") == schemagen.render(), (
+        "the snapshot schema is stale: run python scripts/snapshot_docs.py"
+    )
+
+
 def test_schema_areas_are_the_registrys():
     props = schema()["properties"]
     hashed = {c.area for c in registry.COLLECTORS if c.hashed}
-    assert set(props["facts"]["properties"]) == set(props["facts"]["required"]) == hashed
+    required = {c.area for c in registry.COLLECTORS if c.hashed and c.older != "note"}
+    assert set(props["facts"]["properties"]) == hashed and set(props["facts"]["required"]) == required
     unhashed = {c.area for c in registry.COLLECTORS if not c.hashed}
     live_parts = {"gpu", "system", "scheduler"}  # hashed areas whose collector returns Parts
     assert set(props["live"]["properties"]) == unhashed | live_parts | {"cache"}  # cache: what the caches discarded
+    assert {c.area for c in registry.COLLECTORS if "live" in schemagen.fragment(c.area)} == unhashed | live_parts
+
+
+def test_every_fragment_is_a_registered_areas():
+    """snapshot/schema/ holds the document and one fragment per registered area, nothing else."""
+    names = {p.stem for p in schemagen.FRAGMENTS.glob("*.json")}
+    assert names == {schemagen.DOCUMENT, *registry.areas()}
+
+
+def test_a_fragment_that_disagrees_with_its_registration_is_refused(tmp_path):
+    import shutil
+
+    shutil.copytree(schemagen.FRAGMENTS, tmp_path / "schema")
+    gpu = json.loads((tmp_path / "schema" / "gpu.json").read_text())
+    del gpu["facts"]  # gpu is hashed: its facts must be described
+    (tmp_path / "schema" / "gpu.json").write_text(json.dumps(gpu))
+    with pytest.raises(ValueError, match="'gpu': its fragment's facts must be there exactly when it is hashed"):
+        schemagen.build(tmp_path / "schema")
+    (tmp_path / "schema" / "gpu.json").unlink()
+    with pytest.raises(ValueError, match="snapshot area 'gpu' has no schema fragment"):
+        schemagen.build(tmp_path / "schema")
 
 
 def test_every_field_is_described():

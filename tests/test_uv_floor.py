@@ -45,7 +45,7 @@ def test_the_floor_uv_locks_and_the_release_before_it_is_refused_with_a_remedy(
     spec = write_lock_spec(tmp_path / "repo", uv_offline_env.nightly.url, stack='["torch<2.14", attrs]')
     floor = _uv_release(uv.UV_FLOOR, tmp_path)
     monkeypatch.setenv("MEGACPP_ENV_UV", str(floor))
-    assert main(["lock", "gpu", "--spec", str(spec)]) == 0, capsys.readouterr()
+    assert main(["lock", "resolve", "gpu", "--spec", str(spec)]) == 0, capsys.readouterr()
     out, err = capsys.readouterr()
     assert (  # the spec's toolchain pins uv 0.13.9: a warning with its remedy, not a failure
         f"warning: resolved with uv {uv.UV_FLOOR}; the toolchain pins uv 0.13.9 (a lock made with another uv may "
@@ -61,7 +61,7 @@ def test_the_floor_uv_locks_and_the_release_before_it_is_refused_with_a_remedy(
     assert raw.returncode == 2 and "unexpected argument '--prerelease-package'" in raw.stderr  # why it is the floor
     monkeypatch.setenv("MEGACPP_ENV_UV", str(old))
     capsys.readouterr()
-    assert main(["lock", "gpu", "--spec", str(spec)]) != 0
+    assert main(["lock", "resolve", "gpu", "--spec", str(spec)]) != 0
     err = capsys.readouterr().err
     assert (
         f"{old} is uv {BEFORE_FLOOR}; megacpp-env needs uv >= {uv.UV_FLOOR} (it passes --prerelease-package, new in "

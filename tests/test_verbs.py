@@ -36,7 +36,10 @@ NOT_DOMAIN = {
     "megacpp_env.commands._common", "megacpp_env.commands._snapshot", "megacpp_env.ui", "megacpp_env.errors",
     "megacpp_env.findings", "megacpp_env.findings.formats",  # the finding record and its formats: rendering
 }  # fmt: skip
-VERB_MODULES = sorted(p.stem for p in COMMANDS.glob("*.py") if not p.stem.startswith("_"))
+MODULES = sorted(p.stem for p in COMMANDS.glob("*.py") if not p.stem.startswith("_"))
+# a group (``lock``) declares SUBCOMMANDS and no run: each sub-command is a verb module of its own
+GROUPS = [m for m in MODULES if hasattr(importlib.import_module(f"megacpp_env.commands.{m}"), "SUBCOMMANDS")]
+VERB_MODULES = [m for m in MODULES if m not in GROUPS]
 
 
 def _domain_names(tree: ast.Module) -> dict[str, object]:
@@ -114,6 +117,15 @@ def test_a_verb_module_is_short_and_run_calls_one_domain_function(verb):
     assert len(calls) == 1, f"{path.name}: run makes {len(calls)} domain calls (one wanted): {calls}"
 
 
+@pytest.mark.parametrize("group", GROUPS)
+def test_a_group_is_short_and_each_sub_command_is_a_verb_module(group):
+    path = COMMANDS / f"{group}.py"
+    assert len(path.read_text().splitlines()) <= MAX_LINES
+    module = importlib.import_module(f"megacpp_env.commands.{group}")
+    assert not hasattr(module, "run"), f"{path.name}: a group has sub-commands, not a run of its own"
+    assert module.SUBCOMMANDS and {m for m, _help in module.SUBCOMMANDS.values()} <= set(VERB_MODULES)
+
+
 def test_the_rule_counts_calls_through_helpers_and_skips_classes_and_printing(tmp_path):
     planted = tmp_path / "verb.py"
     planted.write_text(
@@ -138,3 +150,45 @@ def test_the_rule_counts_calls_through_helpers_and_skips_classes_and_printing(tm
         "verb.py:15: render_all",
         "verb.py:6: diff.read_any",
     ]
+
+
+# Where a domain function may take the spec as a loader to call later, not the spec or its path:
+# the snapshot family, whose collector thread loads it off the critical path (docs/DESIGN.md, "Verbs").
+DEFERRED_SPEC_OK = ("megacpp_env/snapshot/", "megacpp_env/repro/goldens.py", "megacpp_env/repro/session.py")
+
+
+def deferred_spec_loaders(root: Path) -> list[str]:
+    """Every parameter, field or alias of the package (verbs aside) typed ``Callable[[], Spec...]``."""
+    out = []
+    for path in sorted(root.rglob("*.py")):
+        if "commands" in path.parts:
+            continue
+        rel = path.relative_to(root.parent).as_posix()
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            notes: list[tuple[str, ast.expr | None]] = []
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                args = [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]
+                notes = [(f"{node.name}({a.arg})", a.annotation) for a in args]
+            elif isinstance(node, ast.AnnAssign):
+                notes = [(ast.unparse(node.target), node.annotation)]
+            elif isinstance(node, ast.Assign):
+                notes = [(ast.unparse(node.targets[0]), node.value)]
+            for name, note in notes:
+                text = ast.unparse(note).replace("'", "").replace('"', "") if note is not None else ""
+                if "Callable[[], Spec" in text:
+                    out.append(f"{rel}:{node.lineno}: {name}")
+    return out
+
+
+def test_domain_functions_take_the_spec_not_a_loader_outside_the_snapshot_family():
+    root = COMMANDS.parent
+    found = deferred_spec_loaders(root)
+    assert [f for f in found if not f.startswith(DEFERRED_SPEC_OK)] == []
+    assert found, "the snapshot family's deferred loader is gone: update DEFERRED_SPEC_OK and docs/DESIGN.md"
+
+
+def test_the_loader_check_sees_one(tmp_path):
+    pkg = tmp_path / "megacpp_env"
+    (pkg / "lock").mkdir(parents=True)
+    (pkg / "lock" / "x.py").write_text("def f(spec: Callable[[], Spec]) -> None: ...\nclass R:\n    s: 'Callable[[], Spec | None]'\n")
+    assert deferred_spec_loaders(pkg) == ["megacpp_env/lock/x.py:1: f(spec)", "megacpp_env/lock/x.py:3: s"]

@@ -10,7 +10,7 @@ Classes, each with siblings of the issue's reproductions:
               non-UTF-8 or looping -r include, a truncated or garbage sdist, a garbage --wheel:
               exit 3 is a traceback, exit 0 a false ok; ``-r ../../outside`` or a symlink out whose
               planted line shows up in the written facts is an escape
-  nesting     a deeply nested facts/*.toml under facts check, facts show, check and lock --check
+  nesting     a deeply nested facts/*.toml under facts check, facts show, check and lock check
   gate        ``gate --base C`` where C's lock holds 0xff, or is not TOML, or nests deeply
   envpolicy   build/runtime/per-source env naming a file a tool loads (OPENSSL_CONF, HOME, XDG_*,
               PIP_*, ZDOTDIR, GIT_ALTERNATE_OBJECT_DIRECTORIES ...): ``check`` exiting 0 is a false ok

@@ -5,7 +5,7 @@ the build context, and the preflight that refuses stale inputs. Never prints.
   once and keeps the ``Spec``, the resolved ``Target`` and the platform, from which every later step
   works (``--dry-run`` prints the plan's command lines).
 * ``preflight`` finds stale inputs: the rendered Dockerfile and source plans (``render --check``),
-  the lock (``lock --check``) of that target and platform, and unmirrored artifact sets.
+  the lock (``lock check``) of that target and platform, and unmirrored artifact sets.
 
 The default tag is ``megacpp/<target>:<content hash>`` (under ``--registry HOST[:PORT]/`` when given;
 ``--push`` then pushes it, see ``publish``); the hash covers the rendered Dockerfile and source

@@ -8,7 +8,20 @@ import argparse
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from megacpp_env.spec.model import Spec
+
+
+def add_epilog(parser: argparse.ArgumentParser, text: str) -> None:
+    """Text after the options in ``--help``, laid out as written (examples, forms, exit codes)."""
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = text
+
+
+def add_flag(parser: argparse.ArgumentParser, flag: str, help_text: str) -> None:
+    """An option that is on or off (``--check``)."""
+    parser.add_argument(flag, action="store_true", help=help_text)
 
 
 def add_json(parser: argparse.ArgumentParser) -> None:
@@ -31,19 +44,22 @@ def load(args: argparse.Namespace) -> Spec:
     return load_spec(required_path(args.spec))
 
 
+def spec_path(args: argparse.Namespace) -> Path | None:
+    """Where the spec is (``--spec``, ``$MEGACPP_ENV_SPEC`` or found upward), not loaded: for a domain
+    call whose report holds the spec's errors (``check``, ``gate``); None when none was named or found."""
+    from megacpp_env.spec.discover import chosen_path
+
+    return chosen_path(args.spec)
+
+
 def load_optional(args: argparse.Namespace) -> Spec | None:
     """The spec when its file exists (errors in it still fail); None on a machine without one.
 
     Verbs that also work without stack.yaml (snapshot, verify-checkout, overlay, diff) use this.
     """
-    from megacpp_env.spec.discover import chosen_path
+    from megacpp_env.spec.discover import chosen_path, load_present
 
-    path = chosen_path(args.spec)
-    if path is None or not path.is_file():
-        return None
-    from megacpp_env.spec import load_spec
-
-    return load_spec(path)
+    return load_present(chosen_path(args.spec))
 
 
 def add_ignore(parser: argparse.ArgumentParser, what: str) -> None:

@@ -1,4 +1,5 @@
-"""Taking a snapshot from a verb's parsed arguments (``snapshot``, ``doctor``), and saying which
+"""Taking (or, ``--snapshot FILE``, reading) a snapshot from a verb's parsed arguments (``snapshot``,
+``doctor``), and saying which
 interpreter it inspected. The plan is resolved and launched (``snapshot.plan``: the speculative
 verification and the NVML reader start) before the collectors are imported: hashing the largest
 installed files is the critical path, and the imports overlap it."""
@@ -71,6 +72,17 @@ def take(
 
         with progress:
             snap = take_snapshot(opts, plan=plan, started=started)
+    say_inspected_python(snap)
+    return snap
+
+
+def snapshot_of(args: argparse.Namespace, python: str | None, *, spec: Spec | None) -> Snapshot:
+    """``--snapshot FILE`` read (and the interpreter it inspected said), else a live snapshot."""
+    if getattr(args, "snapshot", None) is None:
+        return take(args, python, spec=spec)
+    from megacpp_env.snapshot.document import load_snapshot
+
+    snap = load_snapshot(args.snapshot)
     say_inspected_python(snap)
     return snap
 

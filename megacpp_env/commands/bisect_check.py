@@ -6,11 +6,10 @@ instead of marking a commit bad."""
 from __future__ import annotations
 
 import argparse
-import functools
 import sys
 from pathlib import Path
 
-from megacpp_env.commands._common import add_json, add_python, checked_python, load_optional
+from megacpp_env.commands._common import add_json, add_python, checked_python, spec_path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -29,8 +28,8 @@ def run(args: argparse.Namespace) -> int:
     from megacpp_env.ui import print_json
 
     ref, package, verdict = check_golden(
-        args.golden, args.golden_dir, functools.cache(lambda: load_optional(args)), worktree=args.worktree.resolve(),
-        package=args.package, python=lambda: checked_python(args.python),
+        args.golden, args.golden_dir, spec_path(args), worktree=args.worktree.resolve(), package=args.package,
+        python=checked_python(args.python),
     )  # fmt: skip
     if args.json:
         print_json(verdict.to_dict())

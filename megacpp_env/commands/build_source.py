@@ -44,7 +44,6 @@ def positive_int(text: str) -> int:
 
 def run(args: argparse.Namespace) -> int:
     from megacpp_env import sourceplans
-    from megacpp_env.srcbuild.jobs import JobsDecision
     from megacpp_env.ui import print_json
 
     request = sourceplans.SourceBuildRequest(
@@ -53,22 +52,22 @@ def run(args: argparse.Namespace) -> int:
         dry_run=args.dry_run, resources_root=args.resources_root,
     )  # fmt: skip
     # Progress (and the build's own output) on stderr, also with --json: a CUDA build runs for minutes.
-    plan, done = sourceplans.build_or_plan(
+    done = sourceplans.build_or_plan(
         load(args), request, progress=lambda line: print(line, file=sys.stderr, flush=True)
     )
-    if isinstance(done, JobsDecision):
+    plan, decision, built = done.plan, done.decision, done.built
+    if decision is not None:
         doc = {"ok": True, "dry_run": True, "name": plan.name, "target": plan.target, "commit": plan.commit,
-               "jobs_inputs": plan.jobs.to_dict(), "jobs": done.to_dict()}  # fmt: skip
+               "jobs_inputs": plan.jobs.to_dict(), "jobs": decision.to_dict()}  # fmt: skip
         if args.json:
             print_json(doc)
             return 0
-        exported = " ".join(f"{k}={v}" for k, v in sorted(done.env.items())) or "nothing"
-        print(f"{plan.name} ({plan.target}): {done.max_jobs} job(s) x {done.nvcc_threads} nvcc thread(s); "
-              f"exports {exported}\n  {done.why}")  # fmt: skip
-        return 0
-    if args.json:
-        print_json({"ok": True, **done.to_dict()})
-        return 0
-    made = done.wheel or f"{done.checkout} (path source)"
-    print(f"built {plan.name} ({plan.target}) at {plan.commit} in {done.seconds:.1f}s: {made}")
+        exported = " ".join(f"{k}={v}" for k, v in sorted(decision.env.items())) or "nothing"
+        print(f"{plan.name} ({plan.target}): {decision.max_jobs} job(s) x {decision.nvcc_threads} nvcc thread(s); "
+              f"exports {exported}\n  {decision.why}")  # fmt: skip
+    elif built is not None and args.json:
+        print_json({"ok": True, **built.to_dict()})
+    elif built is not None:
+        made = built.wheel or f"{built.checkout} (path source)"
+        print(f"built {plan.name} ({plan.target}) at {plan.commit} in {built.seconds:.1f}s: {made}")
     return 0

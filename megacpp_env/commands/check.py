@@ -7,10 +7,11 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from megacpp_env.commands._common import load, workspace
+from megacpp_env.commands._common import spec_path, workspace
 
 if TYPE_CHECKING:
-    from megacpp_env.rules import Checked, Rule
+    from megacpp_env.codes import Checked
+    from megacpp_env.rules import Rule
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -25,15 +26,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from megacpp_env import codes, rules
+    from megacpp_env.codes import check_spec
 
     fmt = "json" if args.json else args.format
-    checked = rules.check(
-        lambda: load(args), args.rule, documented=codes.documented, strict=args.strict, list_rules=args.list_rules,
+    checked = check_spec(
+        spec_path(args), args.rule, strict=args.strict, list_rules=args.list_rules,
         file_errors=fmt in ("github", "sarif"),  # a broken file is an annotation too
     )  # fmt: skip
-    if isinstance(checked, tuple):
-        return _list_rules(checked, fmt == "json")
+    if args.list_rules:
+        return _list_rules(checked.rules, fmt == "json")
     if fmt in ("github", "sarif"):
         from megacpp_env.findings import formats
 

@@ -10,15 +10,17 @@ from __future__ import annotations
 import argparse
 import sys
 
+from megacpp_env.commands._common import add_epilog
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.epilog = (
+    add_epilog(
+        parser,
         "install:\n"
         "  bash: megacpp-env completion bash > ~/.local/share/bash-completion/completions/megacpp-env\n"
         "  zsh:  megacpp-env completion zsh > ~/.zfunc/_megacpp-env   (with fpath+=(~/.zfunc) before compinit)\n"
         "  fish: megacpp-env completion fish > ~/.config/fish/completions/megacpp-env.fish\n"
-        "target and source names come from the spec found upward (megacpp-env completion --names KIND)"
+        "target and source names come from the spec found upward (megacpp-env completion --names KIND)",
     )
     from megacpp_env.completions import FILES, NAME_KINDS
 

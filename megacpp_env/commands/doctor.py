@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from megacpp_env.commands._common import add_json, add_python, checked_python, load
-from megacpp_env.commands._snapshot import inspected_python, say_inspected_python, take
+from megacpp_env.commands._snapshot import inspected_python, snapshot_of
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -29,14 +29,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from megacpp_env.doctor import diagnose
+    from megacpp_env.doctor import run_doctor
     from megacpp_env.ui import print_json
 
     python = checked_python(args.python)
     spec = load(args)
-    report, snap = diagnose(
-        spec, args.target, args.snapshot, take=lambda: take(args, python, spec=spec), loaded=say_inspected_python
-    )
+    spec.target(args.target)  # an unknown target fails before any snapshot is taken
+    snap = snapshot_of(args, python, spec=spec)
+    report = run_doctor(spec, args.target, snap)
     if args.json:
         print_json({**report.to_dict(), "snapshot_digest": snap.digest, "inspected_python": inspected_python(snap)})
     else:

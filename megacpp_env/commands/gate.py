@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from megacpp_env.commands._common import add_json, load, workspace
+from megacpp_env.commands._common import add_epilog, add_json, spec_path, workspace
 
 EPILOG = """\
 policy: these fail unless acknowledged in the ack file (default locks/ACKNOWLEDGED.toml):
@@ -30,8 +30,7 @@ exit codes: 0 pass (no violations, or all acknowledged); 1 unacknowledged violat
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.epilog = EPILOG
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    add_epilog(parser, EPILOG)
     parser.add_argument("--base", required=True, metavar="GITREF", help="the ref to compare against (origin/main)")
     parser.add_argument(
         "--format", choices=("text", "markdown", "json", "github", "sarif"), default="text",
@@ -53,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     fmt = "json" if args.json else args.format
     ack = Path(args.ack) if args.ack else None
     results = Path(args.check_results) if args.check_results else None
-    shown = gate_shown(lambda: load(args), args.base, ack, fmt, results, workspace())
+    shown = gate_shown(spec_path(args), args.base, ack, fmt, results, workspace())
     sys.stdout.write(shown.text)
     if shown.error is not None:
         raise shown.error

@@ -1,20 +1,29 @@
-"""``lock [TARGET...]``: resolve per-target, per-platform locks with uv; ``--check`` verifies them
-offline; ``--export-requirements`` re-writes the pip exports. ``lock diff OLD NEW`` is a sub-verb
-(``commands/lock_diff.py``)."""
+"""``lock resolve | check | export | diff``: per-target, per-platform locks. A group of real argparse
+sub-commands, one module each (``commands/lock_<name>.py``); ``cli`` imports only the chosen one."""
 
 from __future__ import annotations
 
 import argparse
-import sys
 
-from megacpp_env.commands._common import add_json, load
+from megacpp_env.commands._common import add_epilog
+
+SUBCOMMANDS = {
+    "resolve": ("lock_resolve", "resolve per-target locks with uv and write locks/ (what moved is listed)"),
+    "check": ("lock_check", "verify the committed locks against the spec, offline (no network, no uv)"),
+    "export": ("lock_export", "re-write the pip requirements exports from the committed locks, offline"),
+    "diff": ("lock_diff", "explain the changes between two locks (PEP 751 or requirements)"),
+}
+
+# The spellings before lock had sub-commands: refused with what they are now (docs/DESIGN.md, "Verbs").
+MOVED = {"--check": "check", "--export-requirements": "export"}
+CHOICE_HINT = "to lock targets: megacpp-env lock resolve TARGET..."  # after an unknown sub-command
 
 EPILOG = """\
 forms:
-  megacpp-env lock [TARGET...] [--platform P] [--align] [--json]   resolve with uv, write locks/
+  megacpp-env lock resolve [TARGET...] [--platform P] [--align] [--json]   resolve with uv, write locks/
       [--upgrade | --upgrade-package NAME...] [--exclude-newer DATE|none]
-  megacpp-env lock --check [TARGET...] [--allow-unlocked] [--json]  verify offline (no network, no uv)
-  megacpp-env lock --export-requirements [TARGET...]               re-write the pip exports offline
+  megacpp-env lock check [TARGET...] [--allow-unlocked] [--json]   verify offline (no network, no uv)
+  megacpp-env lock export [TARGET...] [--json]                     re-write the pip exports offline
   megacpp-env lock diff OLD NEW [--format text|markdown|json]      explain changes (PEP 751 or requirements.txt)
 
 re-locking: the committed lock is uv's preferences, so only what the spec's changes force moves (the
@@ -27,75 +36,34 @@ files: locks/pylock.<target>-<os>-<arch>.toml (PEP 751) and locks/<target>.<os-a
   (pip install --require-hashes --no-deps -r ...); a target whose toolchain takes CUDA from PyPI
   (toolchains.X.cuda.pypi) also gets its toolchain lock, locks/pylock.<target>-cuda-<os>-<arch>.toml and
   locks/<target>-cuda.<os-arch>.requirements.txt, written and checked with it. A target whose explicit
-  index is marked reachable_here: false is skipped by `lock` and reported by `--check` as
+  index is marked reachable_here: false is skipped by `lock resolve` and reported by `lock check` as
   "unlocked: index NAME (URL) unreachable here" until its lock is committed.
 
-exit codes: 0 ok; 1 a lock is missing/stale/unlocked, locks diverge (lock), or a uv/spec error;
+exit codes: 0 ok; 1 a lock is missing/stale/unlocked, locks diverge (resolve), or a uv/spec error;
   lock diff: 0 always when both files are readable (it explains; `gate` enforces), 1 when one is not;
-  2 usage (a missing OLD/NEW, two modes at once, --format without diff).
+  2 usage. Before sub-commands: `lock TARGET...` is `lock resolve TARGET...`, `lock --check` is
+  `lock check`, `lock --export-requirements` is `lock export`.
 """
 
 
-class _DiffOnly(argparse.Action):
+class _Moved(argparse.Action):
+    """An option that became a sub-command: a usage error naming its new spelling."""
+
     def __call__(
         self, parser: argparse.ArgumentParser, namespace: object, values: object, option_string: str | None = None
     ) -> None:
-        parser.error(f"{option_string}: an option of lock diff only (megacpp-env lock diff OLD NEW {option_string} F)")
+        word = MOVED[str(option_string)]
+        parser.error(f"{option_string} is now a sub-command: megacpp-env lock {word} [TARGET...]")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.epilog = EPILOG
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.add_argument("--platform", action="append", metavar="P", help="only this platform (repeatable)")
-    modes = parser.add_mutually_exclusive_group()
-    modes.add_argument("--check", action="store_true", help="verify locks offline against the spec")
-    modes.add_argument(
-        "--export-requirements", action="store_true",
-        help="only re-write the requirements exports from the existing locks (offline)",
-    )  # fmt: skip
-    modes.add_argument(
-        "--align", action="store_true", help="re-resolve diverging locks constrained by their group's first lock"
-    )
-    parser.add_argument(
-        "--allow-unlocked", action="store_true",
-        help="with --check: report, but do not fail on, targets whose index is unreachable here and that "
-        "have no lock yet",
-    )  # fmt: skip
-    parser.add_argument(
-        "--try-unreachable", action="store_true",
-        help="resolve targets even if their index is marked reachable_here: false",
-    )  # fmt: skip
-    parser.add_argument("--upgrade", action="store_true", help="resolve from scratch: the committed lock pins nothing")
-    parser.add_argument(
-        "--upgrade-package", action="append", default=[], metavar="NAME",
-        help="let NAME move to its newest allowed version (and what that forces); repeatable",
-    )  # fmt: skip
-    parser.add_argument(
-        "--exclude-newer", metavar="DATE",
-        help="ignore files uploaded after DATE (recorded in the lock, kept by later runs; none drops it)",
-    )  # fmt: skip
-    parser.add_argument("--format", action=_DiffOnly, help=argparse.SUPPRESS)
-    add_json(parser)
-    parser.add_argument("names", nargs="*", metavar="TARGET", help="targets (default: all); or: diff OLD NEW")
+    """The group itself: its epilog, and the moved options (hidden) that say their new spelling."""
+    add_epilog(parser, EPILOG)
+    for flag in MOVED:
+        parser.add_argument(flag, nargs=0, action=_Moved, help=argparse.SUPPRESS)
 
 
-def run(args: argparse.Namespace) -> int:
-    from megacpp_env.errors import EXIT_USAGE
-    from megacpp_env.lock.report import LockRequest, run_lock
-    from megacpp_env.ui import QUIET, Progress, settings
-
-    moves = args.upgrade or args.upgrade_package or args.exclude_newer is not None
-    if moves and (args.check or args.export_requirements):
-        sys.stderr.write("megacpp-env lock: error: --upgrade, --upgrade-package and --exclude-newer resolve; "
-                         "they do not go with --check or --export-requirements\n")  # fmt: skip
-        return EXIT_USAGE
-    request = LockRequest(
-        names=tuple(args.names), platforms=args.platform, check=args.check,
-        export_requirements=args.export_requirements, align=args.align, allow_unlocked=args.allow_unlocked,
-        try_unreachable=args.try_unreachable, as_json=args.json, quiet=settings().verbosity <= QUIET,
-        upgrade=args.upgrade, upgrade_packages=tuple(args.upgrade_package), exclude_newer=args.exclude_newer,
-    )  # fmt: skip
-    printed = run_lock(load(args), request, progress=Progress)
-    sys.stdout.write(printed.out)
-    sys.stderr.write(printed.err)
-    return 0 if printed.ok else 1
+def add_selection(parser: argparse.ArgumentParser) -> None:
+    """Which locks a sub-command works on: targets and platforms."""
+    parser.add_argument("--platform", action="append", default=[], metavar="P", help="only this platform (repeatable)")
+    parser.add_argument("names", nargs="*", metavar="TARGET", help="targets (default: all)")

@@ -12,7 +12,6 @@ FORMATS = ("text", "markdown", "json")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The ``lock diff`` sub-command (``cli`` refuses the options of ``lock`` itself by name)."""
     parser.add_argument("old", metavar="OLD", help="the old lock")
     parser.add_argument("new", metavar="NEW", help="the new lock")
     parser.add_argument("--format", choices=FORMATS, default="text", help="output format (default: text)")
@@ -20,7 +19,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from megacpp_env.lock.diff import explain_files
+    from megacpp_env.lock.diff import diff_files
 
-    sys.stdout.write(explain_files(args.old, args.new, "json" if args.json else args.format))
+    sys.stdout.write(diff_files(args.old, args.new).render("json" if args.json else args.format))
     return 0

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from megacpp_env.commands._common import add_json, load
+from megacpp_env.commands._common import add_epilog, add_json, load
 
 EPILOG = """\
 layout: DIR/sha256/<hex> (content-addressed), DIR/files/<original filename> (hard links; use
@@ -20,8 +20,7 @@ exit codes: 0 every artifact mirrored and verified; 1 a lock is missing, --platf
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.epilog = EPILOG
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    add_epilog(parser, EPILOG)
     parser.add_argument("target", help="the target whose lock(s) to mirror")
     parser.add_argument("--platform", action="append", metavar="P", help="only this platform (repeatable)")
     parser.add_argument("--to", required=True, metavar="DIR", help="mirror directory (created if missing)")
@@ -34,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
     from megacpp_env.lock.mirror import mirror_locks
     from megacpp_env.ui import Progress, print_json
 
-    dest, rows = mirror_locks(Path(args.to), lambda: load(args), args.target, args.platform, progress=Progress)
+    dest, rows = mirror_locks(Path(args.to), load(args), args.target, args.platform, progress=Progress)
     if args.json:
         print_json({"mirror": str(dest), "locks": [r.to_dict() for r in rows]})
         return 0

@@ -63,16 +63,15 @@ def run(args: argparse.Namespace) -> int:
         overlays=Path(args.overlays) if args.overlays is not None else None, source=getattr(args, "source", None),
         force=getattr(args, "force", False), spec_file=args.spec or "stack.yaml (here or in a parent directory)",
     )  # fmt: skip
-    overlay_dir, done = overlay.perform(request, lambda: load_optional(args), lambda: load(args))
-    if not isinstance(done, tuple):
-        _report_new(done, overlay_dir, args.json)
-        return 0
-    st, ok = done
-    if args.json:
-        print_json({"action": args.action, **st.to_dict(), "ok": ok})
-    else:
-        _report(st, ok)
-    return 0 if ok else 1
+    # without --overlays the overlays live beside the spec, so it must load; with it, it is optional
+    done = overlay.perform(request, load_optional(args) if args.overlays is not None else load(args))
+    if done.manifest is not None:
+        _report_new(done.manifest, done.overlay_dir, args.json)
+    elif done.status is not None and args.json:
+        print_json({"action": args.action, **done.status.to_dict(), "ok": done.ok})
+    elif done.status is not None:
+        _report(done.status, done.ok)
+    return 0 if done.ok else 1
 
 
 def _report(st: OverlayStatus, ok: bool) -> None:

@@ -5,18 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from megacpp_env.commands._common import add_json, load
+from megacpp_env.commands._common import add_flag, add_json, load
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("targets", nargs="*", metavar="TARGET", help="targets to render (default: all)")
-    parser.add_argument(
-        "--check", action="store_true", help="write nothing; exit 1 with a unified diff if a file is stale"
-    )
-    parser.add_argument(
-        "--fail-on-write", action="store_true",
-        help="exit 1 when a file was written (a pre-commit fixer: the fixed files are then reviewed and staged)",
-    )  # fmt: skip
+    add_flag(parser, "--check", "write nothing; exit 1 with a unified diff if a file is stale")
+    add_flag(parser, "--fail-on-write", "exit 1 when a file was written (a pre-commit fixer: the fixed files are "
+             "then reviewed and staged)")  # fmt: skip
     add_json(parser)
 
 

@@ -8,7 +8,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from megacpp_env.commands._common import add_json, load_optional
+from megacpp_env.commands._common import add_json, spec_path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -35,12 +35,9 @@ def run(args: argparse.Namespace) -> int:
     opts = ReproduceOptions(venv=args.venv, checkouts=args.checkouts, mirror=args.mirror, python=args.python)
     progress = Progress()
     try:
+        # each step on the progress line while it runs
         report, text = reproduce_golden(
-            args.golden,
-            args.golden_dir,
-            lambda: load_optional(args),
-            opts,
-            lambda line: progress.show(line, force=True),
+            args.golden, args.golden_dir, spec_path(args), opts, lambda line: progress.show(line, force=True)
         )
     finally:
         progress.close()

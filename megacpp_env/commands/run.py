@@ -5,12 +5,11 @@ with --allow-drift, and say so), always append a run record; exit with CMD's exi
 from __future__ import annotations
 
 import argparse
-import functools
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from megacpp_env.commands._common import add_ignore, add_json, add_python, checked_python, load_optional
+from megacpp_env.commands._common import add_ignore, add_json, add_python, checked_python, spec_path
 
 if TYPE_CHECKING:
     from megacpp_env.repro.guard import PreCheck
@@ -42,12 +41,13 @@ def run(args: argparse.Namespace) -> int:
         raise SpecError("no command to run: put it after --, e.g. run --golden NAME -- python bench.py", key="CMD")
     request = guard.GuardRequest(
         golden=args.golden, golden_dir=args.golden_dir, cmd=tuple(cmd), record=args.record, paths=args.paths,
-        ignore=args.ignore, allow_drift=args.allow_drift, argv=sys.argv[1:],
+        ignore=args.ignore, allow_drift=args.allow_drift, argv=sys.argv[1:], spec_path=spec_path(args),
+        python=checked_python(args.python),
     )  # fmt: skip
+    # the comparison is announced (stderr) before CMD runs: output while the work runs
     done = guard.run_guarded(
-        request, functools.cache(lambda: load_optional(args)), lambda: checked_python(args.python),
-        checked=lambda check, name, drift: _announce(check, name, drift, args.allow_drift),
-    )  # fmt: skip
+        request, checked=lambda check, name, drift: _announce(check, name, drift, args.allow_drift)
+    )
     if done.refused:
         print(f"megacpp-env run: refused: the environment drifted from golden {done.golden} (run record: "
               f"{done.record_file}; --allow-drift runs anyway)", file=sys.stderr)  # fmt: skip

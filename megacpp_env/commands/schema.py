@@ -9,14 +9,16 @@ from __future__ import annotations
 import argparse
 import sys
 
+from megacpp_env.commands._common import add_epilog
+
+USE = """\
+use:
+  megacpp-env schema > stack.schema.json
+  first line of stack.yaml: # yaml-language-server: $schema=stack.schema.json"""
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.epilog = (
-        "use:\n"
-        "  megacpp-env schema > stack.schema.json\n"
-        "  first line of stack.yaml: # yaml-language-server: $schema=stack.schema.json"
-    )
+    add_epilog(parser, USE)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from megacpp_env.commands._common import add_ignore, add_json, add_python, checked_python, load_optional
+from megacpp_env.commands._common import add_ignore, add_json, add_python, checked_python, spec_path
 from megacpp_env.commands._snapshot import take
 
 if TYPE_CHECKING:
@@ -64,22 +64,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from megacpp_env.repro.session import Printing, SnapshotRequest, session_shown
+    from megacpp_env.repro.session import SnapshotRequest, session
     from megacpp_env.ui import QUIET, settings
 
     python = None if args.schema else checked_python(args.python)
 
     def taker(repo: Path | None, load_spec: Callable[[], Spec | None]) -> Snapshot:
+        """The snapshot with this command's options and progress line (the session checks ``repo``)."""
         return take(argparse.Namespace(**{**vars(args), "repo": repo}), python, load_spec=load_spec)
 
-    shown = session_shown(
+    done = session(
         SnapshotRequest(
-            take=taker, load_spec=lambda: load_optional(args), repo=args.repo, output=args.output,
+            take=taker, spec_path=spec_path(args), schema=args.schema, repo=args.repo, output=args.output,
             export_lock=args.export_lock, golden=args.golden, check_golden=args.check_golden,
             golden_dir=args.golden_dir, ignore=tuple(args.ignore),
-        ),
-        Printing(as_json=args.json, summary=settings().verbosity > QUIET, timings=args.timings, schema=args.schema),
+        )
     )  # fmt: skip
-    sys.stdout.write(shown.stdout)
-    sys.stderr.write(shown.stderr)
-    return shown.exit_code
+    if done.snapshot is None:
+        sys.stdout.write(done.schema)
+        return 0
+    out, err = (sys.stderr, sys.stderr) if args.json else (sys.stdout, sys.stderr)  # --json: stdout is the document
+    if args.json:
+        sys.stdout.write(done.snapshot.to_json())
+    out.writelines(f"{note}\n" for note in done.notes)
+    if not args.json and settings().verbosity > QUIET:
+        sys.stdout.write(done.summary())
+    if args.timings:
+        err.write(done.timings())
+    err.writelines(f"megacpp-env snapshot: error: incomplete: {line}\n" for line in done.failed)
+    out.write(done.drift())
+    return done.exit_code

@@ -24,9 +24,9 @@ def run(args: argparse.Namespace) -> int:
     from megacpp_env.checkout import verify_as_pinned
     from megacpp_env.ui import print_json
 
-    source, result = verify_as_pinned(
-        args.path, expect=args.expect, spec=lambda: load(args), optional_spec=lambda: load_optional(args)
-    )
+    # --expect NAME looks the source up in the spec, so it must load; else a spec is optional
+    spec = load(args) if args.expect else load_optional(args)
+    source, result = verify_as_pinned(args.path, expect=args.expect, spec=spec)
     if args.json:
         print_json(result.to_dict())
     elif result.ok:

@@ -1,29 +1,27 @@
-"""The ``facts`` verb's one entry point: ``run(spec, request)`` extracts and writes one source's
-facts, checks them all offline, or reads one source's committed facts."""
+"""The ``facts`` sub-commands' domain calls: ``extract_and_write`` (``facts extract``: one source's
+facts read from a checkout at its pin and written), ``read_shown`` (``facts show``: one source's
+committed facts); ``facts check`` is ``facts.check.check_facts``."""
 
 from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 from megacpp_env.errors import MegacppEnvError
-from megacpp_env.facts.check import check_facts, extract_hint
+from megacpp_env.facts.check import extract_hint
 from megacpp_env.facts.extract import ExtractRequest, extract
 from megacpp_env.facts.model import SourceFacts
 from megacpp_env.facts.store import facts_path, read_facts, render_facts, write_facts
-from megacpp_env.findings import Finding
 from megacpp_env.spec.model import Source, Spec
-
-Action = Literal["extract", "check", "show"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class FactsRequest:
-    action: Action
-    name: str = ""
-    origin: Path | None = None
+    """What ``facts extract`` was asked: the source, where to read it, and what to read besides."""
+
+    name: str
+    origin: Path
     wheel: Path | None = None
     requirements: tuple[str, ...] = ()
     build_requirements: tuple[str, ...] = ()
@@ -44,16 +42,9 @@ class Extracted:
     path: str  # relative to the spec's root, POSIX
 
 
-def run(spec: Spec, request: FactsRequest) -> Extracted | list[Finding] | Shown:
-    if request.action == "check":
-        return check_facts(spec)
+def extract_and_write(spec: Spec, request: FactsRequest) -> Extracted:
+    """``facts extract NAME --from CHECKOUT``: the source's facts, written to ``facts/NAME.toml``."""
     src = spec.source(request.name)
-    return extract_and_write(spec, src, request) if request.action == "extract" else read_shown(spec, src)
-
-
-def extract_and_write(spec: Spec, src: Source, request: FactsRequest) -> Extracted:
-    if request.origin is None:
-        raise MegacppEnvError("facts extract: no --from CHECKOUT")  # the verb refuses it first
     facts = extract(
         ExtractRequest(
             source=src.name,
@@ -92,7 +83,9 @@ def recorded_command(src: Source, request: FactsRequest, origin: Path) -> str:
     return shlex.join(parts)
 
 
-def read_shown(spec: Spec, src: Source) -> Shown:
+def read_shown(spec: Spec, name: str) -> Shown:
+    """``facts show NAME``: the source's committed facts."""
+    src = spec.source(name)
     path = facts_path(spec.root, src.name)
     if not path.is_file():
         raise MegacppEnvError(f"no {path.relative_to(spec.root)} (remedy: {extract_hint(src)})")

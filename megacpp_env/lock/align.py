@@ -1,4 +1,4 @@
-"""``lock --align``: remove divergence by re-resolving the other members of a group constrained to one
+"""``lock resolve --align``: remove divergence by re-resolving the other members of a group constrained to one
 member's versions (uv ``--constraints``), allowed packages left free.
 
 The reference is tried newest-first: the member ahead on the largest version steps (on the issue's

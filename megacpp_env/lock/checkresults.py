@@ -1,5 +1,5 @@
 """The results of the checks the lock-gate action runs before the gate (``check``, ``render --check``,
-``lock --check``), so that ``gate --check-results DIR`` puts them in the pull-request comment.
+``lock check``), so that ``gate --check-results DIR`` puts them in the pull-request comment.
 
 The action writes, per check, ``NAME.rc`` (its exit status) and ``NAME.log`` (its output) into one
 directory it owns; the checks run in the name order. A log is read from its end (``LOG_TAIL`` bytes):

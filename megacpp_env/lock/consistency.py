@@ -155,5 +155,5 @@ def check_locks(spec: Spec, fresh: Mapping[Key, Lock] | None = None) -> list[Gro
 
 
 def align_constraints(reference: Lock, allowed: frozenset[str]) -> dict[str, str]:
-    """``name -> version`` pins from a reference lock, for ``lock --align`` (allowed packages left free)."""
+    """``name -> version`` pins from a reference lock, for ``lock resolve --align`` (allowed packages left free)."""
     return {p.name: p.version for p in reference.packages if p.name not in allowed and not p.vcs}

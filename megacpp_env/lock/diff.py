@@ -69,6 +69,10 @@ class LockDiff:
             "counts": {k: self.count(k) for k in KINDS if self.count(k)},
         }
 
+    def render(self, fmt: str) -> str:
+        """This diff alone in ``fmt`` (text, markdown or json), with its verdict line."""
+        return render([self], fmt)
+
 
 def read_any_text(text: str, path: str) -> Lock:
     """PEP 751 when the file is named ``*.toml`` (a broken one is then a TOML or PEP 751 error,
@@ -359,8 +363,7 @@ def _default_verdict(diffs: Sequence[LockDiff]) -> str:
     return f"Verdict: {n} package change(s)" if n else "Verdict: no changes"
 
 
-def explain_files(old: str, new: str, fmt: str) -> str:
-    """``lock diff OLD NEW``: read both locks (PEP 751 or requirements with hashes), diff them and
-    render the explanation in ``fmt`` (text, markdown or json)."""
+def diff_files(old: str, new: str) -> LockDiff:
+    """``lock diff OLD NEW``: read both locks (PEP 751 or requirements with hashes) and diff them."""
     old_lock, new_lock = read_any(old), read_any(new)
-    return render([diff_locks(old_lock, new_lock, title=f"{old} -> {new}")], fmt)
+    return diff_locks(old_lock, new_lock, title=f"{old} -> {new}")

@@ -5,7 +5,7 @@ upstream facts: the requirements (the target's own, every source's runtime and b
 ``facts/<source>.toml``, what the spec adds per source, ``uv==<toolchain.uv>``, the tool's runtime
 deps; requirements on distributions the target builds from its own sources are checked, not resolved),
 the reviewed overrides, the Python version, the platform and the explicit indexes. Their sha256 over
-canonical JSON is recorded in the lock (``[tool.megacpp-env].inputs-hash``); ``lock --check``
+canonical JSON is recorded in the lock (``[tool.megacpp-env].inputs-hash``); ``lock check``
 recomputes it offline.
 """
 

@@ -396,7 +396,7 @@ def committed_lock(spec_root: Path, target: str, platform: str, path: Path | Non
     one is stale (lock it first)."""
     path = path or layout.lock_path(spec_root, target, platform)
     if not path.exists():
-        raise StaleError(f"no lock for {target} {platform}: {path} (run: megacpp-env lock {target})")
+        raise StaleError(f"no lock for {target} {platform}: {path} (run: megacpp-env lock resolve {target})")
     return read_pylock(path)
 
 
@@ -415,20 +415,19 @@ def mirror_target(
 
 def mirror_locks(
     dest: Path,
-    spec: Callable[[], Spec],
+    spec: Spec,
     target: str,
     platforms: list[str] | None,
     *,
     progress: Callable[[int], Progress],
 ) -> tuple[Path, list[MirroredLock]]:
     """``mirror TARGET --to DEST``: every committed lock of the target (a platform it lacks is an
-    error), each artifact fetched and sha256-verified. The destination is checked before the spec
-    loads: an existing file there is a one-line error."""
+    error), each artifact fetched and sha256-verified. The destination is checked first: an existing
+    file there is a one-line error."""
     dest = check_destination(dest)
-    loaded = spec()
     rows = []
-    for job in jobs_for(loaded, [target], platforms):
-        lock = committed_lock(loaded.root, *job.key, path=job.lock_path)
+    for job in jobs_for(spec, [target], platforms):
+        lock = committed_lock(spec.root, *job.key, path=job.lock_path)
         bar = progress(sum(len(p.artifacts) for p in lock.packages))
         try:
             rows.append(mirror_target(lock, *job.key, dest, on_file=bar.step))

@@ -8,7 +8,7 @@ from megacpp_env.lock.reqtxt import render_requirements
 
 
 def lock_command(target: str, platform: str) -> str:
-    return f"megacpp-env lock {target} --platform {platform}"
+    return f"megacpp-env lock resolve {target} --platform {platform}"
 
 
 def export_header(lock: Lock, export_rel: str) -> str:

@@ -172,7 +172,7 @@ class Lock:
 def read_pylock_text(text: str, *, path: str = "<pylock>") -> Lock:
     """The one reader of PEP 751 text: parse, validate (``packaging.pylock``), build the model. The
     same text is parsed once per process (a command that reads a lock for several checks, as
-    ``lock --check`` and ``gate`` do, gets the same immutable ``Lock`` back)."""
+    ``lock check`` and ``gate`` do, gets the same immutable ``Lock`` back)."""
     return _read_once(text, path)
 
 

@@ -1,80 +1,21 @@
-"""Render the results of ``lock`` (a run, ``--check``, ``--export-requirements``) and of ``gate``
-as text, GitHub-flavoured markdown (the gate's pull-request comment) or JSON. Pure: returns text."""
+"""``gate``'s one domain call (``gate_shown``) and its rendering: text, GitHub-flavoured markdown (the
+pull-request comment), JSON, GitHub workflow annotations or SARIF. Pure: returns text."""
 
 from __future__ import annotations
 
 import dataclasses
-import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-
-from packaging.utils import canonicalize_name
 
 from megacpp_env.errors import MegacppEnvError
 from megacpp_env.findings import Finding, formats
 from megacpp_env.lock import diff as d
 from megacpp_env.lock.checkresults import CheckResult, read_check_results
 from megacpp_env.lock.comment import render_comment
-from megacpp_env.lock.escape import plain, scrub
+from megacpp_env.lock.escape import plain
 from megacpp_env.lock.gate import CODES, GateReport, Verdict, run_gate
-from megacpp_env.lock.state import jobs_for
-from megacpp_env.lock.workflow import (
-    CheckRun,
-    ExportRow,
-    LockRun,
-    Upgrade,
-    check_targets,
-    cutoff,
-    export_targets,
-    lock_targets,
-)
 from megacpp_env.spec.model import Spec
-from megacpp_env.ui import Progress
-
-
-def to_json(data: object) -> str:
-    return json.dumps(scrub(data), indent=2, sort_keys=True) + "\n"
-
-
-# ---- lock ---------------------------------------------------------------------------------------
-
-
-def render_check(run: CheckRun, *, quiet: bool = False) -> str:
-    """Every lock's state and every consistency group; ``quiet``: only what is not ok."""
-    lines = [s.line() for s in run.states if not (quiet and s.ok)]
-    for r in run.reports:
-        if quiet and not r.failing:
-            continue
-        lines.append(("warning: " if r.failing else "") + r.summary())
-        lines += [f"  {dv.line()}" for dv in r.failing]
-    return "".join(f"{plain(line)}\n" for line in lines)
-
-
-def render_lock(run: LockRun) -> str:
-    if run.problems:
-        return "".join(f"error: {plain(p)}\n" for p in run.problems) + "lock: nothing written\n"
-    lines = list(run.notes)
-    for row in run.rows:
-        if row.state == "skipped":
-            lines.append(f"skipped: {row.target} {row.platform}: {row.detail}")
-        else:
-            lines.append(f"{row.state}: {row.path} ({row.packages} packages, {row.seconds}s) + {row.export}")
-            lines += [f"  {c.label}: {d.change_text(c)} {c.old or '-'} -> {c.new or '-'}" for c in row.changes]
-    for r in run.reports:
-        lines.append(r.summary())
-        lines += [f"  {dv.line()}" for dv in r.divergences]
-    return "".join(f"{plain(line)}\n" for line in lines)
-
-
-def render_exports(rows: Sequence[ExportRow]) -> tuple[str, str]:
-    """(stdout, stderr): what was written, and which locks are missing."""
-    out = "".join(f"{r.state}: {r.path}\n" for r in rows if r.state != "missing")
-    err = "".join(f"missing: {r.label}: {r.path}\n" for r in rows if r.state == "missing")
-    return out, err
-
-
-# ---- gate ---------------------------------------------------------------------------------------
 
 
 def verdict_line(verdict: Verdict, ack_name: str) -> str:
@@ -145,19 +86,23 @@ class GateShown:
 
 
 def gate_shown(
-    load_spec: Callable[[], Spec],
+    spec_path: Path | None,
     base: str,
     ack_file: Path | None,
     fmt: str,
     check_results: Path | None,
     root: str = "",
 ) -> GateShown:
-    """``gate``'s one domain call: the checks the action ran, the gate and its rendering; when any of
-    it fails, the comment that says why (``markdown``) and the error."""
+    """``gate``'s one domain call: the checks the action ran, the spec at ``spec_path`` (None: none was
+    named or found), the gate and its rendering; when any of it fails, the comment that says why
+    (``markdown``) and the error. The spec is loaded here, not by the verb: its errors reach the comment."""
+    from megacpp_env.spec import load_spec
+    from megacpp_env.spec.discover import required
+
     checks: Sequence[CheckResult] = ()
     try:
         checks = read_check_results(check_results) if check_results is not None else ()
-        report, text = gate_text(load_spec(), base, ack_file, fmt, checks, root)
+        report, text = gate_text(load_spec(required(spec_path)), base, ack_file, fmt, checks, root)
     except MegacppEnvError as exc:  # the comment says why there is no report; stderr gets the error
         return GateShown(text=gate_error_text(str(exc), base, fmt, checks), exit_code=exc.exit_code, error=exc)
     return GateShown(text=text, exit_code=0 if report.verdict.passed else 1)  # the checks fail their own step
@@ -169,53 +114,3 @@ def gate_error_text(error: str, base: str, fmt: str, checks: Sequence[CheckResul
     if fmt == "github":  # the error as an annotation too, so the run's summary shows it
         return formats.github([Finding(code="gate", severity="error", message=plain(error))])
     return render_comment(None, base=base, checks=checks, error=error) if fmt == "markdown" else ""
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class LockRequest:
-    names: tuple[str, ...] = ()  # none: every target
-    platforms: list[str] | None = None
-    check: bool = False
-    export_requirements: bool = False
-    align: bool = False
-    allow_unlocked: bool = False
-    try_unreachable: bool = False
-    as_json: bool = False
-    quiet: bool = False
-    upgrade: bool = False
-    upgrade_packages: tuple[str, ...] = ()
-    exclude_newer: str | None = None  # None: each lock keeps the cutoff it records
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Printed:
-    ok: bool
-    out: str
-    err: str = ""
-
-
-def run_lock(spec: Spec, req: LockRequest, *, progress: Callable[[int], Progress]) -> Printed:
-    """``lock [TARGET...]``: resolve (or, with ``check``, verify offline; with
-    ``export_requirements``, re-write the pip exports) and render what to print."""
-    jobs = jobs_for(spec, list(req.names) or None, req.platforms)
-    if req.check:
-        checked = check_targets(spec, jobs, allow_unlocked=req.allow_unlocked)
-        text = to_json(checked.to_dict()) if req.as_json else render_check(checked, quiet=req.quiet)
-        return Printed(ok=checked.ok, out=text)
-    if req.export_requirements:
-        out, err = render_exports(export_targets(spec, jobs))
-        return Printed(ok=not err, out=out, err=err)
-    upgrade = Upgrade(
-        everything=req.upgrade,
-        packages=tuple(sorted({canonicalize_name(n) for n in req.upgrade_packages})),
-        exclude_newer=None if req.exclude_newer is None else cutoff(req.exclude_newer),
-    )
-    bar = progress(len([j for j in jobs if req.try_unreachable or not j.unreachable]))
-    try:
-        result = lock_targets(
-            spec, jobs, align=req.align, try_unreachable=req.try_unreachable, named=bool(req.names), progress=bar,
-            upgrade=upgrade,
-        )  # fmt: skip
-    finally:
-        bar.close()
-    return Printed(ok=result.ok, out=to_json(result.to_dict()) if req.as_json else render_lock(result))

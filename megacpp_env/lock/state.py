@@ -1,6 +1,6 @@
 """Offline state of each lock (target + platform): ok, missing, stale, unlocked; and writing locks.
 
-``lock --check`` needs no network and no uv: it recomputes the inputs hash from the spec and compares
+``lock check`` needs no network and no uv: it recomputes the inputs hash from the spec and compares
 it with ``[tool.megacpp-env].inputs-hash``, and re-renders the requirements export from the lock.
 """
 
@@ -173,7 +173,7 @@ def _check_export(job: LockJob, lock: Lock, root: Path, base: dict[str, str]) ->
         have = None
     if have != want:
         what = "does not exist" if have is None else "does not match the lock"
-        remedy = f"megacpp-env lock --export-requirements {job.inputs.target} --platform {job.inputs.platform}"
+        remedy = f"megacpp-env lock export {job.inputs.target} --platform {job.inputs.platform}"
         return LockState(**base, state=EXPORT_STALE, detail=f"{export_rel} {what}", remedy=remedy)
     return LockState(**base, state=OK)
 

@@ -1,23 +1,27 @@
-"""The ``lock`` workflow: resolve every selected lock, check the groups that must agree, re-align
-them (``--align``), and write; or check the committed locks offline (``--check``); or re-write the
-requirements exports (``--export-requirements``). Returns typed results; never prints.
+"""``lock resolve``: resolve every selected lock, check the groups that must agree, re-align them
+(``--align``), and write. Returns one record (``LockRun``), which renders itself; never prints.
+The offline sub-commands (``lock check``, ``lock export``) are ``lock.offline``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from packaging.utils import canonicalize_name
 
 from megacpp_env import layout
 from megacpp_env.deps.graph import TargetDeps, target_deps
 from megacpp_env.deps.lockcheck import after_resolution, preflight, requirers_of, wrong_origin
 from megacpp_env.errors import SpecError, ToolError
 from megacpp_env.lock.consistency import GroupReport, Key, check_locks
-from megacpp_env.lock.diff import PackageChange, diff_locks
+from megacpp_env.lock.diff import PackageChange, change_text, diff_locks
+from megacpp_env.lock.escape import plain
+from megacpp_env.lock.offline import Selection, to_json, touching
 from megacpp_env.lock.pylock import Lock, LockFormatError, read_pylock
 from megacpp_env.lock.resolve import Relock, Resolved, resolve_all
-from megacpp_env.lock.state import UNLOCKED, LockJob, LockState, check_job, export_only, rel, unreachable_text
+from megacpp_env.lock.state import LockJob, rel, unreachable_text
 from megacpp_env.records import HIDDEN, as_dict
 from megacpp_env.spec.model import Spec
 from megacpp_env.ui import Progress
@@ -94,49 +98,54 @@ class LockRun:
             out["problems"] = list(self.problems)
         return out
 
+    def render(self, fmt: str) -> str:
+        """``text`` (every line made ``plain``) or ``json`` (credentials scrubbed)."""
+        if fmt == "json":
+            return to_json(self.to_dict())
+        if self.problems:
+            return "".join(f"error: {plain(p)}\n" for p in self.problems) + "lock: nothing written\n"
+        lines = list(self.notes)
+        for row in self.rows:
+            if row.state == "skipped":
+                lines.append(f"skipped: {row.target} {row.platform}: {row.detail}")
+            else:
+                lines.append(f"{row.state}: {row.path} ({row.packages} packages, {row.seconds}s) + {row.export}")
+                lines += [f"  {c.label}: {change_text(c)} {c.old or '-'} -> {c.new or '-'}" for c in row.changes]
+        for r in self.reports:
+            lines.append(r.summary())
+            lines += [f"  {dv.line()}" for dv in r.divergences]
+        return "".join(f"{plain(line)}\n" for line in lines)
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class CheckRun:
-    states: tuple[LockState, ...]
-    reports: tuple[GroupReport, ...]
-    ok: bool
+class ResolveRequest:
+    """What ``lock resolve`` was asked: which locks, and what may move."""
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"locks": [s.to_dict() for s in self.states], "consistency": [r.to_dict() for r in self.reports],
-                "ok": self.ok}  # fmt: skip
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ExportRow:
-    label: str
-    path: str
-    state: str  # "wrote" | "unchanged" | "missing" (no lock to export from)
+    selection: Selection = field(default_factory=Selection)
+    align: bool = False
+    try_unreachable: bool = False
+    upgrade: bool = False
+    upgrade_packages: tuple[str, ...] = ()
+    exclude_newer: str | None = None  # None: each lock keeps the cutoff it records
 
 
-def _touching(reports: Sequence[GroupReport], jobs: Sequence[LockJob]) -> tuple[GroupReport, ...]:
-    keys = {j.key for j in jobs}
-    return tuple(r for r in reports if keys & set(r.group.members))
-
-
-def check_targets(spec: Spec, jobs: Sequence[LockJob], *, allow_unlocked: bool = False) -> CheckRun:
-    """``lock --check``: every selected lock against the spec, offline; and the groups it is in."""
-    states = tuple(check_job(job, spec.root) for job in jobs)
-    failing = [s for s in states if not s.ok and not (allow_unlocked and s.state == UNLOCKED)]
-    return CheckRun(states=states, reports=_touching(check_locks(spec), jobs), ok=not failing)
-
-
-def export_targets(spec: Spec, jobs: Sequence[LockJob]) -> list[ExportRow]:
-    """``lock --export-requirements``: re-write each export from its committed lock."""
-    rows = []
-    for job in jobs:
-        if not job.lock_path.exists():
-            rows.append(ExportRow(label=job.label, path=rel(job.lock_path, spec.root), state="missing"))
-            continue
-        changed = export_only(job, spec.root)
-        rows.append(
-            ExportRow(label=job.label, path=rel(job.export_path, spec.root), state="wrote" if changed else "unchanged")
-        )
-    return rows
+def resolve_locks(spec: Spec, req: ResolveRequest, *, progress: Callable[[int], Progress]) -> LockRun:
+    """``lock resolve [TARGET...]``: resolve the selected locks with uv and write them (``progress``
+    makes the progress line for the number of locks that will be resolved)."""
+    jobs = req.selection.jobs(spec)
+    upgrade = Upgrade(
+        everything=req.upgrade,
+        packages=tuple(sorted({canonicalize_name(n) for n in req.upgrade_packages})),
+        exclude_newer=None if req.exclude_newer is None else cutoff(req.exclude_newer),
+    )
+    bar = progress(len([j for j in jobs if req.try_unreachable or not j.unreachable]))
+    try:
+        return lock_targets(
+            spec, jobs, align=req.align, try_unreachable=req.try_unreachable, named=bool(req.selection.names),
+            progress=bar, upgrade=upgrade,
+        )  # fmt: skip
+    finally:
+        bar.close()
 
 
 def lock_targets(
@@ -166,11 +175,11 @@ def lock_targets(
     problems = _after_resolution(graphs, runnable, results)
     if problems:
         return LockRun(rows=(), reports=(), problems=tuple(problems))
-    reports = _touching(check_locks(spec, _fresh(runnable, results)), jobs)
+    reports = touching(check_locks(spec, _fresh(runnable, results)), jobs)
     notes = uv_version_notes(runnable)
     if align and any(r.failing for r in reports):
         results, all_reports, align_notes = _realign(spec, runnable, results, reports)
-        reports, notes = _touching(all_reports, jobs), [*notes, *align_notes]
+        reports, notes = touching(all_reports, jobs), [*notes, *align_notes]
     rows = [_write(spec, j, r, old) for j, r, old in zip(runnable, results, committed, strict=True)]
     rows += [_skipped(j) for j in skipped]
     return LockRun(rows=tuple(rows), reports=reports, notes=tuple(notes), explicit_skip=named and bool(skipped))

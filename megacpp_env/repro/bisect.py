@@ -19,14 +19,14 @@ from __future__ import annotations
 import os
 import re
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from megacpp_env import git
 from megacpp_env.errors import MegacppEnvError, SpecError
-from megacpp_env.repro.goldens import GoldenRef, find, options_like, spec_loader
+from megacpp_env.repro.goldens import GoldenRef, find, options_like, spec_loader, spec_once
 from megacpp_env.snapshot.collect import take_snapshot
 from megacpp_env.snapshot.context import SnapshotOptions
 from megacpp_env.snapshot.diff import DiffReport, diff_snapshots
@@ -36,7 +36,7 @@ from megacpp_env.snapshot.proc import run_program
 from megacpp_env.worktree import content
 
 if TYPE_CHECKING:
-    from megacpp_env.spec.model import Spec
+    pass
 
 EXIT_MATCH = 0
 EXIT_SKIP = 125  # git bisect run: "cannot test this commit"
@@ -167,16 +167,18 @@ def _without_worktree(opts: SnapshotOptions, worktree: Path) -> SnapshotOptions:
 
 
 def check_golden(
-    golden: str, golden_dir: Path | None, spec: Callable[[], Spec | None], *, worktree: Path, package: str | None,
-    python: Callable[[], str | None],
+    golden: str, golden_dir: Path | None, spec_path: Path | None, *, worktree: Path, package: str | None,
+    python: str | None,
 ) -> tuple[GoldenRef, str, BisectVerdict]:  # fmt: skip
     """``bisect-check GOLDEN``: is this environment the golden's, with ``package`` (default: the
-    worktree's) imported from the worktree? The golden, the package and the verdict."""
+    worktree's) imported from the worktree? The golden, the package and the verdict. The spec at
+    ``spec_path`` is loaded only when needed (``goldens.spec_once``)."""
+    spec = spec_once(spec_path)
     ref = find(golden, golden_dir, spec)
     package = package or default_package(worktree)
     opts = options_like(
         ref.snapshot,
-        python=python(),
+        python=python,
         paths=None,
         spec=spec_loader(ref.snapshot, spec),
         command="megacpp-env bisect-check",

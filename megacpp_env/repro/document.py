@@ -20,7 +20,7 @@ from typing import Any
 
 from megacpp_env.errors import FormatError
 from megacpp_env.fsutil import atomic_write_text
-from megacpp_env.records import HIDDEN, Table, as_dict, read_json
+from megacpp_env.records import HIDDEN, Table, as_dict, read_document
 from megacpp_env.spec import envpolicy
 
 SCHEMA = "megacpp-env/golden-capture"
@@ -160,6 +160,9 @@ class CheckoutCapture:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Artifact:
+    """One file a distribution was installed from (a wheel or an sdist): its name, its sha256 and, where
+    known, the URL it was fetched from."""
+
     filename: str
     sha256: str
     url: str = ""
@@ -349,9 +352,4 @@ def write_capture(capture: Capture, path: Path) -> bool:
 
 
 def load_capture(path: Path) -> Capture:
-    try:
-        return Capture.read(read_json(path, CaptureFormatError))
-    except FileNotFoundError:
-        raise CaptureFormatError("no such capture document", file=str(path)) from None
-    except OSError as exc:
-        raise CaptureFormatError(f"unreadable: {exc.strerror or exc}", file=str(path)) from None
+    return read_document(path, Capture.read, CaptureFormatError, "capture document")

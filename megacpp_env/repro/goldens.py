@@ -6,6 +6,7 @@ Shared by ``reproduce``, ``run --golden`` and ``bisect-check``.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -133,6 +134,15 @@ def spec_loader(snapshot: Snapshot, fallback: Callable[[], Spec | None]) -> Call
         return found if spec_agrees(found, snapshot) else fallback()
 
     return load
+
+
+def spec_once(path: Path | None) -> Callable[[], Spec | None]:
+    """The spec at ``path`` (when that file exists), loaded at most once and only when first asked for:
+    a golden's command loads it only when the golden is found by name or its own spec is gone, and then
+    in a snapshot collector's thread, off the critical path (docs/DESIGN.md, "Verbs")."""
+    from megacpp_env.spec.discover import load_present
+
+    return functools.cache(lambda: load_present(path))
 
 
 def find(arg: str, override: Path | None, spec: Callable[[], Spec | None]) -> GoldenRef:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from megacpp_env.cmdline import redact_argv
 from megacpp_env.errors import ToolError
-from megacpp_env.repro.goldens import GoldenRef, find, options_like, spec_loader
+from megacpp_env.repro.goldens import GoldenRef, find, options_like, spec_loader, spec_once
 from megacpp_env.repro.runrecord import RunRecord, append, check_record_path
 from megacpp_env.snapshot.collect import take_snapshot
 from megacpp_env.snapshot.context import SnapshotOptions
@@ -31,7 +31,7 @@ from megacpp_env.snapshot.golden import ignore_patterns
 from megacpp_env.snapshot.report import render
 
 if TYPE_CHECKING:
-    from megacpp_env.spec.model import Spec
+    pass
 
 SHOWN_FINDINGS = 20
 
@@ -107,6 +107,8 @@ class GuardRequest:
     ignore: Sequence[str]
     allow_drift: bool
     argv: Sequence[str]  # this command line, recorded redacted
+    spec_path: Path | None = None  # the spec the command line names or the search found (loaded if needed)
+    python: str | None = None  # --python, checked; None: the interpreter the golden inspected
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -118,20 +120,15 @@ class Guarded:
     exit_code: int
 
 
-def run_guarded(
-    req: GuardRequest,
-    spec: Callable[[], Spec | None],
-    python: Callable[[], str | None],
-    *,
-    checked: Callable[[PreCheck, str, str], None],
-) -> Guarded:
+def run_guarded(req: GuardRequest, *, checked: Callable[[PreCheck, str, str], None]) -> Guarded:
     """``run --golden NAME -- CMD``: snapshot this environment, compare it with the golden, then
     run CMD (refused on drift unless ``allow_drift``) and append the run record. ``checked(check,
     golden name, drift text)`` is told the comparison before CMD runs."""
+    spec = spec_once(req.spec_path)
     ref = find(req.golden, req.golden_dir, spec)
     record_file = check_record_path(req.record or default_record_file(ref))
     opts = options_like(
-        ref.snapshot, python=python(), paths=req.paths, spec=spec_loader(ref.snapshot, spec),
+        ref.snapshot, python=req.python, paths=req.paths, spec=spec_loader(ref.snapshot, spec),
         command=" ".join(["megacpp-env", *redact_argv(req.argv)]),
     )  # fmt: skip
     check = precheck(ref, opts, ignore=ignore_patterns(req.ignore, spec()))

@@ -22,13 +22,13 @@ from megacpp_env.errors import RefusedError
 from megacpp_env.fsutil import atomic_write_text
 from megacpp_env.repro import covered, installs, portable, pyenv, trees
 from megacpp_env.repro.document import Capture
-from megacpp_env.repro.goldens import GoldenRef, find
+from megacpp_env.repro.goldens import GoldenRef, find, spec_once
 from megacpp_env.repro.outcome import ReproduceReport, Unrecreated, render
 from megacpp_env.snapshot.collect import SnapshotOptions, take_snapshot
 from megacpp_env.snapshot.document import Snapshot
 
 if TYPE_CHECKING:
-    from megacpp_env.spec.model import Spec
+    pass
 
 Say = Callable[[str], None]
 
@@ -216,9 +216,10 @@ def machine(comparison: portable.Comparison) -> list[Unrecreated]:
 
 
 def reproduce_golden(
-    golden: str, golden_dir: Path | None, spec: Callable[[], Spec | None], opts: ReproduceOptions, say: Say
+    golden: str, golden_dir: Path | None, spec_path: Path | None, opts: ReproduceOptions, say: Say
 ) -> tuple[ReproduceReport, str]:
-    """``reproduce GOLDEN``: find the golden, make its environment again and prove it identical;
-    the report and its text rendering."""
-    report = reproduce(find(golden, golden_dir, spec), opts, say=say)
+    """``reproduce GOLDEN``: find the golden (by name: in the golden directory of the spec at
+    ``spec_path``, loaded only then), make its environment again and prove it identical; the report and
+    its text rendering."""
+    report = reproduce(find(golden, golden_dir, spec_once(spec_path)), opts, say=say)
     return report, render(report)

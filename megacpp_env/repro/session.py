@@ -1,8 +1,9 @@
 """The ``snapshot`` verb's one domain call: ``session(request)`` checks every argument that can be
 wrong, loads the golden to check against, takes the snapshot, writes the document, the PEP 751 lock
-and the golden (with its capture) that were asked for, and diffs against the golden. It returns
-what happened; the verb prints it. Here and not in ``snapshot/`` because storing a golden's capture
-and exporting a lock are ``repro``'s, which stands above ``snapshot``.
+and the golden (with its capture) that were asked for, and diffs against the golden. It returns one
+record (``SnapshotSession``); the verb renders it (which stream, which parts, the exit code). Here
+and not in ``snapshot/`` because storing a golden's capture and exporting a lock are ``repro``'s,
+which stands above ``snapshot``.
 
 Import-light on purpose: the lock exporter and the capture (YAML, packaging's pylock) are imported
 only when ``--export-lock`` or ``--golden`` asks for them, never on a plain snapshot.
@@ -10,7 +11,6 @@ only when ``--export-lock`` or ``--golden`` asks for them, never on a plain snap
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,8 +31,9 @@ Take = Callable[[Path | None, Callable[[], "Spec | None"]], "Snapshot"]
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class SnapshotRequest:
-    take: Take
-    load_spec: Callable[[], Spec | None]  # the spec when there is one (called at most once)
+    take: Take  # the verb's snapshot: its options and its progress line
+    spec_path: Path | None = None  # the spec when that file exists (loaded at most once, when needed)
+    schema: bool = False  # only the document's JSON Schema: no snapshot
     repo: Path | None = None  # the training repository (None: the git work tree of the working directory)
     output: Path | None = None
     export_lock: Path | None = None
@@ -44,20 +45,62 @@ class SnapshotRequest:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class SnapshotSession:
-    snapshot: Snapshot
+    """What ``snapshot`` did; its parts render themselves (``summary``, ``timings``, ``drift``)."""
+
+    snapshot: Snapshot | None  # None: only the schema was asked for
+    schema: str = ""  # the document's JSON Schema (``--schema``)
     notes: list[str] = field(default_factory=list)  # what was written, one line each
     report: DiffReport | None = None  # the diff against --check-golden's golden
     failed: tuple[str, ...] = ()  # what could not be read (``document.errors``): the verb exits 1
+    started: float | None = None  # seconds from the process's start to the session's (``--timings``)
+    clock: float = 0.0  # perf_counter at the session's start
+
+    def summary(self) -> str:
+        from megacpp_env.snapshot.report import render_summary
+
+        return render_summary(self.snapshot) if self.snapshot is not None else ""
+
+    def timings(self) -> str:
+        """Where the time went, per collector; ``total``: from the process's start to now."""
+        import time
+
+        from megacpp_env.snapshot.report import render_timings
+
+        if self.snapshot is None:
+            return ""
+        total = None if self.started is None else self.started + time.perf_counter() - self.clock
+        return render_timings(self.snapshot, started=self.started, total=total)
+
+    def drift(self) -> str:
+        """The diff against the golden (``--check-golden``), as text; "" without one."""
+        from megacpp_env.snapshot.report import render
+
+        return render(self.report, "text") if self.report is not None else ""
+
+    @property
+    def exit_code(self) -> int:
+        """1 when something could not be read or the machine drifted from the golden checked against."""
+        return 1 if self.failed or (self.report is not None and self.report.drift) else 0
 
 
 def session(request: SnapshotRequest) -> SnapshotSession:
     """Everything ``megacpp-env snapshot`` does apart from printing (see the module docstring)."""
+    import time
+
+    from megacpp_env.snapshot.proc import process_age
+
+    started, clock = process_age(), time.perf_counter()
+    if request.schema:
+        from megacpp_env.snapshot.document import json_schema
+
+        return SnapshotSession(snapshot=None, schema=json_schema())
+    from megacpp_env.repro.goldens import spec_once
     from megacpp_env.snapshot.collectors.repo import check_repo
 
     repo = check_repo(request.repo) if request.repo is not None else None
     output = check_output(request.output) if request.output else None
     lock_file = _check_lock(request.export_lock)
-    spec = functools.cache(request.load_spec)
+    spec = spec_once(request.spec_path)
     gold = golden.prepare(store=request.golden, check=request.check_golden, directory=request.golden_dir, spec=spec)
     snap = request.take(repo, spec)
     loaded = spec()  # cached; raises here if the spec is broken
@@ -82,7 +125,9 @@ def session(request: SnapshotRequest) -> SnapshotSession:
     if gold is not None and gold.reference is not None and request.check_golden:
         ignore = golden.ignore_patterns(request.ignore, loaded)
         report = golden.check_golden(snap, gold.reference, request.check_golden, ignore=ignore)
-    return SnapshotSession(snapshot=snap, notes=notes, report=report, failed=tuple(failed))
+    return SnapshotSession(
+        snapshot=snap, notes=notes, report=report, failed=tuple(failed), started=started, clock=clock
+    )
 
 
 def _check_lock(path: Path | None) -> Path | None:
@@ -107,53 +152,3 @@ def _store_golden(snap: Snapshot, directory: Path, name: str, exported: object) 
         f"golden {name} stored: {path} (capture: {capture_file})",
         *(f"  not captured: {problem}" for problem in capture.problems),
     ]
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Printing:
-    """What the verb shows: the document as JSON (notes to stderr), the summary, the timings."""
-
-    as_json: bool = False
-    summary: bool = True
-    timings: bool = False
-    schema: bool = False  # print the document's JSON Schema and take no snapshot
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Shown:
-    stdout: str
-    stderr: str
-    exit_code: int
-
-
-def session_shown(request: SnapshotRequest, printing: Printing) -> Shown:
-    """``session(request)`` and its rendering: what the ``snapshot`` verb writes to stdout and
-    stderr, and its exit code (1 on drift from ``--check-golden``'s golden)."""
-    import time
-
-    from megacpp_env.snapshot.proc import process_age
-
-    started, clock = process_age(), time.perf_counter()
-    if printing.schema:
-        from megacpp_env.snapshot.document import json_schema
-
-        return Shown(stdout=json_schema(), stderr="", exit_code=0)
-    done = session(request)
-    out: list[str] = []
-    err: list[str] = []
-    if printing.as_json:
-        out.append(done.snapshot.to_json())
-    (err if printing.as_json else out).extend(f"{note}\n" for note in done.notes)
-    from megacpp_env.snapshot import report
-
-    if not printing.as_json and printing.summary:
-        out.append(report.render_summary(done.snapshot))
-    if printing.timings:
-        total = None if started is None else started + time.perf_counter() - clock
-        err.append(report.render_timings(done.snapshot, started=started, total=total))
-    err += [f"megacpp-env snapshot: error: incomplete: {line}\n" for line in done.failed]
-    if done.report is None:
-        return Shown(stdout="".join(out), stderr="".join(err), exit_code=1 if done.failed else 0)
-    (err if printing.as_json else out).append(report.render(done.report, "text"))
-    code = 1 if done.report.drift or done.failed else 0
-    return Shown(stdout="".join(out), stderr="".join(err), exit_code=code)

@@ -1,4 +1,4 @@
-"""The one registry of policy rules over a loaded Spec (``megacpp-env check``).
+"""The one registry of policy rules over a loaded Spec (``megacpp-env check``: ``codes.check_spec``).
 
 A rule is a module-level :class:`~megacpp_env.rules.base.Rule` made by one of the decorators of
 :mod:`megacpp_env.rules.base`, in any module of this package: :func:`all_rules` imports every module
@@ -17,18 +17,15 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable
 from types import ModuleType
 
-from megacpp_env.errors import MegacppEnvError, SpecError, SpecErrors, unknown_name
-from megacpp_env.findings import CodeDoc, Finding, failing
+from megacpp_env.errors import MegacppEnvError, unknown_name
+from megacpp_env.findings import Finding, failing
 from megacpp_env.rules.base import Rule
-from megacpp_env.spec import suppress
-from megacpp_env.spec.codes import findings_of
 from megacpp_env.spec.model import Spec
 
-__all__ = ["Checked", "Finding", "Rule", "all_rules", "check", "check_rule_ids", "failing", "rule_modules", "run_rules"]
+__all__ = ["Finding", "Rule", "all_rules", "check_rule_ids", "failing", "rule_modules", "run_rules"]
 
 
 # -- the registry ----------------------------------------------------------------------------------
@@ -69,46 +66,3 @@ def run_rules(spec: Spec, *, only: tuple[str, ...] = ()) -> list[Finding]:
         for key, message, remedy in r(spec)
     ]
     return sorted(findings, key=lambda f: (f.severity != "error", f.line, f.code, f.key))
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Checked:
-    """What ``check`` found: the spec (None when it did not load: ``findings`` are its errors), every
-    finding (suppressed ones included, marked), and the ones that fail the check."""
-
-    spec: Spec | None
-    file: str
-    findings: list[Finding]
-    errors: list[Finding]  # the failing ones
-    docs: tuple[CodeDoc, ...] = ()  # the documentation of every code (SARIF's rules)
-
-
-def check(
-    spec: Callable[[], Spec],
-    ids: Iterable[str],
-    *,
-    documented: Callable[[], tuple[CodeDoc, ...]],
-    strict: bool = False,
-    list_rules: bool = False,
-    file_errors: bool = False,
-) -> Checked | tuple[Rule, ...]:
-    """``check [--rule ID]``: the named rules (known, else a usage error before the spec loads) or every
-    rule over the spec, with the spec's suppressions applied (``documented``: every code any family has,
-    to tell an unknown code in a suppression); a spec that does not load gives every error it has as
-    findings; ``file_errors``: a spec file that cannot be read or parsed too (CI formats annotate it),
-    else that stays one error. ``--list-rules``: every rule, no spec."""
-    if list_rules:
-        return all_rules()
-    only = check_rule_ids(ids)
-    try:
-        loaded = spec()
-    except SpecError as exc:  # the document's errors; a file that cannot be read or parsed stays one error
-        if not (isinstance(exc, SpecErrors) or (file_errors and exc.file)):
-            raise
-        found = findings_of(exc)
-        return Checked(spec=None, file=exc.file, findings=found, errors=failing(found), docs=documented())
-    ran = only or tuple(r.code for r in all_rules())
-    docs = documented()
-    known = {d.code for d in docs}
-    found = suppress.apply(loaded, run_rules(loaded, only=only), suppress.declared(loaded), checked=ran, known=known)
-    return Checked(spec=loaded, file=str(loaded.path), findings=found, errors=failing(found, strict=strict), docs=docs)

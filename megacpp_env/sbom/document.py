@@ -279,7 +279,7 @@ def image_sbom(spec: Spec, target: Target, platform: str) -> dict[str, Any]:
     if not venv_lock.is_file():
         raise RefusedError(
             f"{target.name} {platform}: no lock ({venv_lock.relative_to(spec.root).as_posix()}): an SBOM lists "
-            f"only what is locked (run: megacpp-env lock {target.name})"
+            f"only what is locked (run: megacpp-env lock resolve {target.name})"
         )
     components: list[dict[str, Any]] = []
     for path, part in _locks(spec, target, platform):

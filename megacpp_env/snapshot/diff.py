@@ -10,29 +10,27 @@ from __future__ import annotations
 
 import fnmatch
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
 from megacpp_env.findings import SEVERITIES, CodeDoc, Finding, Severity
 from megacpp_env.snapshot import registry
 from megacpp_env.snapshot.document import Snapshot, errors
-from megacpp_env.snapshot.registry import HOST_AREA, label, rank, severity_of
+from megacpp_env.snapshot.registry import HOST_AREA, HOST_CODE, OTHER_CODE, code_of, label, rank, severity_of
 
 SHOW_FILES = 5
+Explainer = Callable[[Mapping[str, Any], Mapping[str, Any]], list[Finding]]
 
 
-# area -> code of a difference there (``explain SD004``); an area no collector registers: SD000
-AREA_CODES = {
-    "python": "SD001", "checkouts": "SD002", "torch": "SD003", "gpu": "SD004", "compilers": "SD005",
-    "runtime": "SD006", "env": "SD007", "scheduler": "SD008", "system": "SD009", "container": "SD010",
-    "repo": "SD011", HOST_AREA: "SD012",
-}  # fmt: skip
-OTHER_AREA = "SD000"
+def area_codes() -> dict[str, str]:
+    """area -> the code of a difference there (``explain SD004``), from the registrations; host's too."""
+    return {**{c.area: c.code for c in registry.collectors()}, HOST_AREA: HOST_CODE}
 
 
 def diff_code(area: str) -> str:
-    return AREA_CODES.get(area, OTHER_AREA)
+    """The code of a difference in ``area``; one no collector registers: SD000."""
+    return code_of(area)
 
 
 def _finding(*, area: str, severity: str, key: str, message: str) -> Finding:
@@ -54,11 +52,11 @@ def codes() -> tuple[CodeDoc, ...]:
             example=f"diff a.json b.json -> {area}\n  {severity_of(area)}  {area}.<key>: <old> -> <new>",
             silence=f"--ignore {area} (or --ignore {area}.<key>), or snapshot.ignore in stack.yaml",
         )
-        for area, code in AREA_CODES.items()
+        for area, code in area_codes().items()
     ]
     docs.append(
         CodeDoc(
-            code=OTHER_AREA,
+            code=OTHER_CODE,
             severity="info",
             summary="an area no collector of this version knows differs",
             family=family,
@@ -189,20 +187,18 @@ def _integrity(name: str, key: str, a: Mapping[str, Any], b: Mapping[str, Any]) 
         gone = [f for f in ia.get(kind, []) if f not in set(ib.get(kind, []))]
         if new:
             out.append(
-                _finding(
-                    area="python",
-                    severity="error",
-                    key=f"python.distributions.{key}.{kind}",
-                    message=f"{name}: {_plural(len(new), 'file')} {phrase}: {_files(new)}",
+                _error(
+                    "python",
+                    f"python.distributions.{key}.{kind}",
+                    f"{name}: {_plural(len(new), 'file')} {phrase}: {_files(new)}",
                 )
             )
         if gone:
             out.append(
-                _finding(
-                    area="python",
-                    severity="warning",
-                    key=f"python.distributions.{key}.{kind}",
-                    message=f"{name}: {_plural(len(gone), 'file')} no longer {kind}: {_files(gone)}",
+                _warning(
+                    "python",
+                    f"python.distributions.{key}.{kind}",
+                    f"{name}: {_plural(len(gone), 'file')} no longer {kind}: {_files(gone)}",
                 )
             )
     return out
@@ -213,41 +209,16 @@ def _dist(key: str, a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) ->
     if a is None or b is None:
         d = b or a or {}
         verb = "installed" if a is None else "no longer installed"
-        return [
-            _finding(
-                area="python", severity="error", key=k, message=f"{d.get('name', key)} {d.get('version', '')}: {verb}"
-            )
-        ]
+        return [_error("python", k, f"{d.get('name', key)} {d.get('version', '')}: {verb}")]
     name = f"{b.get('name', key)} {b.get('version', '')}"
     out: list[Finding] = []
     if a.get("version") != b.get("version"):
-        out.append(
-            _finding(
-                area="python",
-                severity="error",
-                key=f"{k}.version",
-                message=f"{b.get('name', key)} {a.get('version')} -> {b.get('version')}",
-            )
-        )
+        out.append(_error("python", f"{k}.version", f"{b.get('name', key)} {a.get('version')} -> {b.get('version')}"))
     elif a.get("record_sha256") != b.get("record_sha256"):
-        out.append(
-            _finding(
-                area="python",
-                severity="error",
-                key=f"{k}.record_sha256",
-                message=f"{name}: reinstalled with different files (RECORD differs)",
-            )
-        )
+        out.append(_error("python", f"{k}.record_sha256", f"{name}: reinstalled with different files (RECORD differs)"))
     new_version = a.get("version") != b.get("version")
     if _source(a) != _source(b) and not (new_version and _source_kind(a) == _source_kind(b) == "url"):
-        out.append(
-            _finding(
-                area="python",
-                severity="error",
-                key=f"{k}.direct_url",
-                message=f"{name}: installed from {_source(a)} -> {_source(b)}",
-            )
-        )
+        out.append(_error("python", f"{k}.direct_url", f"{name}: installed from {_source(a)} -> {_source(b)}"))
     out += _integrity(name, key, a, b)
     rest = {"version", "record_sha256", "direct_url", "integrity", "name"} | (
         {"metadata_dir"} if new_version else set()
@@ -270,14 +241,7 @@ def diff_python(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Finding]:
             out += _dist(key, da.get(key), db.get(key))
     ia, ib = a.get("interpreter") or {}, b.get("interpreter") or {}
     if ia.get("version") != ib.get("version"):
-        out.append(
-            _finding(
-                area="python",
-                severity="error",
-                key="python.interpreter.version",
-                message=f"python {ia.get('version')} -> {ib.get('version')}",
-            )
-        )
+        out.append(_error("python", "python.interpreter.version", f"python {ia.get('version')} -> {ib.get('version')}"))
     rest_a, rest_b = _without(a, b, "distributions")
     rest_a["interpreter"], rest_b["interpreter"] = _without(ia, ib, "version")
     return out + generic("python", rest_a, rest_b, severity="warning")
@@ -289,34 +253,22 @@ def diff_python(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Finding]:
 def _checkout(name: str, a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> list[Finding]:
     k = f"checkouts.{name}"
     if b is not None and b.get("has_git") is False and (a is None or a.get("has_git") is not False):
-        return [
-            _finding(area="checkouts", severity="error", key=f"{k}.has_git", message=f"{name}: checkout has no .git")
-        ]
+        return [_error("checkouts", f"{k}.has_git", f"{name}: checkout has no .git")]
     if a is None or b is None:
         verb = "appeared" if a is None else "is gone"
         where = (b or a or {}).get("path", "")
-        return [_finding(area="checkouts", severity="warning", key=k, message=f"{name}: checkout {verb} ({where})")]
+        return [_warning("checkouts", k, f"{name}: checkout {verb} ({where})")]
     out: list[Finding] = []
     if a.get("head") != b.get("head"):
         pin = "" if b.get("matches_pin") is not False else f" (pin {str(b.get('expected'))[:12]})"
         out.append(
-            _finding(
-                area="checkouts",
-                severity="error",
-                key=f"{k}.head",
-                message=f"{name}: HEAD {str(a.get('head'))[:12]} -> {str(b.get('head'))[:12]}{pin}",
+            _error(
+                "checkouts", f"{k}.head", f"{name}: HEAD {str(a.get('head'))[:12]} -> {str(b.get('head'))[:12]}{pin}"
             )
         )
     if (a.get("dirty"), a.get("diff_hash")) != (b.get("dirty"), b.get("diff_hash")) and b.get("dirty"):
         what = "local changes differ" if a.get("dirty") else "local changes"
-        out.append(
-            _finding(
-                area="checkouts",
-                severity="error",
-                key=f"{k}.dirty",
-                message=f"{name}: {what} (diff {str(b.get('diff_hash'))[:19]})",
-            )
-        )
+        out.append(_error("checkouts", f"{k}.dirty", f"{name}: {what} (diff {str(b.get('diff_hash'))[:19]})"))
     skip = {"head", "matches_pin"} | ({"dirty", "diff_hash"} if out and b.get("dirty") else set())
     ra, rb = _without(a, b, *skip)
     return out + generic("checkouts", ra, rb, severity="error", base=name, label=name)
@@ -340,6 +292,18 @@ def _changed(a: Mapping[str, Any], b: Mapping[str, Any], key: str = "") -> Itera
 
 def _warning(area: str, key: str, message: str) -> Finding:
     return _finding(area=area, severity="warning", key=key, message=message)
+
+
+def _error(area: str, key: str, message: str) -> Finding:
+    return _finding(area=area, severity="error", key=key, message=message)
+
+
+def _note(area: str, key: str, message: str) -> Finding:
+    return _finding(area=area, severity="note", key=key, message=message)
+
+
+def _info(area: str, key: str, message: str) -> Finding:
+    return _finding(area=area, severity="info", key=key, message=message)
 
 
 def diff_env(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Finding]:
@@ -379,11 +343,10 @@ def diff_torch(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Finding]:
         return generic("torch", a, b)
     side = "B" if isinstance(ib, dict) else "A"
     out = [
-        _finding(
-            area="torch",
-            severity="note",
-            key="torch.imported",
-            message=f"torch: only {side} imported torch (taken with --torch); its import facts are not compared",
+        _note(
+            "torch",
+            "torch.imported",
+            f"torch: only {side} imported torch (taken with --torch); its import facts are not compared",
         )
     ]
     rest_a, rest_b = _without(a, b, "imported")
@@ -405,7 +368,7 @@ def diff_gpu(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Finding]:
             d = xb or xa or {}
             verb = "appeared" if xa is None else "is gone"
             msg = f"gpu {index}: {d.get('name', '?')} {verb}"
-            out.append(_finding(area="gpu", severity="warning", key=f"gpu.devices.{index}", message=msg))
+            out.append(_warning("gpu", f"gpu.devices.{index}", msg))
         elif xa != xb:
             out += generic("gpu", xa, xb, base=f"devices.{index}", label=f"gpu {index} ({xb.get('name', '?')})")
     rest_a, rest_b = _without(a, b, "devices")
@@ -418,22 +381,20 @@ def diff_system(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Finding]:
     out = []
     if fa != fb:
         change = [*(f"+{f}" for f in sorted(fb - fa)), *(f"-{f}" for f in sorted(fa - fb))]
-        out.append(
-            _finding(area="system", severity="info", key="system.cpu_flags", message=f"cpu flags: {' '.join(change)}")
-        )
+        out.append(_info("system", "system.cpu_flags", f"cpu flags: {' '.join(change)}"))
     rest_a, rest_b = _without(a, b, "cpu_flags")
     return out + generic("system", rest_a, rest_b)
 
 
-EXPLAINERS = {
-    "python": diff_python,
-    "checkouts": diff_checkouts,
-    "env": diff_env,
-    "runtime": diff_runtime,
-    "torch": diff_torch,
-    "gpu": diff_gpu,
-    "system": diff_system,
-}
+def explainer(name: str) -> Explainer | None:
+    """The explainer a registration names (``Collector.explain``/``explain_live``): a function of this
+    module; "" names none."""
+    if not name:
+        return None
+    found = globals().get(name)
+    if not callable(found):
+        raise ValueError(f"no explainer {name!r} in megacpp_env/snapshot/diff.py (a collector registration names it)")
+    return cast("Explainer", found)
 
 
 # ---- live: notes only ---------------------------------------------------------------------------
@@ -452,7 +413,7 @@ def live_repo(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Finding]:
         return []
     where = f" ({b.get('path')})" if a.get("path") != b.get("path") else ""
     msg = f"training repository{where}: {state(a)} -> {state(b)}"
-    return [_finding(area="repo", severity="note", key="live.repo", message=msg)]
+    return [_note("repo", "live.repo", msg)]
 
 
 def live_container(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Finding]:
@@ -461,11 +422,18 @@ def live_container(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Finding]:
     if all(a.get(k) == b.get(k) for k in keys):
         return []
     old, new = ("/".join(str(x.get(k) or "-") for k in keys) for x in (a, b))
-    return [_finding(area="container", severity="note", key="live.container", message=f"container: {old} -> {new}")]
+    return [_note("container", "live.container", f"container: {old} -> {new}")]
 
 
-# Parts of ``live`` worth a note in a diff; the rest (temperatures, clocks now, job ids) never are.
-LIVE_EXPLAINERS = {"repo": live_repo, "container": live_container}
+def _predates(area: str, a: Any, b: Any, a_label: str, b_label: str) -> list[Finding] | None:
+    """One note when only one side has ``area`` and its registration reads a document without it as
+    older (``older="note"``): that document predates the area, nothing was compared; else None."""
+    found = registry.by_area(area)
+    if found is None or found.older != "note" or (a is None) == (b is None):
+        return None
+    older = a_label if a is None else b_label
+    msg = f"{area}: {older} predates this area (taken by an older megacpp-env): not compared"
+    return [_note(area, area, msg)]
 
 
 def _versions(a: Snapshot, b: Snapshot) -> Finding:
@@ -476,7 +444,7 @@ def _versions(a: Snapshot, b: Snapshot) -> Finding:
         "show as differences; take the older snapshot again with this megacpp-env "
         "(a golden: megacpp-env snapshot --golden NAME)"
     )
-    return _finding(area="host", severity="note", key="host.schema_version", message=msg)
+    return _note("host", "host.schema_version", msg)
 
 
 def _ignored(finding: Finding, patterns: Iterable[str]) -> bool:
@@ -492,15 +460,12 @@ def _rank(findings: Iterable[Finding]) -> tuple[Finding, ...]:
 def incomplete(snap: Snapshot, label: str) -> list[Finding]:
     """One error finding per part of ``snap`` that could not be read (``document.errors``): however
     equal two snapshots look there, nothing was compared, so they are never "the same"."""
+    why = "could not be read, so not compared"
     return [
-        _finding(
-            area=line.partition(".")[0].partition(":")[0],
-            severity="error",
-            key=f"{line.partition(':')[0]}.error",
-            message=f"{label}: could not be read, so not compared: {line} (remedy: fix the cause, take it again)",
-        )
+        _error(line.partition(".")[0].partition(":")[0], f"{line.partition(':')[0]}.error",
+               f"{label}: {why}: {line} (remedy: fix the cause, take it again)")
         for line in errors(snap.facts)
-    ]
+    ]  # fmt: skip
 
 
 def diff_snapshots(
@@ -511,28 +476,26 @@ def diff_snapshots(
         fa, fb = a.facts.get(area), b.facts.get(area)
         if fa == fb:
             continue
-        explain = EXPLAINERS.get(area)
-        if explain and isinstance(fa, dict) and isinstance(fb, dict):
+        found = registry.by_area(area)
+        explain = explainer(found.explain) if found else None
+        predates = _predates(area, fa, fb, a_label, b_label)
+        if predates is not None:
+            findings += predates
+        elif explain and isinstance(fa, dict) and isinstance(fb, dict):
             findings += explain(fa, fb)
         else:
             findings += generic(area, fa, fb)
-    for area, explain_live in LIVE_EXPLAINERS.items():
-        la, lb = a.live.get(area), b.live.get(area)
-        if isinstance(la, dict) and isinstance(lb, dict):
+    # parts of ``live`` worth a note in a diff; the rest (temperatures, clocks now, job ids) never are
+    for c in registry.collectors():
+        explain_live, la, lb = explainer(c.explain_live), a.live.get(c.area), b.live.get(c.area)
+        if explain_live and isinstance(la, dict) and isinstance(lb, dict):
             findings += explain_live(la, lb)
     findings += incomplete(a, a_label) + incomplete(b, b_label)
     if a.schema_version != b.schema_version:
         findings.append(_versions(a, b))
     for key in ("hostname", "memory_total_gib", "tool", "inspected_python"):
         if a.host.get(key) != b.host.get(key):
-            findings.append(
-                _finding(
-                    area="host",
-                    severity="note",
-                    key=f"host.{key}",
-                    message=f"{key}: {show(a.host.get(key))} -> {show(b.host.get(key))}",
-                )
-            )
+            findings.append(_note("host", f"host.{key}", f"{key}: {show(a.host.get(key))} -> {show(b.host.get(key))}"))
     kept = [f for f in findings if not _ignored(f, ignore)]
     dropped = [f for f in findings if _ignored(f, ignore)]
     return DiffReport(

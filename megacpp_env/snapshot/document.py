@@ -21,7 +21,7 @@ from typing import Any
 
 from megacpp_env.errors import FormatError, MegacppEnvError, VerificationError
 from megacpp_env.fsutil import canonical_hash
-from megacpp_env.records import Table, read_json
+from megacpp_env.records import Table, read_document
 from megacpp_env.snapshot import registry
 
 SCHEMA = "megacpp-env/snapshot"
@@ -148,12 +148,7 @@ class Snapshot:
 
 
 def load_snapshot(path: Path) -> Snapshot:
-    try:
-        return Snapshot.read(read_json(path, SnapshotFormatError))
-    except FileNotFoundError:
-        raise SnapshotFormatError("no such snapshot file", file=str(path)) from None
-    except OSError as exc:
-        raise SnapshotFormatError(f"unreadable snapshot: {exc.strerror or exc}", file=str(path)) from None
+    return read_document(path, Snapshot.read, SnapshotFormatError, "snapshot file")
 
 
 def check_output(path: Path, *, option: str = "--output") -> Path:

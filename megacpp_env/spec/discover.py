@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from megacpp_env.errors import SpecError
+
+if TYPE_CHECKING:
+    from megacpp_env.spec.model import Spec
 
 SPEC_ENV = "MEGACPP_ENV_SPEC"
 SPEC_NAME = "stack.yaml"
@@ -37,7 +41,22 @@ def chosen_path(explicit: str | None, cwd: Path | None = None) -> Path | None:
 
 def required_path(explicit: str | None, cwd: Path | None = None) -> Path:
     """Like ``chosen_path``, but a spec that cannot be found is a ``SpecError`` naming where it looked."""
-    path = chosen_path(explicit, cwd)
+    return required(chosen_path(explicit, cwd), cwd)
+
+
+def load_present(path: Path | None) -> Spec | None:
+    """The spec at ``path`` when that file exists (errors in it still fail); None without one: for the
+    commands that also work where there is no stack.yaml."""
+    if path is None or not path.is_file():
+        return None
+    from megacpp_env.spec.loader import load_spec
+
+    return load_spec(path)
+
+
+def required(path: Path | None, cwd: Path | None = None) -> Path:
+    """``path`` (what ``chosen_path`` gave), or, when there is none, the ``SpecError`` naming where
+    the search looked: for a command that loads the spec only when it needs it."""
     if path is not None:
         return path
     here = (cwd or Path.cwd()).absolute()

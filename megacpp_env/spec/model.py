@@ -68,7 +68,7 @@ class Index:
     prerelease: bool = False
     """Pre-releases are allowed for the packages of this index."""
     reachable_here: bool = True
-    """false: `lock --check` reports the lock as unlocked (index unreachable here) instead of trying."""
+    """false: `lock check` reports the lock as unlocked (index unreachable here) instead of trying."""
 
     def to_dict(self) -> dict[str, Any]:
         return as_dict(self)

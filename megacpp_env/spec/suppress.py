@@ -14,7 +14,7 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
 from megacpp_env.errors import did_you_mean
-from megacpp_env.findings import Finding
+from megacpp_env.findings import Finding, Severity
 from megacpp_env.spec.codes import UNKNOWN_CODE, UNUSED_SUPPRESSION
 from megacpp_env.spec.model import Spec
 
@@ -73,31 +73,23 @@ def apply(
         if by is not None:
             used.add(by)
         out.append(f if by is None else dataclasses.replace(f, suppressed=by.reason))
-    file = str(spec.path)
     for s in rules:
         if known is not None and s.code not in known:
-            out.append(
-                Finding(
-                    code=UNKNOWN_CODE,
-                    severity="error",
-                    file=file,
-                    line=spec.line_of(s.key),
-                    key=s.key,
-                    message=f"no finding has the code {s.code}: this suppression silences nothing",
-                    remedy=f"{did_you_mean(s.code, sorted(known))} (`megacpp-env explain --list` lists every code)",
-                )
-            )
+            message = f"no finding has the code {s.code}: this suppression silences nothing"
+            remedy = f"{did_you_mean(s.code, sorted(known))} (`megacpp-env explain --list` lists every code)"
+            out.append(_about(spec, s, UNKNOWN_CODE, "error", message, remedy))
         elif s.code in checked and s not in used:
-            out.append(
-                Finding(
-                    code=UNUSED_SUPPRESSION,
-                    severity="warning",
-                    file=file,
-                    line=spec.line_of(s.key),
-                    key=s.key,
-                    area="suppressions",
-                    message=f"the suppression of {s.code} under {s.scope} silences nothing (its reason: {s.reason})",
-                    remedy="remove it: the finding is fixed or reported elsewhere",
-                )
-            )
+            message = f"the suppression of {s.code} under {s.scope} silences nothing (its reason: {s.reason})"
+            remedy = "remove it: the finding is fixed or reported elsewhere"
+            out.append(_about(spec, s, UNUSED_SUPPRESSION, "warning", message, remedy, area="suppressions"))
     return out
+
+
+def _about(
+    spec: Spec, s: Suppression, code: str, severity: Severity, message: str, remedy: str, *, area: str = ""
+) -> Finding:
+    """A finding about the suppression ``s`` itself, on its line of the spec."""
+    return Finding(
+        code=code, severity=severity, file=str(spec.path), line=spec.line_of(s.key), key=s.key, area=area,
+        message=message, remedy=remedy,
+    )  # fmt: skip

@@ -49,6 +49,8 @@ Progress = Callable[[str], None]
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Step:
+    """One step of a source build (checkout, overlay, build, install, sanity) and how long it took."""
+
     name: str
     seconds: float
     detail: str = ""

@@ -73,7 +73,7 @@ class ToolCache:
         self.lock = threading.Lock()
         self.dirty = False
         if cache is not None:
-            data = cachefile.read_json(str(cache.file(TOOLS_CACHE)), cache.key, TOOLS_LIMIT, notes)
+            _found, data = cachefile.read_json(str(cache.file(TOOLS_CACHE)), cache.key, TOOLS_LIMIT, notes)
             self.entries = data if isinstance(data, dict) else {}
 
     def speculate(self, program: str, args: Sequence[str]) -> bool:
@@ -141,7 +141,9 @@ class ToolCache:
 
     def save(self) -> None:
         if self.cache is not None and self.dirty:
-            cachefile.write_json(str(self.cache.file(TOOLS_CACHE)), self.entries, self.cache.key, self.notes)
+            payload = json.dumps(self.entries, sort_keys=True).encode()
+            note = cachefile.write(str(self.cache.file(TOOLS_CACHE)), payload, self.cache.key)
+            self.notes += [note] if note else []
 
 
 TOOLS_CACHE = "tools-2.json"

@@ -161,11 +161,7 @@ CACHE_LIMIT = 1 << 20
 
 def _load_fixed(cache_file: Path, key: dict[str, Any], seal: bytes | None) -> dict[str, Any] | None:
     """The cached ``FIXED`` facts when the sealed file holds them for exactly ``key``, else None."""
-    entry = cachefile.read(str(cache_file), seal, CACHE_LIMIT)
-    try:
-        stored = json.loads(entry.payload) if entry.payload is not None else None
-    except ValueError:
-        return None
+    _found, stored = cachefile.read_json(str(cache_file), seal, CACHE_LIMIT)
     if not isinstance(stored, dict) or stored.get("key") != key or not isinstance(stored.get("fixed"), dict):
         return None
     fixed: dict[str, Any] = stored["fixed"]

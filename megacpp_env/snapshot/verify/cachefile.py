@@ -23,9 +23,11 @@ this directory.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import stat as st_mod
 from dataclasses import dataclass
+from typing import Any
 
 MAGIC = b"megacpp-env cache 1\n"
 TAG_BYTES = 32
@@ -116,6 +118,22 @@ def read(path: str, key: bytes | None, limit: int) -> Entry:  # noqa: PLR0911 (o
     return Entry(payload=data[len(MAGIC) + TAG_BYTES :])
 
 
+def read_json(path: str, key: bytes | None, limit: int, notes: list[str] | None = None) -> tuple[bool, Any]:
+    """(whether the sealed cache file at ``path`` held a payload, that payload as JSON, None when it is
+    not JSON); why a file was discarded is appended to ``notes``."""
+    entry = read(path, key, limit)
+    if entry.note and notes is not None:
+        notes.append(entry.note)
+    if entry.payload is None:
+        return False, None
+    try:
+        return True, json.loads(entry.payload)
+    except ValueError:
+        if notes is not None:
+            notes.append(f"{os.path.basename(path)}: not JSON: discarded")
+        return True, None
+
+
 def _read_all(fd: int, limit: int) -> bytes:
     chunks, size = [], 0
     while chunk := os.read(fd, 1 << 20):
@@ -157,23 +175,6 @@ def write(path: str, payload: bytes, key: bytes | None) -> str | None:
             os.unlink(tmp)
         return f"{os.path.basename(path)}: not written ({exc.strerror or exc})"
     return None
-
-
-def read_json(path: str, key: bytes | None, limit: int, notes: list[str]) -> object:
-    """The JSON value of the sealed cache file at ``path``; None when there is none or it was
-    discarded (the reason appended to ``notes``). Its shape is the caller's to check."""
-    import json
-
-    entry = read(path, key, limit)
-    if entry.note:
-        notes.append(entry.note)
-    if entry.payload is None:
-        return None
-    try:
-        return json.loads(entry.payload)
-    except ValueError:
-        notes.append(f"{os.path.basename(path)}: not JSON: discarded")
-        return None
 
 
 def write_json(path: str, value: object, key: bytes | None, notes: list[str]) -> None:

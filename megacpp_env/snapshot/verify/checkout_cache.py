@@ -217,7 +217,7 @@ def _file(cache: Cache, path: Path, tag: str) -> Path:
 
 
 def _load(where: Path, cache: Cache, notes: list[str]) -> tuple[str, list[Repo], dict[str, Any]] | None:
-    raw = cachefile.read_json(str(where), cache.key, LIMIT, notes)
+    _found, raw = cachefile.read_json(str(where), cache.key, LIMIT, notes)
     if not isinstance(raw, dict):
         return None
     repos = [Repo.from_json(r) for r in raw.get("repos") or []]
@@ -262,5 +262,6 @@ def cached(
     after = signature(path, tag, repos, environ)
     if after[0] == before[0] and after[1] < started - RACY_NS and "error" not in facts:
         payload = {"format": FORMAT, "signature": before[0], "repos": [r.to_json() for r in repos], "facts": facts}
-        cachefile.write_json(str(where), payload, cache.key, notes)
+        note = cachefile.write(str(where), json.dumps(payload, sort_keys=True).encode(), cache.key)
+        notes += [note] if note else []
     return facts

@@ -397,9 +397,9 @@ class Plan:
 
     def __init__(self, path: Path, key: bytes | None, notes: list[str]) -> None:
         self.path, self.key, self.notes = path, key, notes
-        raw = cachefile.read_json(str(path), key, PLAN_LIMIT, notes)
+        held, raw = cachefile.read_json(str(path), key, PLAN_LIMIT, notes)
         self.entries: dict[str, PlanEntry] = {}
-        if raw is None:
+        if not held:
             return
         if not isinstance(raw, dict):
             notes.append(f"{path.name}: not a plan: discarded")
@@ -415,7 +415,10 @@ class Plan:
         return bool(self.entries)
 
     def save(self, entries: dict[str, PlanEntry]) -> None:
-        cachefile.write_json(str(self.path), {k: v.to_json() for k, v in entries.items()}, self.key, self.notes)
+        text = json.dumps({k: v.to_json() for k, v in entries.items()}, sort_keys=True)
+        note = cachefile.write(str(self.path), text.encode(), self.key)
+        if note:
+            self.notes.append(note)
 
 
 def group_records(records: Sequence[DistRecord]) -> list[Group]:

@@ -70,13 +70,11 @@ def cache_file(cache: Cache, python: str) -> Path:
 
 
 def _load(path: Path, key: bytes, notes: list[str]) -> tuple[str, dict[str, Any]] | None:
-    raw = cachefile.read_json(str(path), key, LIMIT, notes)
-    if raw is None:
-        return None
+    found, raw = cachefile.read_json(str(path), key, LIMIT, notes)
     listing = raw.get("listing") if isinstance(raw, dict) else None
-    signature = raw.get("signature") if isinstance(raw, dict) else None
-    if not isinstance(listing, dict) or not isinstance(signature, str):
-        notes.append(f"{path.name}: not a probe cache of this version: discarded")
+    if not isinstance(listing, dict) or not isinstance(raw.get("signature"), str):
+        if found:
+            notes.append(f"{path.name}: not a probe cache of this version: discarded")
         return None
     dists = listing.get("distributions")
     fields = ("name", "version", "path")
@@ -85,7 +83,7 @@ def _load(path: Path, key: bytes, notes: list[str]) -> tuple[str, dict[str, Any]
     ):
         notes.append(f"{path.name}: a listing of another shape: discarded")
         return None
-    return signature, listing
+    return raw["signature"], listing
 
 
 def run_probe(python: str, environ: Mapping[str, str], cache: Cache | None) -> Probe:
@@ -108,5 +106,7 @@ def run_probe(python: str, environ: Mapping[str, str], cache: Cache | None) -> P
         digest, newest = signature(probe.data, probe.data.get("distributions") or [])
         if newest < started - RACY_NS:  # an unwritable cache only costs the next snapshot a listing
             listing = {"distributions": probe.data.get("distributions") or []}
-            cachefile.write_json(str(path), {"signature": digest, "listing": listing}, cache.key, notes)
+            payload = json.dumps({"signature": digest, "listing": listing}, sort_keys=True).encode()
+            note = cachefile.write(str(path), payload, cache.key)
+            notes += [note] if note else []
     return Probe(data=probe.data, seconds=probe.seconds, reused=probe.reused, notes=tuple(notes))
