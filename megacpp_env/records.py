@@ -9,7 +9,8 @@ error class (a ``FormatError``) naming the file and the key path, e.g.
 ``packaging.pylock`` gives its ``PylockValidationError``.
 
 Records are ``@dataclass(frozen=True, kw_only=True, slots=True)`` with ``from_dict``/``to_dict``;
-``as_dict`` derives ``to_dict`` from the fields (``renamed``/``HIDDEN`` field metadata).
+``as_dict`` derives ``to_dict`` from the fields (``renamed``/``HIDDEN`` field metadata), and a record
+whose ``to_dict`` is just that subclasses ``Record``.
 """
 
 from __future__ import annotations
@@ -255,3 +256,13 @@ def as_dict(record: Any) -> dict[str, Any]:
         if f.metadata.get("dump", True):
             out[f.metadata.get("key", f.name)] = plain(getattr(record, f.name))
     return out
+
+
+class Record:
+    """A record whose ``to_dict`` is its fields (``as_dict``): a frozen dataclass subclasses it instead of
+    writing that method again."""
+
+    __slots__ = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return as_dict(self)

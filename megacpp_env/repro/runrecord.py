@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from megacpp_env.errors import FormatError, RefusedError
-from megacpp_env.records import Table, as_dict
+from megacpp_env.records import Record, Table
 
 
 class RunRecordError(FormatError):
@@ -24,7 +24,7 @@ class RunRecordError(FormatError):
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class RunRecord:
+class RunRecord(Record):
     """One attempt of ``run --golden``: what ran, how it ended, on which environment."""
 
     time: str  # UTC, when the command started (or was refused)
@@ -40,9 +40,6 @@ class RunRecord:
     allowed_drift: bool
     drift_summary: dict[str, Any]
     precheck_s: float
-
-    def to_dict(self) -> dict[str, Any]:
-        return as_dict(self)
 
     @classmethod
     def read(cls, t: Table) -> RunRecord:
