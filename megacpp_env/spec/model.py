@@ -234,7 +234,7 @@ class BuildSettings(Record):
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Override:
+class Override(Record):
     """A reviewed resolution: ``requirement`` replaces every requirement on its package (uv's
     ``override-dependencies``); ``sys_platform == 'never'`` as marker removes them."""
 
@@ -245,12 +245,9 @@ class Override:
     requirers: tuple[str, ...] = ()  # distributions whose own requirement it overrules (post-install check)
     """Distributions whose own requirement it overrules (the post-install check accepts only these)."""
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"requirement": self.requirement, "reason": self.reason, "requirers": list(self.requirers)}
-
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Provides:
+class Provides(Record):
     """A distribution that supplies another one's modules under a different name (pytorch-triton
     provides triton): a requirement on ``provides`` is met by ``provider`` at the provider's version."""
 
@@ -261,25 +258,15 @@ class Provides:
     reason: str
     """Why (reviewed)."""
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"provider": self.provider, "provides": self.provides, "reason": self.reason}
-
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Resolutions:
+class Resolutions(Record):
     overrides: tuple[Override, ...] = ()
     """Reviewed resolutions that replace requirements (uv's override-dependencies)."""
     provides: tuple[Provides, ...] = ()
     """Distributions that supply another's modules under a different name."""
     prereleases: Mapping[str, str] = field(default_factory=dict)  # package -> why a pre-release is allowed
     """Packages allowed a pre-release: package -> why."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "overrides": [o.to_dict() for o in self.overrides],
-            "provides": [p.to_dict() for p in self.provides],
-            "prereleases": dict(self.prereleases),
-        }
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
