@@ -73,13 +73,14 @@ def _submodule_problem(fetch: Fetch, pinned: Source, tree: SourceFacts | None) -
 @build_rule(
     "UP014",
     "error",
-    "a build-time fetch brings the submodules CMake would clone",
     wheels=True,
     once=True,
     trip=("drop sources.vllm_fmha_sm100.submodules",),
 )
 def fetch_submodules(spec: Spec, t: Target, src: Source) -> Iterator[Hit]:
-    """A build-time fetch brings the submodules CMake would clone (the facts' submodule_mode at the CMake file and
+    """a build-time fetch brings the submodules CMake would clone
+
+    A build-time fetch brings the submodules CMake would clone (the facts' submodule_mode at the CMake file and
     line, against the fetched source's submodules)."""
     facts = spec_facts(spec)
     for _, name, fetch in _fetches(spec, src):
@@ -99,7 +100,6 @@ def fetch_submodules(spec: Spec, t: Target, src: Source) -> Iterator[Hit]:
 @build_rule(
     "UP015",
     "warning",
-    "a fetched tree not read here is reported unverified",
     wheels=True,
     once=True,
     example=(
@@ -109,7 +109,9 @@ def fetch_submodules(spec: Spec, t: Target, src: Source) -> Iterator[Hit]:
     ),
 )
 def unread_fetches(spec: Spec, t: Target, src: Source) -> Iterator[Hit]:
-    """A fetched tree not read here (`unread`) is reported unverified: CMake's clone of it and the files the build
+    """a fetched tree not read here is reported unverified
+
+    A fetched tree not read here (`unread`) is reported unverified: CMake's clone of it and the files the build
     reads from it are not checked."""
     facts = spec_facts(spec)
     for _, name, fetch in _fetches(spec, src):
@@ -162,7 +164,6 @@ def _branches_problem(src: Source, variable: str, name: str, fetch: Fetch) -> It
 @build_rule(
     "UP016",
     "error",
-    "a fetch's override keeps upstream's release code path",
     wheels=True,
     once=True,
     example=(
@@ -172,7 +173,9 @@ def _branches_problem(src: Source, variable: str, name: str, fetch: Fetch) -> It
     ),
 )
 def fetch_overrides(spec: Spec, t: Target, src: Source) -> Iterator[Hit]:
-    """A fetch's override keeps upstream's release code path: no *_SRC_DIR that selects local-development code, not
+    """a fetch's override keeps upstream's release code path
+
+    A fetch's override keeps upstream's release code path: no *_SRC_DIR that selects local-development code, not
     both overrides, CMake's override only for a build that reads CMAKE_ARGS."""
     own = spec_facts(spec).get(src.name)
     reads = {e.name: e.at for e in own.env} if own is not None else {}
