@@ -120,13 +120,16 @@ class Table:
         value: int = self._get(key, int, "an integer", default)
         return value
 
-    def texts(self, key: str, default: Any = ()) -> tuple[str, ...]:
+    def texts(self, key: str, default: Any = (), *, verbatim: bool = False) -> tuple[str, ...]:
+        """An array of strings; ``verbatim``: any character (the arguments of a command line, where a
+        ``python -c`` script holds newlines: never written into a line-based file, shown escaped)."""
         items: list[Any] = self._get(key, list, "an array of strings", default)
         for i, item in enumerate(items):
             where = join(self.where(key), i)
             if not isinstance(item, str):
                 raise self.error(f"expected a string, got {kind_of(item)}", file=self.file, key=where)
-            self._safe(item, where)
+            if not verbatim:
+                self._safe(item, where)
         return tuple(items)
 
     def text_map(self, key: str) -> dict[str, str]:
