@@ -21,11 +21,11 @@ import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any
 
 from megacpp_env import netio
 from megacpp_env.errors import RefusedError, ToolError, VerificationError, unknown_name
 from megacpp_env.fsutil import read_text_input, sha256_file, sweep_staging
+from megacpp_env.records import Record
 from megacpp_env.spec.model import ArtifactSet, Spec
 
 CHECKSUMS = "checksums.txt"
@@ -36,23 +36,13 @@ DEADLINE_S = 1800.0  # one file, start to end (MEGACPP_NET_DEADLINE overrides)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class MirrorResult:
+class MirrorResult(Record):
     name: str
     dest: str
     files: int
     fetched: int
     kept: int
     bytes: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "dest": self.dest,
-            "files": self.files,
-            "fetched": self.fetched,
-            "kept": self.kept,
-            "bytes": self.bytes,
-        }
 
 
 def parse_checksums(text: str, where: str) -> list[tuple[str, str]]:

@@ -21,7 +21,7 @@ from types import ModuleType
 from typing import Any, NoReturn
 
 from megacpp_env import __version__
-from megacpp_env.errors import EXIT_ABORT_BISECT, EXIT_BUG, EXIT_INTERRUPTED, EXIT_USAGE, MegacppEnvError
+from megacpp_env.errors import EXIT_ABORT_BISECT, EXIT_BUG, EXIT_INTERRUPTED, EXIT_USAGE, MegacppEnvError, Terminated
 
 # verb -> (module under megacpp_env.commands, one-line help). A module with ``run(args)`` is the verb;
 # a module with a ``SUBCOMMANDS`` table instead (``lock``) is a group of real argparse sub-commands,
@@ -297,7 +297,11 @@ def entry() -> NoReturn:
     from megacpp_env.streams import guard_standard_streams
 
     guard_standard_streams()  # a closed descriptor 0-2 (`>&-`): /dev/null there; see streams
-    code = main()
+    _terminate_as_interrupt()
+    try:
+        code = main()
+    except Terminated as exc:  # before a verb ran (dispatch reports one that reaches the verb)
+        code = 128 + exc.signum
     verb = _chosen_verb(sys.argv[1:])
     if verb is not None and getattr(sys.modules.get(f"megacpp_env.commands.{VERBS[verb][0]}"), "FAST_EXIT", False):
         for stream in (sys.stdout, sys.stderr):
@@ -305,6 +309,22 @@ def entry() -> NoReturn:
                 stream.flush()
         os._exit(code)
     sys.exit(code)
+
+
+def _terminate_as_interrupt() -> None:
+    """SIGTERM and SIGHUP raise ``errors.Terminated`` where the program is (unless they are ignored, as
+    under ``nohup``): killed by default, the program would leave its children behind (git, in a group
+    of its own that no terminal signal reaches, blocked for up to its deadline)."""
+    import signal
+
+    from megacpp_env.errors import Terminated
+
+    def stop(signum: int, _frame: object) -> None:
+        raise Terminated(signum)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(sig) is signal.SIG_DFL:
+            signal.signal(sig, stop)
 
 
 def _main(args_list: list[str]) -> int:
@@ -343,6 +363,11 @@ def dispatch(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("megacpp-env: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except Terminated as exc:
+        import signal
+
+        print(f"megacpp-env: terminated ({signal.Signals(exc.signum).name})", file=sys.stderr)
+        return 128 + exc.signum
     except BrokenPipeError:
         return 0
     except Exception:  # a bug: show the traceback and ask for a report

@@ -32,22 +32,19 @@ from packaging.version import InvalidVersion, Version
 
 from megacpp_env.errors import FormatError
 from megacpp_env.findings import CodeDoc, Finding
-from megacpp_env.records import Table, read_json
+from megacpp_env.records import Record, Table, read_json
 
 SCHEMA_VERSION = 1
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Accepted:
+class Accepted(Record):
     """An override: the installed version of its package must satisfy ``requirement``; a requirement
     it overrules is accepted only from ``requirers`` (any requirer when empty)."""
 
     requirement: str
     reason: str
     requirers: tuple[str, ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"requirement": self.requirement, "reason": self.reason, "requirers": list(self.requirers)}
 
     def covers(self, requirer: str) -> bool:
         return not self.requirers or canonicalize_name(requirer) in {canonicalize_name(r) for r in self.requirers}
@@ -151,7 +148,7 @@ class Installed:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Problem:
+class Problem(Record):
     requirer: str
     requirement: str
     problem: str  # "missing", "conflict", "both installed", "bad metadata"
@@ -172,15 +169,6 @@ class Problem:
             remedy="declare the resolution in the target (resolutions: overrides or provides), or fix the lock",
             suppressed=self.accepted_by,
         )
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "requirer": self.requirer,
-            "requirement": self.requirement,
-            "problem": self.problem,
-            "detail": self.detail,
-            "accepted_by": self.accepted_by,
-        }
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -129,3 +129,15 @@ class VerificationError(MegacppEnvError):
 
 class RefusedError(MegacppEnvError):
     """The tool refuses an operation that would lose data or act on an unverifiable tree."""
+
+
+class Terminated(BaseException):
+    """SIGTERM or SIGHUP reached the program: ``cli.entry`` turns them into this, as Python turns SIGINT
+    into ``KeyboardInterrupt``, so what is running unwinds the same way (a git or build child in a
+    process group of its own is killed and reaped, a temporary file removed, ``run``'s benchmark gets
+    the signal) and the program exits 128 + the signal's number, as a shell reports it. Not an
+    ``Exception``: nothing that handles errors swallows it."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum

@@ -171,10 +171,7 @@ def _driver_overrides(cwd: Path | str | None) -> dict[str, str]:
     try:
         proc = _spawn(argv, cwd=cwd, env=_env(None, trusted=False), input_bytes=None, trusted=False)
     except subprocess.TimeoutExpired as exc:
-        raise ToolError(
-            f"git config --list did not finish in {exc.timeout:g}s in {cwd} (stopped; a FIFO among its config "
-            f"files? {TIMEOUT_ENV} sets the limit)"
-        ) from None
+        raise _stopped("config --list", exc, cwd, "a FIFO among its config files") from None
     except OSError:
         return {}
     out: dict[str, str] = {}
@@ -285,10 +282,7 @@ def run_git(
     try:
         proc = _spawn(argv, cwd=cwd, env=_env(env, trusted=trusted), input_bytes=input_bytes, trusted=trusted)
     except subprocess.TimeoutExpired as exc:
-        raise ToolError(
-            f"git {shown} did not finish in {exc.timeout:g}s in {cwd or '.'} (stopped; a FIFO or a hung remote "
-            f"in the repository? {TIMEOUT_ENV} sets the limit)"
-        ) from None
+        raise _stopped(shown, exc, cwd or ".", "a FIFO or a hung remote in the repository") from None
     except OSError as exc:  # a missing or unreadable cwd, an unusable git executable
         raise ToolError(f"git {shown} could not run in {cwd or '.'}: {exc.strerror or exc}") from None
     if check and proc.returncode != 0:
@@ -332,7 +326,7 @@ def _spawn(
     """Run git in a process group of its own, its output captured, with a deadline (``timeout_s``).
     When the deadline passes, or this process is interrupted (^C does not reach the group: it has no
     terminal), the whole group (git, its helpers, ssh) is killed and reaped: nothing is left behind.
-    ``subprocess.TimeoutExpired`` is raised for the caller to word."""
+    ``subprocess.TimeoutExpired`` is raised for the caller to word (``_stopped``)."""
     limit = timeout_s(trusted=trusted)
     proc = subprocess.Popen(
         list(argv), cwd=cwd, env=dict(env), start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -344,6 +338,14 @@ def _spawn(
         _kill_group(proc)
         raise
     return subprocess.CompletedProcess(list(argv), proc.returncode, out, err)
+
+
+def _stopped(what: str, exc: subprocess.TimeoutExpired, cwd: Path | str, suspect: str) -> ToolError:
+    """The error of ``git WHAT`` stopped at its deadline (``_spawn``) in ``cwd``: ``suspect`` says what
+    may have blocked it."""
+    return ToolError(
+        f"git {what} did not finish in {exc.timeout:g}s in {cwd} (stopped; {suspect}? {TIMEOUT_ENV} sets the limit)"
+    )
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:

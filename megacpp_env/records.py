@@ -9,7 +9,8 @@ error class (a ``FormatError``) naming the file and the key path, e.g.
 ``packaging.pylock`` gives its ``PylockValidationError``.
 
 Records are ``@dataclass(frozen=True, kw_only=True, slots=True)`` with ``from_dict``/``to_dict``;
-``as_dict`` derives ``to_dict`` from the fields (``renamed``/``HIDDEN`` field metadata).
+``as_dict`` derives ``to_dict`` from the fields (``renamed``/``HIDDEN`` field metadata), and a record
+whose ``to_dict`` is just that subclasses ``Record``.
 """
 
 from __future__ import annotations
@@ -119,13 +120,16 @@ class Table:
         value: int = self._get(key, int, "an integer", default)
         return value
 
-    def texts(self, key: str, default: Any = ()) -> tuple[str, ...]:
+    def texts(self, key: str, default: Any = (), *, verbatim: bool = False) -> tuple[str, ...]:
+        """An array of strings; ``verbatim``: any character (the arguments of a command line, where a
+        ``python -c`` script holds newlines: never written into a line-based file, shown escaped)."""
         items: list[Any] = self._get(key, list, "an array of strings", default)
         for i, item in enumerate(items):
             where = join(self.where(key), i)
             if not isinstance(item, str):
                 raise self.error(f"expected a string, got {kind_of(item)}", file=self.file, key=where)
-            self._safe(item, where)
+            if not verbatim:
+                self._safe(item, where)
         return tuple(items)
 
     def text_map(self, key: str) -> dict[str, str]:
@@ -255,3 +259,13 @@ def as_dict(record: Any) -> dict[str, Any]:
         if f.metadata.get("dump", True):
             out[f.metadata.get("key", f.name)] = plain(getattr(record, f.name))
     return out
+
+
+class Record:
+    """A record whose ``to_dict`` is its fields (``as_dict``): a frozen dataclass subclasses it instead of
+    writing that method again."""
+
+    __slots__ = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return as_dict(self)

@@ -34,7 +34,7 @@ from typing import Any
 from megacpp_env import dockerauth, netio
 from megacpp_env.errors import ToolError
 from megacpp_env.fsutil import sha256_bytes
-from megacpp_env.records import json_object
+from megacpp_env.records import Record, json_object
 
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 DOCKER_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
@@ -128,7 +128,7 @@ def is_loopback(registry: str) -> bool:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Descriptor:
+class Descriptor(Record):
     digest: str
     media_type: str
     size: int
@@ -136,9 +136,6 @@ class Descriptor:
     @property
     def is_index(self) -> bool:
         return self.media_type in INDEX_TYPES
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"digest": self.digest, "media_type": self.media_type, "size": self.size}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

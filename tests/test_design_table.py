@@ -63,11 +63,12 @@ from megacpp_env.spec.model import Spec, Target
 @target_rule(
     "NC001",
     "warning",
-    "a target's description fits on one line",
     trip=("set targets.smoke.description = " + "x" * 130,),
 )
 def short_description(spec: Spec, target: Target) -> Iterator[Hit]:
-    """`megacpp-env targets` lists a target with its description on one line: a long one wraps."""
+    """a target's description fits on one line
+
+    `megacpp-env targets` lists a target with its description on one line: a long one wraps."""
     if len(target.description) > 120:
         yield (f"targets.{target.name}.description", "longer than 120 characters", "say it in one line")
 '''

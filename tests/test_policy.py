@@ -213,8 +213,9 @@ NEW_RULE = """
 from megacpp_env.rules.base import target_rule
 
 
-@target_rule("ZZ{n}", "warning", "a rule dropped into the package")
+@target_rule("ZZ{n}", "warning")
 def dropped(spec, t):
+    '''a rule dropped into the package'''
     yield (f"targets.{{t.name}}", "seen", "")
 """
 
@@ -250,3 +251,27 @@ def test_rule_codes_are_unique(drop_in):
     (drop_in / "zz_two.py").write_text(NEW_RULE.format(n=902))
     with pytest.raises(MegacppEnvError, match=r"megacpp_env\.rules\.zz_two: rule code ZZ902 is used twice"):
         all_rules()
+
+
+def test_a_rule_takes_its_summary_and_doc_from_its_docstring():
+    """The first paragraph is the summary (without its closing period); the rest is the doc; a docstring of
+    one paragraph is both; a rule with no docstring has no summary and is refused where it is made."""
+    from megacpp_env.rules.base import spec_rule
+
+    def two(spec):
+        """the summary line.
+
+        Why it exists,
+        over two lines."""
+        yield from ()
+
+    def one(spec):
+        """One paragraph, both."""
+        yield from ()
+
+    made = spec_rule("ZZ903", "error")(two)
+    assert (made.summary, made.doc().doc) == ("the summary line", "Why it exists, over two lines.")
+    made = spec_rule("ZZ904", "error")(one)
+    assert (made.summary, made.doc().doc) == ("One paragraph, both", "One paragraph, both.")
+    with pytest.raises(TypeError, match="rule ZZ905: its function has no docstring"):
+        spec_rule("ZZ905", "error")(lambda spec: iter(()))

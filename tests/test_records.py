@@ -14,7 +14,7 @@ from megacpp_env.cli import main
 from megacpp_env.errors import FormatError, SpecError, VerificationError
 from megacpp_env.lock.acks import AckFileError, load_acks
 from megacpp_env.lock.pylock import LockFormatError, read_pylock, read_pylock_text
-from megacpp_env.records import HIDDEN, Table, as_dict, renamed
+from megacpp_env.records import HIDDEN, Record, Table, as_dict, renamed
 from megacpp_env.snapshot.document import Snapshot, SnapshotFormatError, load_snapshot
 from megacpp_env.worktree.manifest import ManifestError, load_manifest, read_journal
 from megacpp_env.worktree.provenance import PROVENANCE_NAME, ProvenanceError, read_provenance
@@ -68,6 +68,18 @@ def test_as_dict_derives_from_fields() -> None:
         "items": [{"x": 1}],
         "inputs-hash": "h",
     }
+
+
+def test_a_record_subclass_has_as_dict_for_to_dict_and_stays_slotted() -> None:
+    @dataclass(frozen=True, kw_only=True, slots=True)
+    class Rec(Record):
+        name: str
+        items: tuple[str, ...] = ()
+        secret: str = field(default="s", metadata=HIDDEN)
+
+    rec = Rec(name="n", items=("a",))
+    assert rec.to_dict() == as_dict(rec) == {"name": "n", "items": ["a"]}
+    assert not hasattr(rec, "__dict__")  # the base adds no instance dict to a slots record
 
 
 def test_lock_reader_names_the_package_wheel_and_key(tmp_path: Path) -> None:

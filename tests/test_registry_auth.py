@@ -278,7 +278,7 @@ def test_pin_base_against_a_registry_with_htpasswd_auth(auth_registry, tmp_path,
     cuda = "nvidia/cuda:13.2.0-cudnn-devel-ubuntu24.04"
     repo = tmp_path / "repo"
     repo.mkdir()
-    path = _spec_file(repo, f"    base_image: {cuda}\n", f"    base_image: {host}/megacpp/cuda:13.2\n", count=2)
+    path = _spec_file(repo, f"    base_image: {cuda}\n", f"    base_image: {host}/megacpp/cuda:13.2\n")
     line = load_spec(path).lines["targets.gb10.base_image"]
 
     monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path / "none"))  # no credentials: a clear error

@@ -42,6 +42,40 @@ def test_a_signal_exit_is_128_plus_the_signal(golden):
     assert _run(golden, "--", sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGTERM)") == 143
 
 
+CHILD = """
+import pathlib, signal, sys, time
+def stop(signum, frame):
+    pathlib.Path(sys.argv[1]).write_text(signal.Signals(signum).name)
+    sys.exit(7)
+signal.signal(signal.SIGTERM, stop)
+pathlib.Path(sys.argv[2]).write_text("ready")
+time.sleep(120)
+"""
+
+
+def test_sigterm_to_the_program_reaches_cmd_which_is_waited_for_and_recorded(golden, tmp_path):
+    """SIGTERM sent to megacpp-env alone (a scheduler stopping the job) is passed on to the benchmark,
+    which ends as it chooses; its exit code is the program's and the run record has it (SIGTERM's
+    default action killed the program and left the benchmark running, unrecorded)."""
+    import signal
+    import subprocess
+    import time
+
+    got, ready = tmp_path / "got", tmp_path / "ready"
+    argv = [sys.executable, "-m", "megacpp_env", "run", "--spec", str(golden / "none.yaml"), "--golden", "bench",
+            "--golden-dir", str(golden), "--", sys.executable, "-c", CHILD, str(got), str(ready)]  # fmt: skip
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not ready.exists() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    assert ready.exists(), proc.communicate()[1]
+    proc.send_signal(signal.SIGTERM)
+    _out, err = proc.communicate(timeout=30)
+    assert (proc.returncode, got.read_text()) == (7, "SIGTERM"), err
+    (record,) = _read(golden / "bench.runs.jsonl")
+    assert (record["ran"], record["exit_code"]) == (True, 7)
+
+
 def test_drift_is_refused_and_recorded(golden, snap_venv, capsys, tmp_path):
     (snap_venv.site / "demo_pkg" / "ops" / "x.py").write_text("patched = True\n")
     marker = tmp_path / "ran"
@@ -101,3 +135,12 @@ def test_a_bad_run_record_line_is_named(tmp_path, text, message):
     with pytest.raises(RunRecordError) as err:
         read(path)
     assert str(err.value).startswith(str(path)) and message in str(err.value)
+
+
+def test_a_command_line_with_a_newline_is_recorded_and_read_back(golden):
+    """A `python -c` script spans lines: the record keeps the argument as it was (JSON escapes it), and
+    reading the record back gives it (the reader refused it as a control character)."""
+    script = "import sys\nsys.exit(4)"
+    assert _run(golden, "--", sys.executable, "-c", script) == 4
+    (record,) = _read(golden / "bench.runs.jsonl")
+    assert record["cmd"] == [sys.executable, "-c", script]

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from megacpp_env.errors import FormatError
-from megacpp_env.records import Table
+from megacpp_env.records import Record, Table
 
 SCHEMA_VERSION = 1
 READ_KINDS = ("git", "sdist", "dir")
@@ -205,7 +205,7 @@ class Distribution:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class EnvRead:
+class EnvRead(Record):
     """An environment variable the source's build files read: where, with which literal defaults, and
     which literals the value is compared with (``== "TRUE"``: only that exact string switches it)."""
 
@@ -214,14 +214,6 @@ class EnvRead:
     defaults: tuple[str, ...] = ()
     compared: tuple[str, ...] = ()
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "at": list(self.at),
-            "defaults": list(self.defaults),
-            "compared": list(self.compared),
-        }
-
     @classmethod
     def from_table(cls, t: Table) -> EnvRead:
         t.only(("name", "at", "defaults", "compared"))
@@ -229,16 +221,13 @@ class EnvRead:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class ToolUse:
+class ToolUse(Record):
     """A build tool that reads environment variables of its own (``torch.utils.cpp_extension``,
     ``setuptools_scm``, ``cmake:find_package(Torch)``); ``detail`` qualifies the use."""
 
     name: str
     at: str
     detail: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "at": self.at, "detail": self.detail}
 
     @classmethod
     def from_table(cls, t: Table) -> ToolUse:
@@ -299,14 +288,11 @@ class ArchFlags:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Submodule:
+class Submodule(Record):
     path: str
     url: str
     commit: str
     populated: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"path": self.path, "url": self.url, "commit": self.commit, "populated": self.populated}
 
     @classmethod
     def from_table(cls, t: Table) -> Submodule:
@@ -317,7 +303,7 @@ class Submodule:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Fetch:
+class Fetch(Record):
     """A build-time download (CMake FetchContent or ExternalProject) as CMake itself would make it: the
     variable that points it at a local tree (``env``), CMake's own override where it honours one
     (``cmake_override``: ``FETCHCONTENT_SOURCE_DIR_<NAME>``), the submodules it clones
@@ -345,22 +331,6 @@ class Fetch:
             return self.cmake_override
         return self.env
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "repo": self.repo,
-            "ref": self.ref,
-            "env": self.env,
-            "at": self.at,
-            "subdir": self.subdir,
-            "submodules": list(self.submodules),
-            "command": self.command,
-            "submodule_mode": self.submodule_mode,
-            "submodules_recurse": self.submodules_recurse,
-            "cmake_override": self.cmake_override,
-            "env_branches": list(self.env_branches),
-        }
-
     @classmethod
     def from_table(cls, t: Table) -> Fetch:
         t.only(
@@ -387,15 +357,12 @@ class Fetch:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Component:
+class Component(Record):
     """A bundled component's version read from its own header (CUTLASS ``version.h``): content, not ancestry."""
 
     name: str
     version: str
     at: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "version": self.version, "at": self.at}
 
     @classmethod
     def from_table(cls, t: Table) -> Component:
@@ -404,16 +371,13 @@ class Component:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class ArtifactManifest:
+class ArtifactManifest(Record):
     """A directory of prebuilt artifacts the source pins by the sha256 of its ``checksums.txt``."""
 
     name: str
     dir: str
     checksums_sha256: str
     at: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "dir": self.dir, "checksums_sha256": self.checksums_sha256, "at": self.at}
 
     @classmethod
     def from_table(cls, t: Table) -> ArtifactManifest:

@@ -15,14 +15,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from packaging.utils import canonicalize_name
 
 from megacpp_env import layout
 from megacpp_env.errors import FormatError
 from megacpp_env.lock.diff import KINDS
-from megacpp_env.records import Table, as_dict, read_toml
+from megacpp_env.records import Record, Table, read_toml
 
 ACK_FILE = "ACKNOWLEDGED.toml"
 DIVERGENCE = "divergence"
@@ -40,16 +39,13 @@ def ack_path(root: Path) -> Path:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Ack:
+class Ack(Record):
     package: str  # canonical name, or an fnmatch pattern ("nvidia-*")
     change: str
     reason: str
     target: str = ""
     platform: str = ""
     version: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return as_dict(self)
 
     def label(self) -> str:
         """``nvidia-ml-py added (target smoke, version 13.615.71)``: what it acknowledges, and where."""

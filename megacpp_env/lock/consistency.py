@@ -16,7 +16,7 @@ from packaging.utils import canonicalize_name
 
 from megacpp_env import layout
 from megacpp_env.lock.pylock import Lock, read_pylock
-from megacpp_env.records import as_dict
+from megacpp_env.records import Record
 from megacpp_env.spec.model import Spec
 
 Key = tuple[str, str]  # (target, platform)
@@ -30,7 +30,7 @@ class Group:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Divergence:
+class Divergence(Record):
     group: str
     package: str
     versions: Mapping[str, str]  # "target platform" -> version
@@ -40,9 +40,6 @@ class Divergence:
         vs = ", ".join(f"{k}: {v}" for k, v in sorted(self.versions.items()))
         tag = " (allowed by spec)" if self.allowed else ""
         return f"{self.group}: {self.package} diverges: {vs}{tag}"
-
-    def to_dict(self) -> dict[str, Any]:
-        return as_dict(self)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

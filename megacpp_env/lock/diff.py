@@ -20,7 +20,7 @@ from packaging.version import InvalidVersion, Version
 from megacpp_env.lock.escape import code, plain, scrub
 from megacpp_env.lock.pylock import Lock, LockedPackage, LockFormatError, lock_from_data, read_pylock_text
 from megacpp_env.lock.reqtxt import read_requirements_text
-from megacpp_env.records import as_dict, parse_toml, read_text
+from megacpp_env.records import Record, parse_toml, read_text
 
 ADDED, REMOVED, UPGRADED, DOWNGRADED = "added", "removed", "upgraded", "downgraded"
 HASHES, INDEX, COMMIT, MARKER = "hashes-changed", "index-changed", "commit-moved", "marker-changed"
@@ -28,7 +28,7 @@ KINDS = (ADDED, REMOVED, UPGRADED, DOWNGRADED, HASHES, INDEX, COMMIT, MARKER)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class PackageChange:
+class PackageChange(Record):
     name: str
     kinds: tuple[str, ...]
     marker: str = ""  # set when the lock has several entries of this name (one per marker)
@@ -41,9 +41,6 @@ class PackageChange:
     @property
     def label(self) -> str:
         return f"{self.name} ; {self.marker}" if self.marker else self.name
-
-    def to_dict(self) -> dict[str, Any]:
-        return as_dict(self)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -30,7 +30,7 @@ from megacpp_env.lock.acks import DIVERGENCE, Ack, ack_path, load_acks
 from megacpp_env.lock.consistency import GroupReport, check_locks
 from megacpp_env.lock.diff import DOWNGRADED, HASHES, INDEX, LockDiff
 from megacpp_env.lock.gitlocks import lock_pairs
-from megacpp_env.records import HIDDEN, as_dict
+from megacpp_env.records import HIDDEN, Record
 from megacpp_env.spec.model import Spec
 
 TOOLCHAIN_PACKAGES = ("torch", "triton", "pytorch-triton", "nvidia-*", "cuda-*")
@@ -49,7 +49,7 @@ ACK_REMEDY = "acknowledge it in locks/ACKNOWLEDGED.toml (reviewed in the pull re
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Violation:
+class Violation(Record):
     lock: str  # "gb10 linux/arm64" or a divergence group name
     package: str
     change: str
@@ -78,9 +78,6 @@ class Violation:
             suppressed=acknowledged,
             area=self.lock,
         )
-
-    def to_dict(self) -> dict[str, Any]:
-        return as_dict(self)
 
 
 _FAMILY = "lock gate (megacpp-env gate --base REF)"

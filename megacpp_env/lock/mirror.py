@@ -42,7 +42,7 @@ from megacpp_env.errors import InputError, RefusedError, StaleError, Verificatio
 from megacpp_env.fsutil import CHUNK, atomic_write_text, read_text_input, sweep_staging
 from megacpp_env.lock.pylock import Artifact, Lock, LockedPackage, read_pylock
 from megacpp_env.lock.state import jobs_for
-from megacpp_env.records import as_dict
+from megacpp_env.records import Record
 
 if TYPE_CHECKING:
     from megacpp_env.spec.model import Spec
@@ -378,7 +378,7 @@ def verify_mirror(root: Path) -> list[str]:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class MirroredLock:
+class MirroredLock(Record):
     """One lock mirrored: how many artifacts, how many were fetched now, where pip finds them."""
 
     target: str
@@ -386,9 +386,6 @@ class MirroredLock:
     files: int
     fetched: int
     find_links: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return as_dict(self)
 
 
 def committed_lock(spec_root: Path, target: str, platform: str, path: Path | None = None) -> Lock:

@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from megacpp_env import layout
 from megacpp_env.errors import SpecError, unknown_name
@@ -17,7 +16,7 @@ from megacpp_env.fsutil import atomic_write_text
 from megacpp_env.lock.inputs import LockInputs, lock_inputs, toolchain_lock_inputs
 from megacpp_env.lock.outputs import lock_command, render_export, render_outputs
 from megacpp_env.lock.pylock import Lock, LockFormatError, LockMeta, read_pylock
-from megacpp_env.records import as_dict
+from megacpp_env.records import Record
 from megacpp_env.spec.model import Index, Spec, Target
 
 OK, MISSING, STALE, UNLOCKED, EXPORT_STALE = "ok", "missing", "stale", "unlocked", "export-stale"
@@ -47,7 +46,7 @@ class LockJob:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class LockState:
+class LockState(Record):
     target: str
     platform: str
     state: str
@@ -62,9 +61,6 @@ class LockState:
     def line(self) -> str:
         text = f"{self.state}: {self.target} {self.platform}: {self.detail or self.path}"
         return f"{text} (run: {self.remedy})" if self.remedy else text
-
-    def to_dict(self) -> dict[str, Any]:
-        return as_dict(self)
 
 
 def jobs_for(spec: Spec, targets: list[str] | None = None, platforms: list[str] | None = None) -> list[LockJob]:

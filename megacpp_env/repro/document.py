@@ -20,7 +20,7 @@ from typing import Any
 
 from megacpp_env.errors import FormatError
 from megacpp_env.fsutil import atomic_write_text
-from megacpp_env.records import HIDDEN, Table, as_dict, read_document
+from megacpp_env.records import HIDDEN, Record, Table, read_document
 from megacpp_env.spec import envpolicy
 
 SCHEMA = "megacpp-env/golden-capture"
@@ -71,13 +71,10 @@ def _rel(t: Table, key: str) -> str:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class UntrackedFile:
+class UntrackedFile(Record):
     path: str
     mode: str  # 100644 | 100755 | 120000 (a symbolic link: the object holds its target)
     sha256: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return as_dict(self)
 
     @classmethod
     def read(cls, t: Table) -> UntrackedFile:
@@ -89,12 +86,9 @@ class UntrackedFile:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Skipped:
+class Skipped(Record):
     path: str
     reason: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return as_dict(self)
 
     @classmethod
     def read(cls, t: Table) -> Skipped:
@@ -103,12 +97,9 @@ class Skipped:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class SubmoduleCommit:
+class SubmoduleCommit(Record):
     path: str
     commit: str | None  # None: not initialised in the golden
-
-    def to_dict(self) -> dict[str, Any]:
-        return as_dict(self)
 
     @classmethod
     def read(cls, t: Table) -> SubmoduleCommit:
@@ -120,7 +111,7 @@ class SubmoduleCommit:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class CheckoutCapture:
+class CheckoutCapture(Record):
     key: str = field(metadata=HIDDEN)  # the snapshot's key for it (a source name or a path): the table's name
     path: str  # where it was
     name: str  # the basename of ``path``: where reproduce puts it (``--checkouts DIR/NAME``)
@@ -133,9 +124,6 @@ class CheckoutCapture:
     skipped: tuple[Skipped, ...] = ()
     provenance: str | None = None  # object of its .megacpp-checkout.json
     problems: tuple[str, ...] = ()  # why it cannot be re-created (no .git, changed while captured ...)
-
-    def to_dict(self) -> dict[str, Any]:
-        return as_dict(self)
 
     @classmethod
     def read(cls, key: str, t: Table) -> CheckoutCapture:
@@ -159,16 +147,13 @@ class CheckoutCapture:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Artifact:
+class Artifact(Record):
     """One file a distribution was installed from (a wheel or an sdist): its name, its sha256 and, where
     known, the URL it was fetched from."""
 
     filename: str
     sha256: str
     url: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return as_dict(self)
 
     @classmethod
     def read(cls, t: Table) -> Artifact:
@@ -180,15 +165,12 @@ class Artifact:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class BuildInfo:
+class BuildInfo(Record):
     """How a locally built distribution is rebuilt: from which captured checkout, with which env."""
 
     checkout: str  # the checkout's ``name``
     build_env: dict[str, str] = field(default_factory=dict)  # ``{checkout}`` for the checkout's path
     source: str = "record"  # "record" (a build record) | "direct_url" (inferred from dir_info)
-
-    def to_dict(self) -> dict[str, Any]:
-        return as_dict(self)
 
     @classmethod
     def read(cls, t: Table) -> BuildInfo:
@@ -205,7 +187,7 @@ class BuildInfo:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class DistCapture:
+class DistCapture(Record):
     key: str = field(metadata=HIDDEN)  # normalized name: the table's name
     name: str
     version: str
@@ -217,9 +199,6 @@ class DistCapture:
     direct_url: dict[str, Any] | None = None  # relocated ({venv}, {checkout:NAME})
     portable_record: str = ""  # portable.record_digest of its RECORD
     build: BuildInfo | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return as_dict(self)
 
     @classmethod
     def read(cls, key: str, t: Table) -> DistCapture:
@@ -239,15 +218,12 @@ class DistCapture:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class PathEntry:
+class PathEntry(Record):
     """An unowned ``.pth`` file of a site directory: its lines with paths written as tokens."""
 
     site: str  # the site directory, relocated (``{venv}/lib/python3.11/site-packages``)
     file: str
     lines: tuple[str, ...]
-
-    def to_dict(self) -> dict[str, Any]:
-        return as_dict(self)
 
     @classmethod
     def read(cls, t: Table) -> PathEntry:
@@ -266,7 +242,7 @@ class PathEntry:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class PythonCapture:
+class PythonCapture(Record):
     version: str
     implementation: str
     prefix: str
@@ -275,9 +251,6 @@ class PythonCapture:
     maker: str = "venv"  # what made the environment: venv | uv | virtualenv | none (not a venv)
     creator: str = ""  # the name the maker's interpreter was run by (``python3``): scripts' shebangs use it
     system_site_packages: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        return as_dict(self)
 
     @classmethod
     def read(cls, t: Table) -> PythonCapture:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from megacpp_env.cmdline import redact_argv
-from megacpp_env.errors import ToolError
+from megacpp_env.errors import Terminated, ToolError
 from megacpp_env.repro.goldens import GoldenRef, find, options_like, spec_loader, spec_once
 from megacpp_env.repro.runrecord import RunRecord, append, check_record_path
 from megacpp_env.snapshot.collect import take_snapshot
@@ -76,7 +76,8 @@ def record_of(check: PreCheck, cmd: Sequence[str], *, ran: bool, exit_code: int 
 
 def run_command(cmd: Sequence[str]) -> tuple[int, float]:
     """Run CMD with this process's stdio; (exit code, wall seconds). A signal that killed it gives
-    128 + its number, as a shell reports it. ^C reaches CMD (same process group); we wait for it."""
+    128 + its number, as a shell reports it. ^C reaches CMD (same process group); SIGTERM or SIGHUP sent
+    to this program alone is passed on to CMD; either way we wait for it and record how it ended."""
     start = time.monotonic()
     try:
         proc = subprocess.Popen(list(cmd))
@@ -88,6 +89,8 @@ def run_command(cmd: Sequence[str]) -> tuple[int, float]:
             break
         except KeyboardInterrupt:
             proc.send_signal(signal.SIGINT)
+        except Terminated as exc:  # SIGTERM or SIGHUP to this program: CMD gets it too; we still wait
+            proc.send_signal(exc.signum)
     wall = time.monotonic() - start
     return (128 - code if code < 0 else code), wall
 

@@ -5,18 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from megacpp_env.records import as_dict
+from megacpp_env.records import Record
 from megacpp_env.repro.portable import Comparison
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Unrecreated:
+class Unrecreated(Record):
     what: str  # "numpy 1.26.0", "checkout mamba", "the venv's Python"
     why: str
     remedy: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return as_dict(self)
 
     def line(self) -> str:
         return f"{self.what}: {self.why} -> {self.remedy}"

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from megacpp_env.errors import FormatError, RefusedError
-from megacpp_env.records import Table, as_dict
+from megacpp_env.records import Record, Table
 
 
 class RunRecordError(FormatError):
@@ -24,7 +24,7 @@ class RunRecordError(FormatError):
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class RunRecord:
+class RunRecord(Record):
     """One attempt of ``run --golden``: what ran, how it ended, on which environment."""
 
     time: str  # UTC, when the command started (or was refused)
@@ -41,9 +41,6 @@ class RunRecord:
     drift_summary: dict[str, Any]
     precheck_s: float
 
-    def to_dict(self) -> dict[str, Any]:
-        return as_dict(self)
-
     @classmethod
     def read(cls, t: Table) -> RunRecord:
         t.only(cls.__dataclass_fields__)
@@ -54,7 +51,8 @@ class RunRecord:
         summary = t.table("drift_summary")
         return cls(
             time=t.text("time"), golden=t.text("golden"), golden_digest=t.text("golden_digest"),
-            snapshot_digest=t.text("snapshot_digest"), cmd=t.texts("cmd"), cwd=t.text("cwd"), ran=t.flag("ran"),
+            snapshot_digest=t.text("snapshot_digest"), cmd=t.texts("cmd", verbatim=True), cwd=t.text("cwd"),
+            ran=t.flag("ran"),
             exit_code=t.number("exit_code", None), wall_s=wall, drift=t.flag("drift"),
             allowed_drift=t.flag("allowed_drift"), drift_summary=dict(summary.data), precheck_s=precheck or 0.0,
         )  # fmt: skip

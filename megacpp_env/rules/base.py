@@ -55,18 +55,29 @@ class Rule:
         return _example_text(self.trip, self.example)
 
     def doc(self) -> CodeDoc:
-        """Its documentation (``explain``): the summary, the rule body's docstring, the loop it runs in."""
-        body = (self.body.__doc__ or "").strip() if self.body is not None else ""
+        """Its documentation (``explain``): the summary, the rest of the rule body's docstring, the loop it
+        runs in."""
         return CodeDoc(
             code=self.code,
             severity=self.severity,
             summary=self.summary,
             family=f"policy rule (megacpp-env check), on {SCOPES[self.scope]}",
-            doc=" ".join(body.split()),
+            doc=_docstring(self.code, self.body)[1],
             example=self.example_text(),
             silence=f'`ignore: {{{self.code}: "why it cannot be fixed here"}}` under the {WHERE[self.scope]} '
             "that its findings' key names",
         )
+
+
+def _docstring(code: str, body: Callable[..., Any] | None) -> tuple[str, str]:
+    """(summary, doc) of a rule from its body's docstring: the first paragraph is the summary (without a
+    closing period) and the rest the doc; a docstring of one paragraph is both."""
+    text = (body.__doc__ or "").strip() if body is not None else ""
+    first, _, rest = text.partition("\n\n")
+    summary = " ".join(first.split()).rstrip(".")
+    if not summary:
+        raise TypeError(f"rule {code}: its function has no docstring (its first paragraph is the rule's summary)")
+    return summary, " ".join((rest or first).split())
 
 
 def _example_text(trip: tuple[str, ...], example: str) -> str:
@@ -114,7 +125,8 @@ Body = TypeVar("Body", bound=Callable[..., Iterator[Hit]])
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Doc:
-    """What a decorator takes besides the code, the severity and the summary (``Rule``'s fields)."""
+    """What a decorator takes besides the code and the severity (``Rule``'s fields; the summary is the first
+    paragraph of the rule's docstring)."""
 
     once: bool = False
     trip: tuple[str, ...] = ()
@@ -122,46 +134,45 @@ class Doc:
 
 
 def _decorator(
-    code: str, severity: Severity, summary: str, scope: Scope, loop: Callable[[Body], Check], doc: Doc
+    code: str, severity: Severity, scope: Scope, loop: Callable[[Body], Check], doc: Doc
 ) -> Callable[[Body], Rule]:
     return lambda body: Rule(
-        code=code, severity=severity, summary=summary, scope=scope, check=loop(body), body=body,
+        code=code, severity=severity, summary=_docstring(code, body)[0], scope=scope, check=loop(body), body=body,
         once=doc.once, trip=doc.trip, example=doc.example,
     )  # fmt: skip
 
 
 def spec_rule(
-    code: str, severity: Severity, summary: str, *, once: bool = False, trip: tuple[str, ...] = (), example: str = ""
+    code: str, severity: Severity, *, once: bool = False, trip: tuple[str, ...] = (), example: str = ""
 ) -> Callable[[Check], Rule]:
     """A rule on the whole spec."""
-    return _decorator(code, severity, summary, "spec", lambda body: body, Doc(once=once, trip=trip, example=example))
+    return _decorator(code, severity, "spec", lambda body: body, Doc(once=once, trip=trip, example=example))
 
 
 def target_rule(
-    code: str, severity: Severity, summary: str, *, once: bool = False, trip: tuple[str, ...] = (), example: str = ""
+    code: str, severity: Severity, *, once: bool = False, trip: tuple[str, ...] = (), example: str = ""
 ) -> Callable[[Callable[[Spec, Target], Iterator[Hit]]], Rule]:
     """A rule on each target, in spec order."""
-    return _decorator(code, severity, summary, "target", _targets, Doc(once=once, trip=trip, example=example))
+    return _decorator(code, severity, "target", _targets, Doc(once=once, trip=trip, example=example))
 
 
 def platform_rule(
-    code: str, severity: Severity, summary: str, *, once: bool = False, trip: tuple[str, ...] = (), example: str = ""
+    code: str, severity: Severity, *, once: bool = False, trip: tuple[str, ...] = (), example: str = ""
 ) -> Callable[[Callable[[Spec, Target, str, ImageRef], Iterator[Hit]]], Rule]:
     """A rule on each (target, platform, base image)."""
-    return _decorator(code, severity, summary, "platform", _platforms, Doc(once=once, trip=trip, example=example))
+    return _decorator(code, severity, "platform", _platforms, Doc(once=once, trip=trip, example=example))
 
 
 def source_rule(
-    code: str, severity: Severity, summary: str, *, once: bool = False, trip: tuple[str, ...] = (), example: str = ""
+    code: str, severity: Severity, *, once: bool = False, trip: tuple[str, ...] = (), example: str = ""
 ) -> Callable[[Callable[[Spec, Source], Iterator[Hit]]], Rule]:
     """A rule on each source, in spec order."""
-    return _decorator(code, severity, summary, "source", _sources, Doc(once=once, trip=trip, example=example))
+    return _decorator(code, severity, "source", _sources, Doc(once=once, trip=trip, example=example))
 
 
 def build_rule(
     code: str,
     severity: Severity,
-    summary: str,
     *,
     wheels: bool = False,
     once: bool = False,
@@ -170,4 +181,4 @@ def build_rule(
 ) -> Callable[[Callable[[Spec, Target, Source], Iterator[Hit]]], Rule]:
     """A rule on each (target, source) the target builds (``wheels``: only those built into a wheel)."""
     doc = Doc(once=once, trip=trip, example=example)
-    return _decorator(code, severity, summary, "build", lambda body: _builds(body, wheels=wheels), doc)
+    return _decorator(code, severity, "build", lambda body: _builds(body, wheels=wheels), doc)

@@ -22,11 +22,12 @@ NEVER = "sys_platform == 'never'"
 @target_rule(
     "DP001",
     "error",
-    "requirers of one package can all be satisfied",
     trip=("add targets.gb10.requirements = quack-kernels==0.3.0",),
 )
 def requirement_conflicts(spec: Spec, t: Target) -> Iterator[Hit]:
-    """Every requirer of one package can be satisfied at once (the facts' requirements and the stack's, with the
+    """requirers of one package can all be satisfied
+
+    Every requirer of one package can be satisfied at once (the facts' requirements and the stack's, with the
     target's resolutions): a conflict would only show when the lock fails."""
     deps = target_deps(spec, t)
     if deps.missing_facts:
@@ -43,11 +44,12 @@ def _removed(req_text: str) -> bool:
 @target_rule(
     "DP002",
     "error",
-    "one distribution per module tree (pytorch-triton vs triton)",
     trip=("drop targets.gb10.resolutions.overrides[0]",),
 )
 def module_owners(spec: Spec, t: Target) -> Iterator[Hit]:
-    """One distribution per module tree: pytorch-triton and triton both own site-packages/triton/, so a target must
+    """one distribution per module tree (pytorch-triton vs triton)
+
+    One distribution per module tree: pytorch-triton and triton both own site-packages/triton/, so a target must
     override triton away where pytorch-triton provides it."""
     deps = target_deps(spec, t)
     names = {n.name for n in deps.needs}
@@ -80,11 +82,12 @@ def module_owners(spec: Spec, t: Target) -> Iterator[Hit]:
 @spec_rule(
     "DP003",
     "error",
-    "resolutions apply: drops name facts requirements, overrides spare explicit indexes",
     trip=("set sources.vllm.drop_requirements.no-such-package = stripped",),
 )
 def resolutions_apply(spec: Spec) -> Iterator[Hit]:
-    """Resolutions apply: a dropped requirement names one the facts have, and no override replaces a package pinned to
+    """resolutions apply: drops name facts requirements, overrides spare explicit indexes
+
+    Resolutions apply: a dropped requirement names one the facts have, and no override replaces a package pinned to
     an explicit index (uv would resolve it without its index)."""
     for src in spec.sources.values():
         yield from _drops_apply(spec, src)
@@ -122,11 +125,12 @@ USE_EXISTING_TORCH = "use_existing_torch.py"
 @source_rule(
     "DP004",
     "error",
-    "requirements a pre_build step strips are declared dropped",
     trip=("drop sources.vllm.drop_requirements.torchcodec",),
 )
 def stripped_by_pre_build(spec: Spec, src: Source) -> Iterator[Hit]:
-    """vLLM's ``use_existing_torch.py`` deletes every requirement line that contains "torch" (its
+    """requirements a pre_build step strips are declared dropped
+
+    vLLM's ``use_existing_torch.py`` deletes every requirement line that contains "torch" (its
     default mode) before the build: the built wheel lacks them, so the lock must not resolve them."""
     f = spec_facts(spec).get(src.name)
     if f is None or not any(USE_EXISTING_TORCH in cmd for cmd in src.pre_build):

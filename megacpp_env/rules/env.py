@@ -25,12 +25,13 @@ def _own_env(t: Target, src: Source) -> dict[str, str]:
 @spec_rule(
     "UP001",
     "error",
-    "no build variable that upstream does not read",
     once=True,
     trip=('set sources.flashinfer.build_env.FLASHINFER_ENABLE_AOT = "1"',),
 )
 def unread_env(spec: Spec) -> Iterator[Hit]:
-    """No build variable that upstream does not read: the facts, the overlay's files and the build tools the facts show
+    """no build variable that upstream does not read
+
+    No build variable that upstream does not read: the facts, the overlay's files and the build tools the facts show
     decide what a build reads; a knob (compiler, CUDA) or a reason in build_env_reasons is accepted."""
     for t, src in builds(spec, wheels=True):
         yield from _unread_source_env(spec, t, src)
@@ -93,7 +94,6 @@ def _unread_target_env(spec: Spec) -> Iterator[Hit]:
 @build_rule(
     "UP002",
     "error",
-    "no TORCH_CUDA_ARCH_LIST for a setup.py that hard-codes its -gencode list",
     wheels=True,
     once=True,
     trip=(
@@ -102,7 +102,9 @@ def _unread_target_env(spec: Spec) -> Iterator[Hit]:
     ),
 )
 def ignored_arch_list(spec: Spec, t: Target, src: Source) -> Iterator[Hit]:
-    """No TORCH_CUDA_ARCH_LIST for a setup.py that hard-codes its -gencode list (it would be ignored), unless an
+    """no TORCH_CUDA_ARCH_LIST for a setup.py that hard-codes its -gencode list
+
+    No TORCH_CUDA_ARCH_LIST for a setup.py that hard-codes its -gencode list (it would be ignored), unless an
     overlay reads an arch variable."""
     f = spec_facts(spec).get(src.name)
     if f is None or not f.arch.gencode or "TORCH_CUDA_ARCH_LIST" not in _own_env(t, src):
@@ -121,12 +123,13 @@ def ignored_arch_list(spec: Spec, t: Target, src: Source) -> Iterator[Hit]:
 @build_rule(
     "UP003",
     "warning",
-    "sources build the target's archs, not a hard-coded list",
     wheels=True,
     trip=("drop targets.gb10.env.sources.causal_conv1d",),
 )
 def hard_coded_archs(spec: Spec, t: Target, src: Source) -> Iterator[Hit]:
-    """Sources build the target's archs, not a hard-coded list: an overlay reads the arch variable and the target sets
+    """sources build the target's archs, not a hard-coded list
+
+    Sources build the target's archs, not a hard-coded list: an overlay reads the arch variable and the target sets
     it per source."""
     f = spec_facts(spec).get(src.name)
     var = overlay_arch_var(spec, src)
@@ -150,12 +153,13 @@ SM_TOKEN_RE = re.compile(r"^[1-9][0-9]{1,2}[af]?$")
 @build_rule(
     "UP010",
     "error",
-    "an arch overlay's list covers every arch the target runs on, and only valid SMs",
     wheels=True,
     trip=('set targets.cloud.env.sources.causal_conv1d = {MEGACPP_CUDA_ARCHS: "90a"}',),
 )
 def overlay_archs_cover_target(spec: Spec, t: Target, src: Source) -> Iterator[Hit]:
-    """MEGACPP_CUDA_ARCHS (or the variable an overlay reads) compiles SASS for exactly the listed SMs:
+    """an arch overlay's list covers every arch the target runs on, and only valid SMs
+
+    MEGACPP_CUDA_ARCHS (or the variable an overlay reads) compiles SASS for exactly the listed SMs:
     an arch of ``gpu.archs`` missing from it means kernels that do not load on that GPU."""
     var = overlay_arch_var(spec, src)
     env = t.build_env_for(src)
@@ -193,11 +197,12 @@ def _env_values(spec: Spec, name: str) -> Iterator[tuple[str, str]]:
 @spec_rule(
     "UP004",
     "error",
-    "FLASHINFER_CUDA_ARCH_LIST is space-separated",
     trip=('set targets.gb10.env.sources.flashinfer_jit_cache.FLASHINFER_CUDA_ARCH_LIST = "9.0a;10.0a"',),
 )
 def flashinfer_arch_list(spec: Spec) -> Iterator[Hit]:
-    """FLASHINFER_CUDA_ARCH_LIST is space-separated (FlashInfer splits it on spaces)."""
+    """FLASHINFER_CUDA_ARCH_LIST is space-separated
+
+    FLASHINFER_CUDA_ARCH_LIST is space-separated (FlashInfer splits it on spaces)."""
     for key, value in _env_values(spec, "FLASHINFER_CUDA_ARCH_LIST"):
         tokens = value.split(" ")
         if ";" in value or not value or any(not FLASHINFER_ARCH_RE.match(tok) for tok in tokens):
@@ -213,11 +218,12 @@ def flashinfer_arch_list(spec: Spec) -> Iterator[Hit]:
 @spec_rule(
     "UP005",
     "error",
-    "no family (f) arch in TORCH_CUDA_ARCH_LIST",
     trip=('set targets.gb10.gpu.torch_cuda_arch_list = "9.0;10.0;12.0f"',),
 )
 def family_arch_in_torch_list(spec: Spec) -> Iterator[Hit]:
-    """No family (f) arch in TORCH_CUDA_ARCH_LIST: torch's cpp_extension rejects it."""
+    """no family (f) arch in TORCH_CUDA_ARCH_LIST
+
+    No family (f) arch in TORCH_CUDA_ARCH_LIST: torch's cpp_extension rejects it."""
     values = list(_env_values(spec, "TORCH_CUDA_ARCH_LIST"))
     values += [
         (f"targets.{t.name}.gpu.torch_cuda_arch_list", t.gpu.torch_cuda_arch_list)
@@ -238,13 +244,14 @@ def family_arch_in_torch_list(spec: Spec) -> Iterator[Hit]:
 @build_rule(
     "UP006",
     "error",
-    "switches upstream compares with one exact string are set to it",
     wheels=True,
     once=True,
     trip=('set sources.causal_conv1d.build_env.CAUSAL_CONV1D_FORCE_BUILD = "true"',),
 )
 def exact_switch_values(spec: Spec, t: Target, src: Source) -> Iterator[Hit]:
-    """A switch upstream compares with one exact string is set to that string (CAUSAL_CONV1D_FORCE_BUILD: "TRUE", not
+    """switches upstream compares with one exact string are set to it
+
+    A switch upstream compares with one exact string is set to that string (CAUSAL_CONV1D_FORCE_BUILD: "TRUE", not
     "true")."""
     f = spec_facts(spec).get(src.name)
     if f is None:

@@ -14,11 +14,12 @@ from megacpp_env.spec.model import Source, Spec, Target
 @spec_rule(
     "FA001",
     "error",
-    "every source has upstream facts read at its pin",
     trip=("set sources.causal_conv1d.commit = 9e4ace0b1d53ede275308abf25f64a1fc04c5fd5",),
 )
 def facts_current(spec: Spec) -> Iterator[Hit]:
-    """Every source a target builds has upstream facts (facts/<source>.toml), readable and read at its pin; a source
+    """every source has upstream facts read at its pin
+
+    Every source a target builds has upstream facts (facts/<source>.toml), readable and read at its pin; a source
     only fetched by another's build has facts or an `unread` reason."""
     for f in check_facts(spec):
         if f.severity == "error":
@@ -28,11 +29,12 @@ def facts_current(spec: Spec) -> Iterator[Hit]:
 @spec_rule(
     "FA002",
     "warning",
-    "provisional facts and pins are reported",
     trip=("set sources.vllm_deepgemm.provisional = not yet re-read",),
 )
 def facts_provisional(spec: Spec) -> Iterator[Hit]:
-    """Provisional facts (read from an sdist or a tree other than the pin) and provisional pins are reported."""
+    """provisional facts and pins are reported
+
+    Provisional facts (read from an sdist or a tree other than the pin) and provisional pins are reported."""
     for f in check_facts(spec):
         if state_of(f) in ("provisional", "orphan"):
             yield (f.key if state_of(f) != "orphan" else "sources", f.message, f.remedy)
@@ -78,7 +80,6 @@ def unpinned_sealed_fetches(spec: Spec, targets: tuple[str, ...] = ()) -> list[t
 @spec_rule(
     "FA003",
     "error",
-    "a source built in a sealed stage has no unpinned fetch",
     example=(
         "move a pinned fetch of vllm back under `unpinned_fetches` (drop "
         "sources.vllm.fetches.FETCHCONTENT_SOURCE_DIR_TRITON_KERNELS and its source; set "
@@ -87,7 +88,9 @@ def unpinned_sealed_fetches(spec: Spec, targets: tuple[str, ...] = ()) -> list[t
     ),
 )
 def sealed_fetches(spec: Spec) -> Iterator[Hit]:
-    """A source built in a sealed stage (the image's second build runs with --network none) has no unpinned build-time
+    """a source built in a sealed stage has no unpinned fetch
+
+    A source built in a sealed stage (the image's second build runs with --network none) has no unpinned build-time
     fetch: the build would fail there."""
     yield from unpinned_sealed_fetches(spec)
 

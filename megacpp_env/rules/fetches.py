@@ -34,6 +34,18 @@ def cmake_clones(fetch: Fetch) -> str:
     }.get(fetch.submodule_mode, "submodules this reading cannot tell (GIT_SUBMODULES names a variable)")
 
 
+def _fetches(spec: Spec, src: Source) -> Iterator[tuple[str, str, Fetch]]:
+    """(variable, the source it names, the download of the build it redirects) for each of ``src``'s
+    fetches a download of its build reads (UP008 reports the others); none where its build has no facts."""
+    own = spec_facts(spec).get(src.name)
+    if own is None:
+        return
+    for variable, name in sorted(fetches_of(src).items()):
+        fetch = fetch_named(own, variable)
+        if fetch is not None:
+            yield variable, name, fetch
+
+
 def _submodule_problem(fetch: Fetch, pinned: Source, tree: SourceFacts | None) -> tuple[str, str]:
     """(what is wrong, remedy) when ``pinned`` does not bring what CMake clones ('' when it does, or when
     the tree is not read here and the spec's flag can hold: UP015 reports it unverified)."""
@@ -61,21 +73,20 @@ def _submodule_problem(fetch: Fetch, pinned: Source, tree: SourceFacts | None) -
 @build_rule(
     "UP014",
     "error",
-    "a build-time fetch brings the submodules CMake would clone",
     wheels=True,
     once=True,
     trip=("drop sources.vllm_fmha_sm100.submodules",),
 )
 def fetch_submodules(spec: Spec, t: Target, src: Source) -> Iterator[Hit]:
-    """A build-time fetch brings the submodules CMake would clone (the facts' submodule_mode at the CMake file and
+    """a build-time fetch brings the submodules CMake would clone
+
+    A build-time fetch brings the submodules CMake would clone (the facts' submodule_mode at the CMake file and
     line, against the fetched source's submodules)."""
     facts = spec_facts(spec)
-    own = facts.get(src.name)
-    for variable, name in sorted(fetches_of(src).items()) if own is not None else ():
-        fetch = fetch_named(own, variable) if own is not None else None
+    for _, name, fetch in _fetches(spec, src):
         pinned = spec.sources.get(name)
-        if fetch is None or pinned is None:
-            continue  # UP008 reports a variable no download of the build reads
+        if pinned is None:
+            continue
         problem, remedy = _submodule_problem(fetch, pinned, facts.get(name))
         if problem:
             yield (
@@ -89,7 +100,6 @@ def fetch_submodules(spec: Spec, t: Target, src: Source) -> Iterator[Hit]:
 @build_rule(
     "UP015",
     "warning",
-    "a fetched tree not read here is reported unverified",
     wheels=True,
     once=True,
     example=(
@@ -99,14 +109,14 @@ def fetch_submodules(spec: Spec, t: Target, src: Source) -> Iterator[Hit]:
     ),
 )
 def unread_fetches(spec: Spec, t: Target, src: Source) -> Iterator[Hit]:
-    """A fetched tree not read here (`unread`) is reported unverified: CMake's clone of it and the files the build
+    """a fetched tree not read here is reported unverified
+
+    A fetched tree not read here (`unread`) is reported unverified: CMake's clone of it and the files the build
     reads from it are not checked."""
     facts = spec_facts(spec)
-    own = facts.get(src.name)
-    for variable, name in sorted(fetches_of(src).items()) if own is not None else ():
-        fetch = fetch_named(own, variable) if own is not None else None
+    for _, name, fetch in _fetches(spec, src):
         pinned = spec.sources.get(name)
-        if fetch is None or pinned is None:
+        if pinned is None:
             continue
         if fetch.submodule_mode == "unknown":
             yield (
@@ -154,7 +164,6 @@ def _branches_problem(src: Source, variable: str, name: str, fetch: Fetch) -> It
 @build_rule(
     "UP016",
     "error",
-    "a fetch's override keeps upstream's release code path",
     wheels=True,
     once=True,
     example=(
@@ -164,14 +173,13 @@ def _branches_problem(src: Source, variable: str, name: str, fetch: Fetch) -> It
     ),
 )
 def fetch_overrides(spec: Spec, t: Target, src: Source) -> Iterator[Hit]:
-    """A fetch's override keeps upstream's release code path: no *_SRC_DIR that selects local-development code, not
+    """a fetch's override keeps upstream's release code path
+
+    A fetch's override keeps upstream's release code path: no *_SRC_DIR that selects local-development code, not
     both overrides, CMake's override only for a build that reads CMAKE_ARGS."""
     own = spec_facts(spec).get(src.name)
     reads = {e.name: e.at for e in own.env} if own is not None else {}
-    for variable, name in sorted(fetches_of(src).items()) if own is not None else ():
-        fetch = fetch_named(own, variable) if own is not None else None
-        if fetch is None:
-            continue  # UP008
+    for variable, name, fetch in _fetches(spec, src):
         yield from _branches_problem(src, variable, name, fetch)
         if variable == fetch.cmake_override and "CMAKE_ARGS" not in reads:
             yield (

@@ -28,11 +28,12 @@ FLASH_ATTN_PACKAGES = ("flash-attn", "flash-attn-3", "flash-attn-4", "flash-atte
 @target_rule(
     "GB001",
     "error",
-    "no bare sm_120/sm_121 arch (strips block-scaled MMA)",
     trip=("set targets.gb10.gpu.kernel_arch = sm_120",),
 )
 def bare_arch(spec: Spec, t: Target) -> Iterator[Hit]:
-    """A bare sm_120/sm_121 arch compiles without the block-scaled MMA instructions NVFP4 kernels need: use
+    """no bare sm_120/sm_121 arch (strips block-scaled MMA)
+
+    A bare sm_120/sm_121 arch compiles without the block-scaled MMA instructions NVFP4 kernels need: use
     sm_120a/sm_121a (or the f family)."""
     if not t.gpu:
         return
@@ -50,11 +51,12 @@ def bare_arch(spec: Spec, t: Target) -> Iterator[Hit]:
 @target_rule(
     "GB002",
     "error",
-    "sm_12x targets need CUDA 13.0 or later",
     trip=('set toolchains.cuda132-ubuntu2404.cuda = "12.8"',),
 )
 def cuda_for_sm121(spec: Spec, t: Target) -> Iterator[Hit]:
-    """sm_12x (GB10, RTX 50) needs CUDA 13.0 or later."""
+    """sm_12x targets need CUDA 13.0 or later
+
+    sm_12x (GB10, RTX 50) needs CUDA 13.0 or later."""
     if is_gb10_class(t) and (not t.toolchain.cuda or Version(t.toolchain.cuda) < Version("13.0")):
         yield (
             f"toolchains.{t.toolchain.name}.cuda",
@@ -63,9 +65,7 @@ def cuda_for_sm121(spec: Spec, t: Target) -> Iterator[Hit]:
         )
 
 
-@target_rule(
-    "GB003", "error", "sm_121a needs PTX ISA 8.8 or later", trip=('set toolchains.cuda132-ubuntu2404.ptx_isa = "8.7"',)
-)
+@target_rule("GB003", "error", trip=('set toolchains.cuda132-ubuntu2404.ptx_isa = "8.7"',))
 def ptx_isa(spec: Spec, t: Target) -> Iterator[Hit]:
     """sm_121a needs PTX ISA 8.8 or later."""
     isa = t.toolchain.ptx_isa
@@ -80,12 +80,13 @@ def ptx_isa(spec: Spec, t: Target) -> Iterator[Hit]:
 @target_rule(
     "GB004",
     "error",
-    "CUTLASS 4.4.2 or later on sm_12x",
     once=True,
     trip=('set toolchains.cuda132-ubuntu2404.cutlass = ">=4.2"',),
 )
 def cutlass(spec: Spec, t: Target) -> Iterator[Hit]:
-    """CUTLASS below 4.4.2 has no working sm_12x kernels: the toolchain's cutlass constraint must not admit an older
+    """CUTLASS 4.4.2 or later on sm_12x
+
+    CUTLASS below 4.4.2 has no working sm_12x kernels: the toolchain's cutlass constraint must not admit an older
     one."""
     tc = t.toolchain  # once per toolchain: its key and message name the toolchain only
     if is_gb10_class(t) and (not tc.cutlass or admits_below(tc.cutlass, "4.4.2")):
@@ -100,14 +101,15 @@ def cutlass(spec: Spec, t: Target) -> Iterator[Hit]:
 @target_rule(
     "GB005",
     "error",
-    "TRT-LLM 1.3.0rc2 or later for the NVFP4 MoE path",
     trip=(
         "add targets.gb10.features = trtllm_nvfp4_moe",
         'set toolchains.cuda132-ubuntu2404.tensorrt_llm = ">=1.2"',
     ),
 )
 def trtllm(spec: Spec, t: Target) -> Iterator[Hit]:
-    """The NVFP4 MoE path of TensorRT-LLM needs 1.3.0rc2 or later."""
+    """TRT-LLM 1.3.0rc2 or later for the NVFP4 MoE path
+
+    The NVFP4 MoE path of TensorRT-LLM needs 1.3.0rc2 or later."""
     c = t.toolchain.tensorrt_llm
     if "trtllm_nvfp4_moe" in t.features and (not c or admits_below(c, "1.3.0rc2")):
         yield (
@@ -118,11 +120,11 @@ def trtllm(spec: Spec, t: Target) -> Iterator[Hit]:
         )
 
 
-@target_rule(
-    "GB006", "error", "dead paths on GB10 are refused", trip=("add targets.gb10.features = flash_attention_4",)
-)
+@target_rule("GB006", "error", trip=("add targets.gb10.features = flash_attention_4",))
 def dead_paths(spec: Spec, t: Target) -> Iterator[Hit]:
-    """Paths that are dead on GB10 are refused there: FlashAttention 2/3/4, tcgen05 kernels, trtllm-gen FMHA, B200 tile
+    """dead paths on GB10 are refused
+
+    Paths that are dead on GB10 are refused there: FlashAttention 2/3/4, tcgen05 kernels, trtllm-gen FMHA, B200 tile
     configs, cuDNN mm_fp4, flash-attn requirements."""
     if not is_gb10_class(t):
         return
@@ -144,14 +146,15 @@ def dead_paths(spec: Spec, t: Target) -> Iterator[Hit]:
 @target_rule(
     "GB007",
     "error",
-    "TransformerEngine NVFP4 needs disable_rht on sm_12x",
     trip=(
         "drop targets.gb10.features = te_nvfp4_disable_rht",
         "add targets.gb10.features = te_nvfp4",
     ),
 )
 def te_rht(spec: Spec, t: Target) -> Iterator[Hit]:
-    """TransformerEngine's NVFP4 recipe needs disable_rht on sm_12x."""
+    """TransformerEngine NVFP4 needs disable_rht on sm_12x
+
+    TransformerEngine's NVFP4 recipe needs disable_rht on sm_12x."""
     if is_gb10_class(t) and "te_nvfp4" in t.features and "te_nvfp4_disable_rht" not in t.features:
         yield (
             f"targets.{t.name}.features",
@@ -163,14 +166,15 @@ def te_rht(spec: Spec, t: Target) -> Iterator[Hit]:
 @target_rule(
     "GB008",
     "error",
-    "Triton must use the CUDA 13.x ptxas on sm_121a",
     trip=(
         "drop targets.gb10.env.runtime.TRITON_PTXAS_PATH",
         "drop targets.gb10.runtime_patches = triton_ptxas",
     ),
 )
 def triton_ptxas(spec: Spec, t: Target) -> Iterator[Hit]:
-    """Triton ships a ptxas that does not know sm_121a: on sm_121a it must use CUDA 13's (TRITON_PTXAS_PATH or the
+    """Triton must use the CUDA 13.x ptxas on sm_121a
+
+    Triton ships a ptxas that does not know sm_121a: on sm_121a it must use CUDA 13's (TRITON_PTXAS_PATH or the
     triton_ptxas runtime patch)."""
     needs = t.gpu is not None and "sm_121a" in t.gpu.archs
     if needs and "TRITON_PTXAS_PATH" not in t.runtime_env and "triton_ptxas" not in t.runtime_patches:
@@ -181,11 +185,12 @@ def triton_ptxas(spec: Spec, t: Target) -> Iterator[Hit]:
 @target_rule(
     "GB009",
     "warning",
-    "max-autotune GEMM below 68 SMs needs the is_big_gpu override",
     trip=("drop targets.gb10.runtime_patches = inductor_small_gpu",),
 )
 def inductor_small_gpu(spec: Spec, t: Target) -> Iterator[Hit]:
-    """Inductor's max-autotune GEMM skips GPUs below 68 SMs (is_big_gpu): GB10 has 48, so the inductor_small_gpu patch
+    """max-autotune GEMM below 68 SMs needs the is_big_gpu override
+
+    Inductor's max-autotune GEMM skips GPUs below 68 SMs (is_big_gpu): GB10 has 48, so the inductor_small_gpu patch
     is needed."""
     if not t.gpu or not t.gpu.sm_count or t.gpu.sm_count >= 68:
         return
@@ -200,11 +205,11 @@ def inductor_small_gpu(spec: Spec, t: Target) -> Iterator[Hit]:
         )
 
 
-@target_rule(
-    "GB010", "error", "MFU on GB10 divides by its own peak", trip=("set targets.gb10.gpu.peak_bf16_tflops = 989",)
-)
+@target_rule("GB010", "error", trip=("set targets.gb10.gpu.peak_bf16_tflops = 989",))
 def mfu_peak(spec: Spec, t: Target) -> Iterator[Hit]:
-    """MFU on GB10 divides by GB10's own BF16 peak, not a datacenter GPU's."""
+    """MFU on GB10 divides by its own peak
+
+    MFU on GB10 divides by GB10's own BF16 peak, not a datacenter GPU's."""
     if is_gb10_class(t) and t.gpu and t.gpu.peak_bf16_tflops and not 62 <= t.gpu.peak_bf16_tflops <= 100:
         why = f"peak {t.gpu.peak_bf16_tflops:g} TFLOPS is not a GB10 BF16 peak (~62-100)"
         yield f"targets.{t.name}.gpu.peak_bf16_tflops", why, "use GB10's own peak, not H100's"
@@ -213,11 +218,12 @@ def mfu_peak(spec: Spec, t: Target) -> Iterator[Hit]:
 @target_rule(
     "GB011",
     "warning",
-    "GB10 serving runs eager with bounded memory",
     trip=("set targets.gb10.serving.gpu_memory_utilization = 0.98",),
 )
 def serving(spec: Spec, t: Target) -> Iterator[Hit]:
-    """vLLM serving on GB10 runs eager with a bounded gpu_memory_utilization (unified memory is shared with the CPU)."""
+    """GB10 serving runs eager with bounded memory
+
+    vLLM serving on GB10 runs eager with a bounded gpu_memory_utilization (unified memory is shared with the CPU)."""
     if not is_gb10_class(t) or not t.serving:
         return
     if not t.serving.enforce_eager:
@@ -231,11 +237,12 @@ def serving(spec: Spec, t: Target) -> Iterator[Hit]:
 @source_rule(
     "GB012",
     "warning",
-    "vLLM builds against a pinned CUTLASS >= 4.4.2, not one fetched by tag",
     trip=("drop sources.vllm.fetches.VLLM_CUTLASS_SRC_DIR",),
 )
 def vllm_cutlass(spec: Spec, src: Source) -> Iterator[Hit]:
-    """vLLM's CMake fetches CUTLASS by tag unless VLLM_CUTLASS_SRC_DIR points at a pinned CUTLASS of 4.4.2 or later."""
+    """vLLM builds against a pinned CUTLASS >= 4.4.2, not one fetched by tag
+
+    vLLM's CMake fetches CUTLASS by tag unless VLLM_CUTLASS_SRC_DIR points at a pinned CUTLASS of 4.4.2 or later."""
     declared = {**src.build_env, **getattr(src, "fetches", {})}
     given = {"VLLM_CUTLASS_SRC_DIR", "FETCHCONTENT_SOURCE_DIR_CUTLASS"} & set(declared)  # vLLM's or CMake's override
     if not re.search(r"/vllm(\.git)?$", src.repo) or given:

@@ -45,7 +45,6 @@ def _cutlass_versions(spec: Spec, src: Source, facts: Mapping[str, SourceFacts])
 @build_rule(
     "UP007",
     "error",
-    "CUTLASS 4.4.2 or later by its version.h on sm_12x targets",
     once=True,
     example=(
         "a source's facts (facts/<source>.toml) that record a CUTLASS version.h below 4.4.2 on an sm_12x "
@@ -53,7 +52,9 @@ def _cutlass_versions(spec: Spec, src: Source, facts: Mapping[str, SourceFacts])
     ),
 )
 def cutlass_content(spec: Spec, t: Target, src: Source) -> Iterator[Hit]:
-    """CUTLASS 4.4.2 or later by its version.h (never by git ancestry) on sm_12x targets."""
+    """CUTLASS 4.4.2 or later by its version.h on sm_12x targets
+
+    CUTLASS 4.4.2 or later by its version.h (never by git ancestry) on sm_12x targets."""
     versions = _cutlass_versions(spec, src, spec_facts(spec).facts) if _is_gb10_class(t) else ()
     for version, where, via in versions:
         if Version(version) < Version(CUTLASS_FLOOR):
@@ -69,13 +70,14 @@ def cutlass_content(spec: Spec, t: Target, src: Source) -> Iterator[Hit]:
 @build_rule(
     "UP008",
     "error",
-    "build-time fetches point at pinned sources",
     wheels=True,
     once=True,
     trip=("drop sources.vllm.fetches.FLASH_MLA_SRC_DIR",),
 )
 def pinned_fetches(spec: Spec, t: Target, src: Source) -> Iterator[Hit]:
-    """Every build-time fetch a build makes points at a pinned source (fetches: VARIABLE: source)."""
+    """build-time fetches point at pinned sources
+
+    Every build-time fetch a build makes points at a pinned source (fetches: VARIABLE: source)."""
     f = spec_facts(spec).get(src.name)
     declared = fetches_of(src)
     env = t.build_env_for(src)
@@ -137,7 +139,6 @@ def _fetch_pin(spec: Spec, src: Source, fetch: object, name: str, variable: str)
 @build_rule(
     "UP009",
     "error",
-    "declared run-time couplings are built into the same target",
     trip=(
         "drop targets.gb10.sources = causal_conv1d",
         "drop targets.gb10.env.sources.causal_conv1d",
@@ -146,7 +147,9 @@ def _fetch_pin(spec: Spec, src: Source, fetch: object, name: str, variable: str)
     ),
 )
 def couplings(spec: Spec, t: Target, src: Source) -> Iterator[Hit]:
-    """A declared run-time coupling (needs) is built into the same target, before the source that needs it."""
+    """declared run-time couplings are built into the same target
+
+    A declared run-time coupling (needs) is built into the same target, before the source that needs it."""
     names = [s.name for s in t.sources]
     for needed, reason in src.needs.items():
         if needed not in names:
@@ -164,14 +167,15 @@ def couplings(spec: Spec, t: Target, src: Source) -> Iterator[Hit]:
 @spec_rule(
     "AR001",
     "error",
-    "artifact sets pin what their source pins",
     example=(
         "drop one directory from artifacts.flashinfer_cubins.dirs: FlashInfer's facts pin a directory the "
         "artifact set no longer does (or a checksums.txt hash that differs)"
     ),
 )
 def artifact_pins(spec: Spec) -> Iterator[Hit]:
-    """An artifact set pins the directories and checksums.txt hashes its source's facts pin (FlashInfer's
+    """artifact sets pin what their source pins
+
+    An artifact set pins the directories and checksums.txt hashes its source's facts pin (FlashInfer's
     artifacts.py): the cubins a build reads are the ones upstream pinned."""
     facts = spec_facts(spec).facts
     for art in spec.artifacts.values():
@@ -209,14 +213,15 @@ def artifact_pins(spec: Spec) -> Iterator[Hit]:
 @source_rule(
     "UP011",
     "warning",
-    "an overlay attached to a source lays files over it",
     example=(
         "fires on the shipped stack.yaml while overlays/vllm/manifest.toml lists no files: warning UP011 "
         "sources.vllm.overlay: overlay vllm of vllm lists no files: it changes nothing in the build"
     ),
 )
 def empty_overlays(spec: Spec, src: Source) -> Iterator[Hit]:
-    """An overlay attached to a source lays files over it: an empty one changes nothing in the build."""
+    """an overlay attached to a source lays files over it
+
+    An overlay attached to a source lays files over it: an empty one changes nothing in the build."""
     from megacpp_env.worktree.manifest import ManifestError, load_manifest
 
     directory = overlay_dir(spec.root, src.overlay) if src.overlay else None
@@ -254,11 +259,12 @@ def _overlay_mentions(spec: Spec, src: Source, name: str) -> str:
 @source_rule(
     "UP012",
     "error",
-    "sanity checks name what the pinned source (or its overlay) provides",
     trip=("add sources.vllm.sanity.vllm_models = Qwen3_5ForCausalLMTextOnly",),
 )
 def sanity_can_pass(spec: Spec, src: Source) -> Iterator[Hit]:
-    """Sanity checks name what the pinned source (or its overlay) provides: each vllm_models name is in the registry
+    """sanity checks name what the pinned source (or its overlay) provides
+
+    Sanity checks name what the pinned source (or its overlay) provides: each vllm_models name is in the registry
     the facts read at the pin or a file of the overlay."""
     f = spec_facts(spec).get(src.name)
     if f is None or not f.models_at or f.commit != src.commit:
@@ -282,12 +288,13 @@ VERSION_VARS = ("VLLM_VERSION_OVERRIDE", "SETUPTOOLS_SCM_PRETEND_VERSION")
 @build_rule(
     "UP013",
     "error",
-    "a version override names the release the pin is",
     once=True,
     trip=('set sources.vllm.build_env.VLLM_VERSION_OVERRIDE = "0.29.1"',),
 )
 def version_override(spec: Spec, t: Target, src: Source) -> Iterator[Hit]:
-    """A version override (VLLM_VERSION_OVERRIDE, SETUPTOOLS_SCM_PRETEND_VERSION) names the release a verified sdist
+    """a version override names the release the pin is
+
+    A version override (VLLM_VERSION_OVERRIDE, SETUPTOOLS_SCM_PRETEND_VERSION) names the release a verified sdist
     says the pin is."""
     f = spec_facts(spec).get(src.name)
     # only a verified sdist says the release's exact version (PKG-INFO); a checkout's static

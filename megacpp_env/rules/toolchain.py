@@ -23,11 +23,12 @@ MIN_DRIVER_FOR_CUDA = {"13.0": "580.65.06", "13.2": "595.45.04"}
 @target_rule(
     "TC001",
     "error",
-    "the torch requirement must agree with the CUDA pins",
     trip=("set indexes.pytorch-nightly-cu132.url = https://download.pytorch.org/whl/nightly/cu130",),
 )
 def torch_cuda(spec: Spec, t: Target) -> Iterator[Hit]:
-    """The torch requirement (its local version, e.g. +cu132) agrees with the CUDA the target pins and the index it
+    """the torch requirement must agree with the CUDA pins
+
+    The torch requirement (its local version, e.g. +cu132) agrees with the CUDA the target pins and the index it
     takes torch from."""
     if not t.toolchain.cuda:
         return
@@ -50,11 +51,12 @@ def torch_cuda(spec: Spec, t: Target) -> Iterator[Hit]:
 @source_rule(
     "TC002",
     "error",
-    "every source is pinned to a real full commit SHA",
     trip=('set sources.vllm.commit = "0000000000000000000000000000000000000000"',),
 )
 def placeholder_commit(spec: Spec, src: Source) -> Iterator[Hit]:
-    """Every source is pinned to a full commit SHA that is not a placeholder (all zeros, repeated patterns)."""
+    """every source is pinned to a real full commit SHA
+
+    Every source is pinned to a full commit SHA that is not a placeholder (all zeros, repeated patterns)."""
     if looks_like_placeholder(src.commit):
         yield (f"sources.{src.name}.commit", f"the commit {src.commit} is a placeholder", "pin the real 40-hex SHA")
 
@@ -70,11 +72,12 @@ def looks_like_placeholder(commit: str) -> bool:
 @target_rule(
     "TC003",
     "error",
-    "the torch family comes only from an explicit index on CUDA targets",
     trip=("set indexes.pytorch-nightly-cu132.explicit = false",),
 )
 def torch_index(spec: Spec, t: Target) -> Iterator[Hit]:
-    """On CUDA targets the torch family (torch, torchvision, torchaudio, triton) comes only from an explicit index,
+    """the torch family comes only from an explicit index on CUDA targets
+
+    On CUDA targets the torch family (torch, torchvision, torchaudio, triton) comes only from an explicit index,
     never from PyPI by accident."""
     if not t.uses_cuda:
         return
@@ -95,11 +98,12 @@ def torch_index(spec: Spec, t: Target) -> Iterator[Hit]:
 @spec_rule(
     "TC004",
     "error",
-    "aligned targets share toolchain, requirements and sources",
     trip=("set targets.cloud.toolchain = debian-forky-cpu",),
 )
 def aligned_toolchains(spec: Spec) -> Iterator[Hit]:
-    """Aligned targets share GCC, CUDA, Python, uv, cuDNN and CUTLASS, their requirements and their sources."""
+    """aligned targets share toolchain, requirements and sources
+
+    Aligned targets share GCC, CUDA, Python, uv, cuDNN and CUTLASS, their requirements and their sources."""
     for i, group in enumerate(spec.aligned):
         first = spec.targets[group.targets[0]]
         for name in group.targets[1:]:
@@ -130,7 +134,6 @@ def _misaligned(i: int, first: Target, other: Target) -> Iterator[Hit]:
 @platform_rule(
     "TC005",
     "warning",
-    "base images are pinned by digest",
     example=(
         "fires on the shipped stack.yaml (its base images are tags): stack.yaml:296: warning TC005 "
         "targets.gb10.base_image: nvidia/cuda:13.2.0-cudnn-devel-ubuntu24.04 (linux/arm64) has no @sha256 "
@@ -139,7 +142,9 @@ def _misaligned(i: int, first: Target, other: Target) -> Iterator[Hit]:
     ),
 )
 def digest(spec: Spec, t: Target, platform: str, image: ImageRef) -> Iterator[Hit]:
-    """A base image referenced by tag can move under the same name: pin it by @sha256 digest (megacpp-env pin-base)."""
+    """base images are pinned by digest
+
+    A base image referenced by tag can move under the same name: pin it by @sha256 digest (megacpp-env pin-base)."""
     key = f"targets.{t.name}.base_image"
     if not image.digest:
         yield (
@@ -152,11 +157,12 @@ def digest(spec: Spec, t: Target, platform: str, image: ImageRef) -> Iterator[Hi
 @spec_rule(
     "TC006",
     "warning",
-    "pre-releases are scoped to an explicit index",
     trip=("set indexes.pytorch-nightly-cu132.explicit = false",),
 )
 def prerelease_scope(spec: Spec) -> Iterator[Hit]:
-    """A pre-release is allowed only where it is scoped: to the packages of an explicit index, or per package with a
+    """pre-releases are scoped to an explicit index
+
+    A pre-release is allowed only where it is scoped: to the packages of an explicit index, or per package with a
     reason."""
     for index in spec.indexes.values():
         if index.prerelease and not index.explicit:
@@ -164,9 +170,11 @@ def prerelease_scope(spec: Spec) -> Iterator[Hit]:
             yield f"indexes.{index.name}.prerelease", why, "make the index explicit"
 
 
-@source_rule("TC007", "error", "overlays named by sources exist", trip=("set sources.vllm.overlay = vllm-missing",))
+@source_rule("TC007", "error", trip=("set sources.vllm.overlay = vllm-missing",))
 def overlay_exists(spec: Spec, src: Source) -> Iterator[Hit]:
-    """An overlay a source names exists under overlays/ with its manifest."""
+    """overlays named by sources exist
+
+    An overlay a source names exists under overlays/ with its manifest."""
     if src.overlay and not overlay_dir(spec.root, src.overlay).is_dir():
         why = f"overlay directory overlays/{src.overlay}/ does not exist"
         yield f"sources.{src.name}.overlay", why, f"capture it: megacpp-env overlay new {src.overlay} --from <checkout>"
@@ -175,11 +183,12 @@ def overlay_exists(spec: Spec, src: Source) -> Iterator[Hit]:
 @source_rule(
     "TC008",
     "error",
-    "mamba_ssm and causal_conv1d are forced to build from source",
     trip=('set sources.mamba_ssm.build_env.MAMBA_FORCE_BUILD = "FALSE"',),
 )
 def force_build(spec: Spec, src: Source) -> Iterator[Hit]:
-    """mamba_ssm and causal_conv1d are forced to build from source (their setup.py otherwise downloads a prebuilt
+    """mamba_ssm and causal_conv1d are forced to build from source
+
+    mamba_ssm and causal_conv1d are forced to build from source (their setup.py otherwise downloads a prebuilt
     wheel)."""
     for repo_part, var in FORCE_BUILD.items():
         if re.search(rf"/{re.escape(repo_part)}(\.git)?$", src.repo) and src.build_env.get(var) != "TRUE":
@@ -190,11 +199,12 @@ def force_build(spec: Spec, src: Source) -> Iterator[Hit]:
 @spec_rule(
     "TC009",
     "error",
-    "the minimum driver supports the pinned CUDA",
     trip=('set toolchains.cuda132-ubuntu2404.min_driver = "580.0"',),
 )
 def min_driver(spec: Spec) -> Iterator[Hit]:
-    """The minimum driver supports the pinned CUDA release."""
+    """the minimum driver supports the pinned CUDA
+
+    The minimum driver supports the pinned CUDA release."""
     for name, tc in spec.toolchains.items():
         need = MIN_DRIVER_FOR_CUDA.get(tc.cuda)
         if need and (not tc.min_driver or Version(tc.min_driver) < Version(need)):
@@ -205,11 +215,12 @@ def min_driver(spec: Spec) -> Iterator[Hit]:
 @target_rule(
     "TC010",
     "error",
-    "TORCH_CUDA_ARCH_LIST covers the target's GPUs",
     trip=('set targets.gb10.gpu.torch_cuda_arch_list = "9.0;10.0"',),
 )
 def arch_list(spec: Spec, t: Target) -> Iterator[Hit]:
-    """TORCH_CUDA_ARCH_LIST covers every GPU arch the target runs on."""
+    """TORCH_CUDA_ARCH_LIST covers the target's GPUs
+
+    TORCH_CUDA_ARCH_LIST covers every GPU arch the target runs on."""
     if not t.gpu:
         return
     majors = {int(x.split(".")[0]) for x in t.gpu.torch_cuda_arch_list.replace("+PTX", "").split(";")}
@@ -230,9 +241,11 @@ def arch_list(spec: Spec, t: Target) -> Iterator[Hit]:
         )
 
 
-@target_rule("TC011", "warning", "CUDA targets describe their GPUs", trip=("drop targets.gb10.gpu",))
+@target_rule("TC011", "warning", trip=("drop targets.gb10.gpu",))
 def cuda_without_gpu(spec: Spec, t: Target) -> Iterator[Hit]:
-    """A CUDA target describes its GPUs (gpu: archs, kernel_arch, torch_cuda_arch_list): the arch rules need them."""
+    """CUDA targets describe their GPUs
+
+    A CUDA target describes its GPUs (gpu: archs, kernel_arch, torch_cuda_arch_list): the arch rules need them."""
     if t.uses_cuda and not t.gpu:
         yield (
             f"targets.{t.name}",

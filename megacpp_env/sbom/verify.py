@@ -21,7 +21,7 @@ from megacpp_env import docker, layout
 from megacpp_env.chars import dangerous_char, describe_char
 from megacpp_env.errors import FormatError, RefusedError, ToolError
 from megacpp_env.fsutil import read_regular_text
-from megacpp_env.records import Table
+from megacpp_env.records import Table, json_object
 from megacpp_env.sbom.contents import DPKG_FORMAT, deb_rows
 from megacpp_env.sbom.document import unlisted
 from megacpp_env.sbom.purl import parse_deb_purl
@@ -207,13 +207,8 @@ def _parse(text: str, where: str) -> dict[str, Any]:
     document nested too deeply is refused, not a crash), ``bomFormat`` CycloneDX, and every field
     ``check_image`` reads in the type and form the CycloneDX 1.6 schema gives it (``validate_sbom``).
     Fields it does not read are not judged. A ``FormatError`` names the file and the key path."""
-    try:
-        doc = json.loads(text)
-    except ValueError as exc:
-        raise FormatError(f"{where}: not JSON ({exc})") from None
-    except RecursionError:
-        raise FormatError(f"{where}: not a CycloneDX SBOM: JSON nested too deeply") from None
-    if not isinstance(doc, dict) or doc.get("bomFormat") != "CycloneDX" or not isinstance(doc.get("components"), list):
+    doc = json_object(text, where, FormatError)
+    if doc.get("bomFormat") != "CycloneDX" or not isinstance(doc.get("components"), list):
         raise FormatError(f"{where}: not a CycloneDX SBOM (bomFormat, components)")
     validate_sbom(doc, where)
     return doc

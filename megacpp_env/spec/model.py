@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from megacpp_env.fsutil import canonical_hash
 from megacpp_env.layout import checkout_dir_name
-from megacpp_env.records import HIDDEN, as_dict
+from megacpp_env.records import HIDDEN, Record, as_dict
 from megacpp_env.sanity import SanityCheck
 
 SCHEMA_VERSION = 1
@@ -57,7 +57,7 @@ class ImageRef:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Index:
+class Index(Record):
     name: str
     url: str
     """The index's simple-API URL (https, http or file)."""
@@ -69,9 +69,6 @@ class Index:
     """Pre-releases are allowed for the packages of this index."""
     reachable_here: bool = True
     """false: `lock check` reports the lock as unlocked (index unreachable here) instead of trying."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return as_dict(self)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -115,7 +112,7 @@ class Toolchain:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class SourceJobs:
+class SourceJobs(Record):
     """How a source's build parallelises, beyond its facts. What the build reads (MAX_JOBS,
     NVCC_THREADS, ...), the files it compiles and a hard-coded ``--threads`` come from its facts
     (``sourceplans.jobs_inputs``); ``nvcc_threads`` is only for a source without facts: the
@@ -124,12 +121,9 @@ class SourceJobs:
     nvcc_threads: int = 0
     """For a source without facts only: the nvcc --threads its build passes whatever the environment says."""
 
-    def to_dict(self) -> dict[str, Any]:
-        return as_dict(self)
-
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Source:
+class Source(Record):
     """A pinned source. Its own runtime and build requirements are upstream facts
     (``facts/<name>.toml``); ``extra_requirements`` is only what the stack adds on top (build tools for
     ``--no-build-isolation`` builds, run-time packages the stack uses); ``drop_requirements`` names
@@ -204,12 +198,9 @@ class Source:
         """The directory name a checkout of this source gets by default (``/opt/src/<this>``)."""
         return checkout_dir_name(self.name)
 
-    def to_dict(self) -> dict[str, Any]:
-        return as_dict(self)
-
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class GpuSpec:
+class GpuSpec(Record):
     archs: tuple[str, ...]
     """The CUDA archs the target runs on (sm_121a, sm_90a, ...)."""
     kernel_arch: str
@@ -221,23 +212,17 @@ class GpuSpec:
     peak_bf16_tflops: float = 0.0
     """Dense BF16 peak of the GPU, what MFU divides by (0: unknown)."""
 
-    def to_dict(self) -> dict[str, Any]:
-        return as_dict(self)
-
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Serving:
+class Serving(Record):
     enforce_eager: bool = True
     """vLLM serves without CUDA graphs."""
     gpu_memory_utilization: float = 0.9
     """The fraction of GPU memory vLLM may take (0 < x <= 1)."""
 
-    def to_dict(self) -> dict[str, Any]:
-        return as_dict(self)
-
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class BuildSettings:
+class BuildSettings(Record):
     """Parallelism for source builds. 0 means: derive from the build machine's memory."""
 
     max_jobs: int = 0
@@ -247,12 +232,9 @@ class BuildSettings:
     mem_per_job_gib: int = 4
     """GiB of memory one compile job is allowed when MAX_JOBS is derived."""
 
-    def to_dict(self) -> dict[str, Any]:
-        return as_dict(self)
-
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Override:
+class Override(Record):
     """A reviewed resolution: ``requirement`` replaces every requirement on its package (uv's
     ``override-dependencies``); ``sys_platform == 'never'`` as marker removes them."""
 
@@ -263,12 +245,9 @@ class Override:
     requirers: tuple[str, ...] = ()  # distributions whose own requirement it overrules (post-install check)
     """Distributions whose own requirement it overrules (the post-install check accepts only these)."""
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"requirement": self.requirement, "reason": self.reason, "requirers": list(self.requirers)}
-
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Provides:
+class Provides(Record):
     """A distribution that supplies another one's modules under a different name (pytorch-triton
     provides triton): a requirement on ``provides`` is met by ``provider`` at the provider's version."""
 
@@ -279,25 +258,15 @@ class Provides:
     reason: str
     """Why (reviewed)."""
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"provider": self.provider, "provides": self.provides, "reason": self.reason}
-
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Resolutions:
+class Resolutions(Record):
     overrides: tuple[Override, ...] = ()
     """Reviewed resolutions that replace requirements (uv's override-dependencies)."""
     provides: tuple[Provides, ...] = ()
     """Distributions that supply another's modules under a different name."""
     prereleases: Mapping[str, str] = field(default_factory=dict)  # package -> why a pre-release is allowed
     """Packages allowed a pre-release: package -> why."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "overrides": [o.to_dict() for o in self.overrides],
-            "provides": [p.to_dict() for p in self.provides],
-            "prereleases": dict(self.prereleases),
-        }
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -450,25 +419,19 @@ class Target:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Alignment:
+class Alignment(Record):
     targets: tuple[str, ...]
     """Targets that must resolve to the same stack (names under targets; at least two)."""
     allow_divergence: tuple[str, ...] = ()
     """Packages allowed to resolve differently in the group."""
 
-    def to_dict(self) -> dict[str, Any]:
-        return as_dict(self)
-
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class SnapshotConfig:
+class SnapshotConfig(Record):
     golden_dir: str = ".megacpp/golden"
     """Where golden snapshots live, relative to the spec and inside the repository."""
     ignore: tuple[str, ...] = ()
     """diff patterns (fnmatch on a finding's key and its prefixes) left out of golden checks."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return as_dict(self)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

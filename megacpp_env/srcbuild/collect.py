@@ -6,28 +6,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from megacpp_env.errors import RefusedError
+from megacpp_env.records import Record
 from megacpp_env.srcbuild.build import Progress, run_sanity
 from megacpp_env.srcbuild.plan import SourcePlan
 from megacpp_env.srcbuild.run import python_value, stream
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class CollectResult:
+class CollectResult(Record):
     wheels: tuple[str, ...]
     paths: tuple[str, ...]
     pip_check: tuple[str, ...]
     sanity: tuple[str, ...]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "wheels": list(self.wheels),
-            "paths": list(self.paths),
-            "pip_check": list(self.pip_check),
-            "sanity": list(self.sanity),
-        }
 
 
 def collect(

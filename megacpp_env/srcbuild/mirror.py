@@ -39,7 +39,7 @@ from typing import Any
 from megacpp_env import git
 from megacpp_env.errors import FormatError, RefusedError, ToolError
 from megacpp_env.fsutil import atomic_write_text, staging_dir, sweep_staging
-from megacpp_env.records import Table, read_json
+from megacpp_env.records import Record, Table, read_json
 from megacpp_env.redact import strip_url_credentials
 
 SCHEMA = 1
@@ -72,14 +72,11 @@ class MirrorRequest:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class MirroredSource:
+class MirroredSource(Record):
     source: str
     path: str
     action: str  # "created" | "updated" | "unchanged"
     repos: dict[str, list[str]] = field(default_factory=dict)  # url -> pinned commits
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"source": self.source, "path": self.path, "action": self.action, "repos": self.repos}
 
 
 # ---- reading -------------------------------------------------------------------------------------

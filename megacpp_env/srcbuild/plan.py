@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from megacpp_env.errors import FormatError, RefusedError
 from megacpp_env.layout import CMAKE_FETCH_OVERRIDE_RE
-from megacpp_env.records import Table, read_json
+from megacpp_env.records import Record, Table, read_json
 from megacpp_env.sanity import SanityCheck
 
 if TYPE_CHECKING:
@@ -77,7 +77,7 @@ class FetchPlan:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class JobsPlan:
+class JobsPlan(Record):
     """Inputs of the jobs formula (``srcbuild.jobs``), from the source's facts and the target.
 
     ``reads``: the parallelism variables the build reads (its facts, its overlay's files and the build
@@ -97,19 +97,6 @@ class JobsPlan:
     units: int = 0
     archs: int = 0
     divides: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "reads": list(self.reads),
-            "nvcc_threads": self.nvcc_threads,
-            "cuda": self.cuda,
-            "mem_per_job_gib": self.mem_per_job_gib,
-            "max_jobs": self.max_jobs,
-            "nvcc_threads_override": self.nvcc_threads_override,
-            "units": self.units,
-            "archs": self.archs,
-            "divides": self.divides,
-        }
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

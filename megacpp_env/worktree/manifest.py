@@ -18,7 +18,7 @@ from typing import Any, Literal, cast
 from megacpp_env import git
 from megacpp_env.errors import FormatError
 from megacpp_env.fsutil import atomic_write_text
-from megacpp_env.records import Table, as_dict, read_json, read_toml
+from megacpp_env.records import Record, Table, read_json, read_toml
 from megacpp_env.tomlwrite import dumps
 
 MANIFEST_NAME = "manifest.toml"
@@ -39,15 +39,12 @@ class ManifestError(FormatError):
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class OverlayFile:
+class OverlayFile(Record):
     path: str
     action: Action
     base_sha256: str | None = None  # None: a new file
     sha256: str | None = None  # None: the file is deleted
     mode: str = "100644"
-
-    def to_dict(self) -> dict[str, Any]:
-        return as_dict(self)
 
     @classmethod
     def read(cls, t: Table) -> OverlayFile:
@@ -72,14 +69,11 @@ class OverlayFile:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Manifest:
+class Manifest(Record):
     name: str
     source: str
     commit: str
     files: tuple[OverlayFile, ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        return as_dict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], *, file: str = MANIFEST_NAME) -> Manifest:
@@ -156,7 +150,7 @@ def dump_manifest(m: Manifest) -> str:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Journal:
+class Journal(Record):
     """What an apply is doing (``applying``) or did (``applied``) to a checkout, and the directories
     it created (``restore`` removes them again)."""
 
@@ -164,9 +158,6 @@ class Journal:
     commit: str
     state: str
     created_dirs: tuple[str, ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        return as_dict(self)
 
     @classmethod
     def read(cls, t: Table) -> Journal:

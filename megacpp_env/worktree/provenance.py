@@ -15,7 +15,7 @@ from typing import Any
 from megacpp_env import __version__, git
 from megacpp_env.errors import FormatError
 from megacpp_env.fsutil import atomic_write_text
-from megacpp_env.records import Table, as_dict, read_json
+from megacpp_env.records import Record, Table, as_dict, read_json
 
 PROVENANCE_NAME = ".megacpp-checkout.json"
 PROVENANCE_SCHEMA = 1
@@ -27,7 +27,7 @@ class ProvenanceError(FormatError):
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class OverlayRecord:
+class OverlayRecord(Record):
     """The state ``overlay apply`` left: the overlay's name, the diff and untracked-file hashes of
     the checkout right after it, and the paths it changed (None in a record that lacks them: such a
     record vouches for nothing)."""
@@ -36,9 +36,6 @@ class OverlayRecord:
     diff_hash: str | None = None
     untracked_hash: str | None = None
     paths: tuple[str, ...] | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return as_dict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], *, file: str = "<overlay record>") -> OverlayRecord:

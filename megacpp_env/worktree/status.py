@@ -12,7 +12,7 @@ from typing import Any
 
 from megacpp_env import git
 from megacpp_env.fsutil import sha256_bytes, sha256_file
-from megacpp_env.records import as_dict
+from megacpp_env.records import Record, as_dict
 from megacpp_env.worktree import content
 from megacpp_env.worktree.manifest import FILES_DIR, Journal, Manifest, OverlayFile, load_manifest, read_journal
 from megacpp_env.worktree.provenance import Provenance, read_provenance
@@ -154,14 +154,11 @@ def _stand_ins(root: Path, rel: str) -> list[str]:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class FileStatus:
+class FileStatus(Record):
     path: str
     action: str
     state: str  # "base" | "applied" | "modified" (neither base nor replacement)
     sha256: str | None  # what is on disk now: a file's bytes, a symlink's target (None: absent)
-
-    def to_dict(self) -> dict[str, Any]:
-        return as_dict(self)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
