@@ -79,3 +79,25 @@ def test_lazy_imports_count_and_type_checking_ones_do_not(tmp_path: Path) -> Non
 
 def test_closure_lists_files_of_this_checkout() -> None:
     assert all((REPO_ROOT / f).is_file() for f in closure())
+
+
+def test_a_changed_module_changes_the_closure_in_the_same_process(tmp_path: Path) -> None:
+    """The parse of a module is kept by its bytes: an edit (even one that keeps the size and the mtime)
+    is seen by the next call, and every call answers what a process that never parsed anything answers."""
+    from megacpp_env.srcbuild import closure as closure_module
+
+    pkg = tmp_path / "megacpp_env"
+    (pkg / "srcbuild").mkdir(parents=True)
+    for rel in ("__init__.py", "srcbuild/__init__.py", "a.py", "b.py"):
+        (pkg / rel).write_text("")
+    entry = pkg / "srcbuild" / "__init__.py"
+    entry.write_text("import megacpp_env.a\n")
+    stat = entry.stat()
+    first = closure(("megacpp_env.srcbuild",), root=tmp_path)
+    entry.write_text("import megacpp_env.b\n")  # same size
+    os.utime(entry, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    warm = closure(("megacpp_env.srcbuild",), root=tmp_path)
+    closure_module._PARSED.clear()
+    assert warm == closure(("megacpp_env.srcbuild",), root=tmp_path)
+    assert "megacpp_env/a.py" in first and "megacpp_env/b.py" not in first
+    assert "megacpp_env/b.py" in warm and "megacpp_env/a.py" not in warm

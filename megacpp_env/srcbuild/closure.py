@@ -75,11 +75,24 @@ def _parents(module: str) -> list[str]:
     return [".".join(parts[:i]) for i in range(1, len(parts))]
 
 
-def _imports(path: Path, module: str) -> list[str]:
+# The imports of a module's source, by everything they follow from (its name, whether it is a
+# package's __init__, its bytes): ``render`` walks the same closure for every target and platform, and
+# parsing was 95% of its time. The file is read every time; only the parse of the same bytes is skipped.
+_PARSED: dict[tuple[str, bool, bytes], tuple[str, ...]] = {}
+
+
+def _imports(path: Path, module: str) -> tuple[str, ...]:
     """The megacpp_env modules ``path`` imports at run time (``from X import y``: ``X.y`` when it is a
     module, else ``X``)."""
-    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
-    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    key = (module, path.name == "__init__.py", path.read_bytes())
+    if key not in _PARSED:
+        _PARSED[key] = _parse_imports(key[2].decode("utf-8"), str(path), module, is_package=key[1])
+    return _PARSED[key]
+
+
+def _parse_imports(source: str, filename: str, module: str, *, is_package: bool) -> tuple[str, ...]:
+    tree = ast.parse(source, filename)
+    package = module if is_package else module.rpartition(".")[0]
     out: list[str] = []
     for node in _runtime_nodes(tree):
         if isinstance(node, ast.Import):
@@ -89,7 +102,7 @@ def _imports(path: Path, module: str) -> list[str]:
             if _ours(base):
                 out.append(base)
                 out += [f"{base}.{alias.name}" for alias in node.names]
-    return out
+    return tuple(out)
 
 
 def _runtime_nodes(tree: ast.AST) -> list[ast.AST]:
