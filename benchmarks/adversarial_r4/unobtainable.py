@@ -75,6 +75,7 @@ def stand_ins(tmp: Path) -> Counts:
     counts = Counts()
     make_repo(tmp / "inner", {"x.c": "int x;\n"})
     sha = make_repo(tmp / "outer", {"README": "r\n"}, {"lib/gone": (tmp / "inner").as_uri()})
+    shutil.rmtree(tmp / "inner")  # truly unobtainable: a declared submodule that can be had is checked out
     url = (tmp / "outer").as_uri()
     specs = {
         "declared": f"  demo:\n    repo: {url}\n    commit: '{sha}'\n    submodules: true\n"
