@@ -153,7 +153,40 @@ def listing(path: Path | str, rev: str) -> Listing:
     files, gitlinks = git.tree_entries(path, rev)
     index = read_index(path)
     untracked, ignored = _untracked(path, frozenset(files) | (index.paths - gitlinks.keys()))
+    skip = frozenset(d.rstrip("/") for d in (*ignored, *untracked, *gitlinks) if d.endswith("/") or d in gitlinks)
+    special = _special_entries(path, skip)
+    if special:
+        untracked = sorted({*untracked, *special})
     return Listing(files=files, gitlinks=gitlinks, index=index, untracked=tuple(untracked), ignored_dirs=tuple(ignored))
+
+
+def _special_entries(root: Path, skip: frozenset[str]) -> list[str]:
+    """The FIFOs, sockets and devices of the work tree: git lists none of them (``ls-files --others``
+    passes over what is not a file, a link or a directory), yet each is something the commit does not
+    have. Any name, ignored or not (a FIFO is never a build's output worth hiding); not under a ``.git``,
+    a submodule, a nested repository or a wholly ignored directory (``skip``), never through a link.
+    One ``scandir`` a directory: the kinds come from the directory entries, nothing is opened."""
+    found: list[str] = []
+    todo = [""]
+    while todo:
+        rel_dir = todo.pop()
+        try:
+            with os.scandir(root / rel_dir) as entries:
+                listed = list(entries)
+        except OSError:
+            continue
+        for entry in listed:
+            rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
+            if entry.name == ".git" or rel in skip:
+                continue
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    todo.append(rel)
+                elif not entry.is_file(follow_symlinks=False) and not entry.is_symlink():
+                    found.append(rel)
+            except OSError:
+                continue
+    return found
 
 
 def _linked_dirs(root: Path, files: Iterable[str]) -> frozenset[str]:

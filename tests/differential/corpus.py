@@ -72,6 +72,7 @@ def _checkout() -> list[Group]:
     ]
     out += [group(f"checkout.untracked[{s}]", m.untracked(s), 2) for s in m.SOURCES]
     out += [group("checkout.untracked-edit", m.untracked_edit(f), 2) for f in ("ex_prebuilt.so", "notes.txt")]
+    out += [group(f"checkout.untracked-special[{k}]", m.untracked_special(k), 2) for k in ("fifo", "socket")]
     knobs = [*m.KNOBS, "untrackedCache"]
     return out + [group(f"checkout.knob[{k}]", m.knob(k, c)) for k in knobs for c in m.KNOB_CHANGES]
 

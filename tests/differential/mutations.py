@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from tests.differential.cachefiles import Bless, CacheOp
 from tests.differential.steps import (
     AddFile,
+    AddSpecial,
     Append,
     Chmod,
     EditBytes,
@@ -272,6 +273,16 @@ def untracked(source: str) -> st.SearchStrategy[Mutation]:
 
     names, suffixes = st.sampled_from(["evil", "_C", "hook"]), st.sampled_from([".so", ".pth", ".py"])
     return st.builds(build, names, suffixes, st.sampled_from(["", "model/"]), st.booleans())
+
+
+def untracked_special(kind: str) -> st.SearchStrategy[Mutation]:
+    """A new FIFO or socket in the checkout, beside the tracked files or in a directory of them."""
+
+    def build(where: str, restore: bool) -> Mutation:
+        step = AddSpecial(target=f"co/{where}new.{kind}", kind=kind, restore_dir_mtime=restore)
+        return Mutation(cls=f"checkout.untracked-special[{kind}]", drift=True, change=(step,))
+
+    return st.builds(build, st.sampled_from(["", "model/"]), st.booleans())
 
 
 def untracked_edit(file: str) -> st.SearchStrategy[Mutation]:

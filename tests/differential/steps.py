@@ -158,6 +158,24 @@ class AddFile(Step):
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class AddSpecial(Step):
+    """A new FIFO or socket: git lists neither as untracked (``ls-files --others`` passes over them)."""
+
+    target: str
+    kind: str  # "fifo" or "socket"
+    restore_dir_mtime: bool = False
+
+    def apply(self, world: World) -> str:
+        path = resolve(world, self.target)
+        parent_stamps = _keep_mtime(path.parent) if path.parent.is_dir() else None
+        path.parent.mkdir(parents=True, exist_ok=True)
+        make_special(path, self.kind)
+        if self.restore_dir_mtime and parent_stamps is not None:
+            os.utime(path.parent, ns=parent_stamps)
+        return f"added a {self.kind} {self.target}{_restored(self.restore_dir_mtime, 'directory mtime')}"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Append(Step):
     target: str
     content: str
@@ -210,6 +228,11 @@ def make_special(path: Path, kind: str) -> None:
         (path / "inside").write_text("x\n")
     elif kind == "devzero":
         path.symlink_to("/dev/zero")
+    elif kind == "socket":
+        import socket
+
+        with socket.socket(socket.AF_UNIX) as server:
+            server.bind(str(path))
     else:
         raise ValueError(kind)
 
