@@ -178,6 +178,16 @@ def test_a_fetch_from_a_remote_that_never_answers_is_stopped_and_reaped(
     assert _processes_in(tmp_path) == [] and not [p for p in _processes_in(Path("/")) if str(silent_server) in p]
 
 
+# Starts argv[1:] with the signals' default dispositions, as a terminal's foreground program has them: a
+# test run started in the background (`cmd &` ignores SIGINT) or under nohup (SIGHUP) passes its ignored
+# signals on, and a program keeps a signal it inherits ignored (as it should: nohup means it).
+DEFAULT_SIGNALS = (
+    "import os, signal, sys\n"
+    "for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP): signal.signal(s, signal.SIG_DFL)\n"
+    "os.execv(sys.argv[1], sys.argv[1:])"
+)
+
+
 @pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)])
 def test_an_interrupted_call_leaves_no_git_behind(repo: Path, tmp_path: Path, signum: int, code: int) -> None:
     """^C (SIGINT to the program), SIGTERM or SIGHUP while git blocks: exit 128 + the signal's number, and
@@ -185,8 +195,8 @@ def test_an_interrupted_call_leaves_no_git_behind(repo: Path, tmp_path: Path, si
     action killed the program alone and left git blocked until its deadline)."""
     (repo / ".gitignore").unlink(missing_ok=True)
     os.mkfifo(repo / ".gitignore")
-    proc = subprocess.Popen([sys.executable, "-m", "megacpp_env", "verify-checkout", str(repo)], cwd=REPO_ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    argv = [sys.executable, "-c", DEFAULT_SIGNALS, sys.executable, "-m", "megacpp_env", "verify-checkout", str(repo)]
+    proc = subprocess.Popen(argv, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and not any("ls-files" in p for p in _processes_in(tmp_path)):
         time.sleep(0.1)
