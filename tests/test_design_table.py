@@ -14,14 +14,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO_ROOT
+from tests.fixtures.install import copy_tree
 
 # What each row of the table asks for, as the newcomer would type it.
 VERB = '''"""`megacpp-env count`: how many targets and sources the spec has."""
@@ -126,22 +125,6 @@ CHECKS = {
 }  # fmt: skip
 
 
-def _copy(dest: Path) -> Path:
-    listed = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=REPO_ROOT, capture_output=True, check=True,
-    ).stdout.decode().split("\0")  # fmt: skip
-    for name in filter(None, listed):
-        src = REPO_ROOT / name
-        if src.is_file() and not src.is_symlink():
-            (dest / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dest / name)
-        elif src.is_symlink():
-            (dest / name).parent.mkdir(parents=True, exist_ok=True)
-            (dest / name).symlink_to(os.readlink(src))
-    return dest
-
-
 def _insert(path: Path, before: str, text: str, *, up: int = 0) -> None:
     """``text`` as the lines just before the first line that starts with ``before`` (``up`` lines higher)."""
     lines = path.read_text().splitlines(keepends=True)
@@ -161,7 +144,7 @@ def _run(root: Path, *argv: str, out: Path | None = None) -> str:
 
 @pytest.fixture(scope="module")
 def copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = _copy(tmp_path_factory.mktemp("newcomer") / "repo")
+    root = copy_tree(tmp_path_factory.mktemp("newcomer") / "repo", links=True)
     code = _run(root, "-c", "import megacpp_env; print(megacpp_env.__file__)")
     assert code.strip() == str(root / "megacpp_env" / "__init__.py")  # the copy's package, not this tree's
     return root
