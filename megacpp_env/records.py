@@ -102,11 +102,12 @@ class Table:
             raise self.error(f"control character {describe_char(ch)} in {value[:40]!r}", file=self.file, key=where)
         return value
 
-    def text(self, key: str, default: Any = _MISSING, *, nonempty: bool = False) -> str:
+    def text(self, key: str, default: Any = _MISSING, *, nonempty: bool = False, verbatim: bool = False) -> str:
+        """A string; ``verbatim``: any character (as ``texts``)."""
         value: str = self._get(key, str, "a string", default)
         if nonempty and not value.strip():
             self.fail("expected a non-empty string", key)
-        return self._safe(value, self.where(key)) if value is not default else value
+        return self._safe(value, self.where(key)) if value is not default and not verbatim else value
 
     def opt_text(self, key: str) -> str | None:
         value: str | None = self._get(key, str, "a string", None)

@@ -144,3 +144,13 @@ def test_a_command_line_with_a_newline_is_recorded_and_read_back(golden):
     assert _run(golden, "--", sys.executable, "-c", script) == 4
     (record,) = _read(golden / "bench.runs.jsonl")
     assert record["cmd"] == [sys.executable, "-c", script]
+
+
+def test_a_working_directory_with_a_newline_is_recorded_and_read_back(golden, tmp_path, monkeypatch):
+    """The sibling of a newline in an argument: the directory the command ran in."""
+    odd = tmp_path / "bench\nrun"
+    odd.mkdir()
+    monkeypatch.chdir(odd)
+    assert _run(golden, "--", sys.executable, "-c", "pass") == 0
+    (record,) = _read(golden / "bench.runs.jsonl")
+    assert record["cwd"] == str(odd)

@@ -51,8 +51,8 @@ class RunRecord(Record):
         summary = t.table("drift_summary")
         return cls(
             time=t.text("time"), golden=t.text("golden"), golden_digest=t.text("golden_digest"),
-            snapshot_digest=t.text("snapshot_digest"), cmd=t.texts("cmd", verbatim=True), cwd=t.text("cwd"),
-            ran=t.flag("ran"),
+            snapshot_digest=t.text("snapshot_digest"), cmd=t.texts("cmd", verbatim=True),
+            cwd=t.text("cwd", verbatim=True), ran=t.flag("ran"),
             exit_code=t.number("exit_code", None), wall_s=wall, drift=t.flag("drift"),
             allowed_drift=t.flag("allowed_drift"), drift_summary=dict(summary.data), precheck_s=precheck or 0.0,
         )  # fmt: skip
