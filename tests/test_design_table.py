@@ -59,15 +59,14 @@ from megacpp_env.rules.base import Hit, target_rule
 from megacpp_env.spec.model import Spec, Target
 
 
-@target_rule(
-    "NC001",
-    "warning",
-    trip=("set targets.smoke.description = " + "x" * 130,),
-)
+@target_rule("NC001", "warning")
 def short_description(spec: Spec, target: Target) -> Iterator[Hit]:
     """a target's description fits on one line
 
-    `megacpp-env targets` lists a target with its description on one line: a long one wraps."""
+    `megacpp-env targets` lists a target with its description on one line: a long one wraps.
+
+    Trip: set targets.smoke.description = ''' + "x" * 130 + '''
+    """
     if len(target.description) > 120:
         yield (f"targets.{target.name}.description", "longer than 120 characters", "say it in one line")
 '''

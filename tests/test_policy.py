@@ -58,8 +58,9 @@ def _set_env(d, name, value):
 
 
 def edit(data, line):
-    """One trip edit of a rule's registry entry (``Rule.trip``): "set KEY = VALUE", "add KEY = VALUE" (to a
-    list), "drop KEY", "drop KEY = VALUE" (from a list); KEY a dotted key path with [i] indices, VALUE YAML."""
+    """One trip edit of a rule (``Rule.trip``: a ``Trip:`` line of its docstring): "set KEY = VALUE", "add
+    KEY = VALUE" (to a list), "drop KEY", "drop KEY = VALUE" (from a list); KEY a dotted key path with [i]
+    indices, VALUE YAML."""
     op, _, rest = line.partition(" ")
     path, _, raw = rest.partition(" = ")
     parts = [int(p) if p.isdigit() else p for p in re.split(r"\.|\[(\d+)\]", path) if p]
@@ -275,3 +276,36 @@ def test_a_rule_takes_its_summary_and_doc_from_its_docstring():
     assert (made.summary, made.doc().doc) == ("One paragraph, both", "One paragraph, both.")
     with pytest.raises(TypeError, match="rule ZZ905: its function has no docstring"):
         spec_rule("ZZ905", "error")(lambda spec: iter(()))
+
+
+def test_a_rule_takes_its_trip_edits_and_example_from_its_docstring():
+    """``Trip:`` lines (one edit each) and an ``Example:`` paragraph are read out of the docstring, wherever
+    they stand after the summary, and are not part of the doc; a Trip paragraph with another line in it is
+    refused where the rule is made (an edit lost in prose would never be tested)."""
+    from megacpp_env.rules.base import spec_rule
+
+    def both(spec):
+        """the summary.
+
+        Trip: set indexes.a.explicit = false
+        Trip: drop sources.b.commit
+
+        Why it exists.
+
+        Example: words that say
+        what trips it."""
+        yield from ()
+
+    def bad(spec):
+        """the summary.
+
+        Trip: set indexes.a.explicit = false
+        and then some prose"""
+        yield from ()
+
+    made = spec_rule("ZZ906", "error")(both)
+    assert made.trip == ("set indexes.a.explicit = false", "drop sources.b.commit")
+    assert (made.summary, made.why, made.example) == ("the summary", "Why it exists.", "words that say what trips it.")
+    assert made.doc().example.endswith("  drop sources.b.commit\nwords that say what trips it.")
+    with pytest.raises(TypeError, match="rule ZZ907: its docstring's Trip paragraph has a line that is not one edit"):
+        spec_rule("ZZ907", "error")(bad)

@@ -330,3 +330,34 @@ def test_cache_files_are_sealed_and_the_key_is_private(box: Box) -> None:
     assert all(p.read_bytes().startswith(cachefile.MAGIC) for p in _cache_files(box))
     assert shutil.which("git")  # the checkout of every test above is a real repository
     assert (box.co / ".git").is_dir() and FILE_OK
+
+
+@pytest.mark.parametrize("what", ["key", "entry"])
+def test_a_cache_file_removed_between_its_lstat_and_its_open_is_absent_not_a_traceback(
+    what: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The key (and a cache entry) is lstat-ed, then opened: a file another process removes in between is
+    read as removed (a note; the key is made again on the next run), never an uncaught FileNotFoundError."""
+    from megacpp_env.snapshot.verify import cachefile
+
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    key, note = cachefile.load_key(str(cache))
+    assert key is not None and note is None
+    entry = cache / "one.entry"
+    assert cachefile.write(str(entry), b"payload", key) is None
+    assert cachefile.read(str(entry), key, 1 << 20).payload == b"payload"
+    victim = cache / cachefile.KEY_NAME if what == "key" else entry
+    real_open = os.open
+
+    def open_after_removal(path: str, flags: int, *args: int) -> int:
+        if Path(path) == victim:
+            victim.unlink(missing_ok=True)
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(os, "open", open_after_removal)
+    if what == "key":
+        got, note = cachefile.load_key(str(cache), create=False)
+        assert got is None and note == f"{victim}: removed while read: caches not used"
+    else:
+        assert cachefile.read(str(entry), key, 1 << 20) == cachefile.Entry()

@@ -8,6 +8,8 @@ them (no import circle through the registry).
 
 from __future__ import annotations
 
+import inspect
+import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
@@ -28,6 +30,8 @@ SCOPES = {
 WHERE = {"spec": "target or source", "target": "target", "platform": "target", "source": "source",
          "build": "target or source"}  # fmt: skip
 Check = Callable[[Spec], Iterator[Hit]]
+_TRIP = "Trip:"
+_EXAMPLE = "Example:"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -39,11 +43,12 @@ class Rule:
     check: Check  # the whole spec: the scope's loop around the rule's body
     once: bool = False  # report a repeated (key, message) once (a source seen through several targets)
     body: Callable[..., Any] | None = None  # the decorated function (its docstring documents the rule)
-    # Edits of the shipped stack.yaml that make it fire (``explain`` shows them; tests/test_policy.py
-    # applies them and sees it fire): "set KEY = VALUE", "add KEY = VALUE" (to a list), "drop KEY",
-    # "drop KEY = VALUE" (from a list); KEY a dotted key path, VALUE YAML.
+    why: str = ""  # the docstring's paragraphs after the summary, but Trip: and Example:
+    # Edits of the shipped stack.yaml that make it fire (the docstring's ``Trip:`` lines; ``explain`` shows
+    # them, tests/test_policy.py applies them and sees it fire): "set KEY = VALUE", "add KEY = VALUE" (to a
+    # list), "drop KEY", "drop KEY = VALUE" (from a list); KEY a dotted key path, VALUE YAML.
     trip: tuple[str, ...] = ()
-    example: str = ""  # what trips it, in words, where no edit of the shipped spec shows it
+    example: str = ""  # what trips it, in words, where no edit of the shipped spec shows it (``Example:``)
 
     def __call__(self, spec: Spec) -> Iterator[Hit]:
         return unique(self.check(spec)) if self.once else self.check(spec)
@@ -62,22 +67,48 @@ class Rule:
             severity=self.severity,
             summary=self.summary,
             family=f"policy rule (megacpp-env check), on {SCOPES[self.scope]}",
-            doc=_docstring(self.code, self.body)[1],
+            doc=self.why,
             example=self.example_text(),
             silence=f'`ignore: {{{self.code}: "why it cannot be fixed here"}}` under the {WHERE[self.scope]} '
             "that its findings' key names",
         )
 
 
-def _docstring(code: str, body: Callable[..., Any] | None) -> tuple[str, str]:
-    """(summary, doc) of a rule from its body's docstring: the first paragraph is the summary (without a
-    closing period) and the rest the doc; a docstring of one paragraph is both."""
-    text = (body.__doc__ or "").strip() if body is not None else ""
-    first, _, rest = text.partition("\n\n")
-    summary = " ".join(first.split()).rstrip(".")
-    if not summary:
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Docstring:
+    """A rule's documentation, all of it in its body's docstring (PEP 257's shape): the first paragraph is
+    the summary (without a closing period); a paragraph of ``Trip:`` lines holds the edits of the shipped
+    stack.yaml that make it fire, one a line; a paragraph that starts ``Example:`` says in words what trips
+    it where no edit shows it; the other paragraphs are the doc (a docstring of one paragraph: the summary)."""
+
+    summary: str
+    doc: str
+    trip: tuple[str, ...] = ()
+    example: str = ""
+
+
+def _docstring(code: str, body: Callable[..., Any] | None) -> Docstring:
+    text = inspect.cleandoc(body.__doc__ or "") if body is not None else ""
+    paragraphs = [p.strip() for p in re.split(r"\n[ \t]*\n", text) if p.strip()]
+    if not paragraphs:
         raise TypeError(f"rule {code}: its function has no docstring (its first paragraph is the rule's summary)")
-    return summary, " ".join((rest or first).split())
+    first, trip, example, doc = paragraphs[0], [], "", []
+    for p in paragraphs[1:]:
+        lines = p.splitlines()
+        if lines[0].startswith(_TRIP):
+            if not all(line.startswith(_TRIP) and line[len(_TRIP) :].strip() for line in lines):
+                raise TypeError(f"rule {code}: its docstring's Trip paragraph has a line that is not one edit: {p!r}")
+            trip += [line[len(_TRIP) :].strip() for line in lines]
+        elif p.startswith(_EXAMPLE):
+            example = " ".join(p[len(_EXAMPLE) :].split())
+        else:
+            doc.append(p)
+    return Docstring(
+        summary=" ".join(first.split()).rstrip("."),
+        doc=" ".join(" ".join(doc or [first]).split()),
+        trip=tuple(trip),
+        example=example,
+    )
 
 
 def _example_text(trip: tuple[str, ...], example: str) -> str:
@@ -123,62 +154,47 @@ def _builds(body: Callable[[Spec, Target, Source], Iterator[Hit]], *, wheels: bo
 Body = TypeVar("Body", bound=Callable[..., Iterator[Hit]])
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Doc:
-    """What a decorator takes besides the code and the severity (``Rule``'s fields; the summary is the first
-    paragraph of the rule's docstring)."""
-
-    once: bool = False
-    trip: tuple[str, ...] = ()
-    example: str = ""
-
-
 def _decorator(
-    code: str, severity: Severity, scope: Scope, loop: Callable[[Body], Check], doc: Doc
+    code: str, severity: Severity, scope: Scope, loop: Callable[[Body], Check], *, once: bool
 ) -> Callable[[Body], Rule]:
-    return lambda body: Rule(
-        code=code, severity=severity, summary=_docstring(code, body)[0], scope=scope, check=loop(body), body=body,
-        once=doc.once, trip=doc.trip, example=doc.example,
-    )  # fmt: skip
+    def make(body: Body) -> Rule:
+        text = _docstring(code, body)
+        return Rule(
+            code=code, severity=severity, summary=text.summary, scope=scope, check=loop(body), body=body,
+            once=once, why=text.doc, trip=text.trip, example=text.example,
+        )  # fmt: skip
+
+    return make
 
 
-def spec_rule(
-    code: str, severity: Severity, *, once: bool = False, trip: tuple[str, ...] = (), example: str = ""
-) -> Callable[[Check], Rule]:
+def spec_rule(code: str, severity: Severity, *, once: bool = False) -> Callable[[Check], Rule]:
     """A rule on the whole spec."""
-    return _decorator(code, severity, "spec", lambda body: body, Doc(once=once, trip=trip, example=example))
+    return _decorator(code, severity, "spec", lambda body: body, once=once)
 
 
 def target_rule(
-    code: str, severity: Severity, *, once: bool = False, trip: tuple[str, ...] = (), example: str = ""
+    code: str, severity: Severity, *, once: bool = False
 ) -> Callable[[Callable[[Spec, Target], Iterator[Hit]]], Rule]:
     """A rule on each target, in spec order."""
-    return _decorator(code, severity, "target", _targets, Doc(once=once, trip=trip, example=example))
+    return _decorator(code, severity, "target", _targets, once=once)
 
 
 def platform_rule(
-    code: str, severity: Severity, *, once: bool = False, trip: tuple[str, ...] = (), example: str = ""
+    code: str, severity: Severity, *, once: bool = False
 ) -> Callable[[Callable[[Spec, Target, str, ImageRef], Iterator[Hit]]], Rule]:
     """A rule on each (target, platform, base image)."""
-    return _decorator(code, severity, "platform", _platforms, Doc(once=once, trip=trip, example=example))
+    return _decorator(code, severity, "platform", _platforms, once=once)
 
 
 def source_rule(
-    code: str, severity: Severity, *, once: bool = False, trip: tuple[str, ...] = (), example: str = ""
+    code: str, severity: Severity, *, once: bool = False
 ) -> Callable[[Callable[[Spec, Source], Iterator[Hit]]], Rule]:
     """A rule on each source, in spec order."""
-    return _decorator(code, severity, "source", _sources, Doc(once=once, trip=trip, example=example))
+    return _decorator(code, severity, "source", _sources, once=once)
 
 
 def build_rule(
-    code: str,
-    severity: Severity,
-    *,
-    wheels: bool = False,
-    once: bool = False,
-    trip: tuple[str, ...] = (),
-    example: str = "",
+    code: str, severity: Severity, *, wheels: bool = False, once: bool = False
 ) -> Callable[[Callable[[Spec, Target, Source], Iterator[Hit]]], Rule]:
     """A rule on each (target, source) the target builds (``wheels``: only those built into a wheel)."""
-    doc = Doc(once=once, trip=trip, example=example)
-    return _decorator(code, severity, "build", lambda body: _builds(body, wheels=wheels), doc)
+    return _decorator(code, severity, "build", lambda body: _builds(body, wheels=wheels), once=once)

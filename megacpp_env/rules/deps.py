@@ -19,16 +19,15 @@ KNOWN_PROVIDERS = {"pytorch-triton": "triton"}
 NEVER = "sys_platform == 'never'"
 
 
-@target_rule(
-    "DP001",
-    "error",
-    trip=("add targets.gb10.requirements = quack-kernels==0.3.0",),
-)
+@target_rule("DP001", "error")
 def requirement_conflicts(spec: Spec, t: Target) -> Iterator[Hit]:
     """requirers of one package can all be satisfied
 
     Every requirer of one package can be satisfied at once (the facts' requirements and the stack's, with the
-    target's resolutions): a conflict would only show when the lock fails."""
+    target's resolutions): a conflict would only show when the lock fails.
+
+    Trip: add targets.gb10.requirements = quack-kernels==0.3.0
+    """
     deps = target_deps(spec, t)
     if deps.missing_facts:
         return  # FA001 says so; the graph is incomplete
@@ -41,16 +40,15 @@ def _removed(req_text: str) -> bool:
     return req.marker is not None and not req.marker.evaluate({"sys_platform": "linux"})
 
 
-@target_rule(
-    "DP002",
-    "error",
-    trip=("drop targets.gb10.resolutions.overrides[0]",),
-)
+@target_rule("DP002", "error")
 def module_owners(spec: Spec, t: Target) -> Iterator[Hit]:
     """one distribution per module tree (pytorch-triton vs triton)
 
     One distribution per module tree: pytorch-triton and triton both own site-packages/triton/, so a target must
-    override triton away where pytorch-triton provides it."""
+    override triton away where pytorch-triton provides it.
+
+    Trip: drop targets.gb10.resolutions.overrides[0]
+    """
     deps = target_deps(spec, t)
     names = {n.name for n in deps.needs}
     declared: dict[str, str] = {
@@ -79,16 +77,15 @@ def module_owners(spec: Spec, t: Target) -> Iterator[Hit]:
             )
 
 
-@spec_rule(
-    "DP003",
-    "error",
-    trip=("set sources.vllm.drop_requirements.no-such-package = stripped",),
-)
+@spec_rule("DP003", "error")
 def resolutions_apply(spec: Spec) -> Iterator[Hit]:
     """resolutions apply: drops name facts requirements, overrides spare explicit indexes
 
     Resolutions apply: a dropped requirement names one the facts have, and no override replaces a package pinned to
-    an explicit index (uv would resolve it without its index)."""
+    an explicit index (uv would resolve it without its index).
+
+    Trip: set sources.vllm.drop_requirements.no-such-package = stripped
+    """
     for src in spec.sources.values():
         yield from _drops_apply(spec, src)
     for t in spec.targets.values():
@@ -122,16 +119,15 @@ def _drops_apply(spec: Spec, src: Source) -> Iterator[Hit]:
 USE_EXISTING_TORCH = "use_existing_torch.py"
 
 
-@source_rule(
-    "DP004",
-    "error",
-    trip=("drop sources.vllm.drop_requirements.torchcodec",),
-)
+@source_rule("DP004", "error")
 def stripped_by_pre_build(spec: Spec, src: Source) -> Iterator[Hit]:
     """requirements a pre_build step strips are declared dropped
 
     vLLM's ``use_existing_torch.py`` deletes every requirement line that contains "torch" (its
-    default mode) before the build: the built wheel lacks them, so the lock must not resolve them."""
+    default mode) before the build: the built wheel lacks them, so the lock must not resolve them.
+
+    Trip: drop sources.vllm.drop_requirements.torchcodec
+    """
     f = spec_facts(spec).get(src.name)
     if f is None or not any(USE_EXISTING_TORCH in cmd for cmd in src.pre_build):
         return

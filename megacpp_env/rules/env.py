@@ -22,17 +22,15 @@ def _own_env(t: Target, src: Source) -> dict[str, str]:
     return {**src.build_env, **t.source_env.get(src.name, {})}
 
 
-@spec_rule(
-    "UP001",
-    "error",
-    once=True,
-    trip=('set sources.flashinfer.build_env.FLASHINFER_ENABLE_AOT = "1"',),
-)
+@spec_rule("UP001", "error", once=True)
 def unread_env(spec: Spec) -> Iterator[Hit]:
     """no build variable that upstream does not read
 
     No build variable that upstream does not read: the facts, the overlay's files and the build tools the facts show
-    decide what a build reads; a knob (compiler, CUDA) or a reason in build_env_reasons is accepted."""
+    decide what a build reads; a knob (compiler, CUDA) or a reason in build_env_reasons is accepted.
+
+    Trip: set sources.flashinfer.build_env.FLASHINFER_ENABLE_AOT = "1"
+    """
     for t, src in builds(spec, wheels=True):
         yield from _unread_source_env(spec, t, src)
     yield from _unread_target_env(spec)
@@ -91,21 +89,16 @@ def _unread_target_env(spec: Spec) -> Iterator[Hit]:
                 )
 
 
-@build_rule(
-    "UP002",
-    "error",
-    wheels=True,
-    once=True,
-    trip=(
-        "drop sources.mamba_ssm.overlay",
-        'set sources.mamba_ssm.build_env.TORCH_CUDA_ARCH_LIST = "12.0"',
-    ),
-)
+@build_rule("UP002", "error", wheels=True, once=True)
 def ignored_arch_list(spec: Spec, t: Target, src: Source) -> Iterator[Hit]:
     """no TORCH_CUDA_ARCH_LIST for a setup.py that hard-codes its -gencode list
 
     No TORCH_CUDA_ARCH_LIST for a setup.py that hard-codes its -gencode list (it would be ignored), unless an
-    overlay reads an arch variable."""
+    overlay reads an arch variable.
+
+    Trip: drop sources.mamba_ssm.overlay
+    Trip: set sources.mamba_ssm.build_env.TORCH_CUDA_ARCH_LIST = "12.0"
+    """
     f = spec_facts(spec).get(src.name)
     if f is None or not f.arch.gencode or "TORCH_CUDA_ARCH_LIST" not in _own_env(t, src):
         return
@@ -120,17 +113,15 @@ def ignored_arch_list(spec: Spec, t: Target, src: Source) -> Iterator[Hit]:
     )
 
 
-@build_rule(
-    "UP003",
-    "warning",
-    wheels=True,
-    trip=("drop targets.gb10.env.sources.causal_conv1d",),
-)
+@build_rule("UP003", "warning", wheels=True)
 def hard_coded_archs(spec: Spec, t: Target, src: Source) -> Iterator[Hit]:
     """sources build the target's archs, not a hard-coded list
 
     Sources build the target's archs, not a hard-coded list: an overlay reads the arch variable and the target sets
-    it per source."""
+    it per source.
+
+    Trip: drop targets.gb10.env.sources.causal_conv1d
+    """
     f = spec_facts(spec).get(src.name)
     var = overlay_arch_var(spec, src)
     if t.gpu is None or f is None or not f.arch.gencode or (var and var in t.build_env_for(src)):
@@ -150,17 +141,15 @@ def hard_coded_archs(spec: Spec, t: Target, src: Source) -> Iterator[Hit]:
 SM_TOKEN_RE = re.compile(r"^[1-9][0-9]{1,2}[af]?$")
 
 
-@build_rule(
-    "UP010",
-    "error",
-    wheels=True,
-    trip=('set targets.cloud.env.sources.causal_conv1d = {MEGACPP_CUDA_ARCHS: "90a"}',),
-)
+@build_rule("UP010", "error", wheels=True)
 def overlay_archs_cover_target(spec: Spec, t: Target, src: Source) -> Iterator[Hit]:
     """an arch overlay's list covers every arch the target runs on, and only valid SMs
 
     MEGACPP_CUDA_ARCHS (or the variable an overlay reads) compiles SASS for exactly the listed SMs:
-    an arch of ``gpu.archs`` missing from it means kernels that do not load on that GPU."""
+    an arch of ``gpu.archs`` missing from it means kernels that do not load on that GPU.
+
+    Trip: set targets.cloud.env.sources.causal_conv1d = {MEGACPP_CUDA_ARCHS: "90a"}
+    """
     var = overlay_arch_var(spec, src)
     env = t.build_env_for(src)
     if not var or var not in env or t.gpu is None:
@@ -194,15 +183,14 @@ def _env_values(spec: Spec, name: str) -> Iterator[tuple[str, str]]:
             yield f"sources.{src.name}.build_env.{name}", src.build_env[name]
 
 
-@spec_rule(
-    "UP004",
-    "error",
-    trip=('set targets.gb10.env.sources.flashinfer_jit_cache.FLASHINFER_CUDA_ARCH_LIST = "9.0a;10.0a"',),
-)
+@spec_rule("UP004", "error")
 def flashinfer_arch_list(spec: Spec) -> Iterator[Hit]:
     """FLASHINFER_CUDA_ARCH_LIST is space-separated
 
-    FLASHINFER_CUDA_ARCH_LIST is space-separated (FlashInfer splits it on spaces)."""
+    FLASHINFER_CUDA_ARCH_LIST is space-separated (FlashInfer splits it on spaces).
+
+    Trip: set targets.gb10.env.sources.flashinfer_jit_cache.FLASHINFER_CUDA_ARCH_LIST = "9.0a;10.0a"
+    """
     for key, value in _env_values(spec, "FLASHINFER_CUDA_ARCH_LIST"):
         tokens = value.split(" ")
         if ";" in value or not value or any(not FLASHINFER_ARCH_RE.match(tok) for tok in tokens):
@@ -215,15 +203,14 @@ def flashinfer_arch_list(spec: Spec) -> Iterator[Hit]:
             )
 
 
-@spec_rule(
-    "UP005",
-    "error",
-    trip=('set targets.gb10.gpu.torch_cuda_arch_list = "9.0;10.0;12.0f"',),
-)
+@spec_rule("UP005", "error")
 def family_arch_in_torch_list(spec: Spec) -> Iterator[Hit]:
     """no family (f) arch in TORCH_CUDA_ARCH_LIST
 
-    No family (f) arch in TORCH_CUDA_ARCH_LIST: torch's cpp_extension rejects it."""
+    No family (f) arch in TORCH_CUDA_ARCH_LIST: torch's cpp_extension rejects it.
+
+    Trip: set targets.gb10.gpu.torch_cuda_arch_list = "9.0;10.0;12.0f"
+    """
     values = list(_env_values(spec, "TORCH_CUDA_ARCH_LIST"))
     values += [
         (f"targets.{t.name}.gpu.torch_cuda_arch_list", t.gpu.torch_cuda_arch_list)
@@ -241,18 +228,15 @@ def family_arch_in_torch_list(spec: Spec) -> Iterator[Hit]:
             )
 
 
-@build_rule(
-    "UP006",
-    "error",
-    wheels=True,
-    once=True,
-    trip=('set sources.causal_conv1d.build_env.CAUSAL_CONV1D_FORCE_BUILD = "true"',),
-)
+@build_rule("UP006", "error", wheels=True, once=True)
 def exact_switch_values(spec: Spec, t: Target, src: Source) -> Iterator[Hit]:
     """switches upstream compares with one exact string are set to it
 
     A switch upstream compares with one exact string is set to that string (CAUSAL_CONV1D_FORCE_BUILD: "TRUE", not
-    "true")."""
+    "true").
+
+    Trip: set sources.causal_conv1d.build_env.CAUSAL_CONV1D_FORCE_BUILD = "true"
+    """
     f = spec_facts(spec).get(src.name)
     if f is None:
         return

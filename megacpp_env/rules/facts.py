@@ -11,30 +11,28 @@ from megacpp_env.rules.base import Hit, spec_rule
 from megacpp_env.spec.model import Source, Spec, Target
 
 
-@spec_rule(
-    "FA001",
-    "error",
-    trip=("set sources.causal_conv1d.commit = 9e4ace0b1d53ede275308abf25f64a1fc04c5fd5",),
-)
+@spec_rule("FA001", "error")
 def facts_current(spec: Spec) -> Iterator[Hit]:
     """every source has upstream facts read at its pin
 
     Every source a target builds has upstream facts (facts/<source>.toml), readable and read at its pin; a source
-    only fetched by another's build has facts or an `unread` reason."""
+    only fetched by another's build has facts or an `unread` reason.
+
+    Trip: set sources.causal_conv1d.commit = 9e4ace0b1d53ede275308abf25f64a1fc04c5fd5
+    """
     for f in check_facts(spec):
         if f.severity == "error":
             yield (f"sources.{source_of(f)}.commit", f"{state_of(f)}: {f.message}", f.remedy)
 
 
-@spec_rule(
-    "FA002",
-    "warning",
-    trip=("set sources.vllm_deepgemm.provisional = not yet re-read",),
-)
+@spec_rule("FA002", "warning")
 def facts_provisional(spec: Spec) -> Iterator[Hit]:
     """provisional facts and pins are reported
 
-    Provisional facts (read from an sdist or a tree other than the pin) and provisional pins are reported."""
+    Provisional facts (read from an sdist or a tree other than the pin) and provisional pins are reported.
+
+    Trip: set sources.vllm_deepgemm.provisional = not yet re-read
+    """
     for f in check_facts(spec):
         if state_of(f) in ("provisional", "orphan"):
             yield (f.key if state_of(f) != "orphan" else "sources", f.message, f.remedy)
@@ -77,21 +75,18 @@ def unpinned_sealed_fetches(spec: Spec, targets: tuple[str, ...] = ()) -> list[t
     return out
 
 
-@spec_rule(
-    "FA003",
-    "error",
-    example=(
-        "move a pinned fetch of vllm back under `unpinned_fetches` (drop "
-        "sources.vllm.fetches.FETCHCONTENT_SOURCE_DIR_TRITON_KERNELS and its source; set "
-        "sources.vllm.unpinned_fetches.TRITON_KERNELS_SRC_DIR = why): the image's second build runs without "
-        "network, so that fetch fails there"
-    ),
-)
+@spec_rule("FA003", "error")
 def sealed_fetches(spec: Spec) -> Iterator[Hit]:
     """a source built in a sealed stage has no unpinned fetch
 
     A source built in a sealed stage (the image's second build runs with --network none) has no unpinned build-time
-    fetch: the build would fail there."""
+    fetch: the build would fail there.
+
+    Example: move a pinned fetch of vllm back under `unpinned_fetches` (drop
+    sources.vllm.fetches.FETCHCONTENT_SOURCE_DIR_TRITON_KERNELS and its source; set
+    sources.vllm.unpinned_fetches.TRITON_KERNELS_SRC_DIR = why): the image's second build runs without network, so that
+    fetch fails there
+    """
     yield from unpinned_sealed_fetches(spec)
 
 

@@ -70,18 +70,15 @@ def _submodule_problem(fetch: Fetch, pinned: Source, tree: SourceFacts | None) -
     return "", ""
 
 
-@build_rule(
-    "UP014",
-    "error",
-    wheels=True,
-    once=True,
-    trip=("drop sources.vllm_fmha_sm100.submodules",),
-)
+@build_rule("UP014", "error", wheels=True, once=True)
 def fetch_submodules(spec: Spec, t: Target, src: Source) -> Iterator[Hit]:
     """a build-time fetch brings the submodules CMake would clone
 
     A build-time fetch brings the submodules CMake would clone (the facts' submodule_mode at the CMake file and
-    line, against the fetched source's submodules)."""
+    line, against the fetched source's submodules).
+
+    Trip: drop sources.vllm_fmha_sm100.submodules
+    """
     facts = spec_facts(spec)
     for _, name, fetch in _fetches(spec, src):
         pinned = spec.sources.get(name)
@@ -97,22 +94,17 @@ def fetch_submodules(spec: Spec, t: Target, src: Source) -> Iterator[Hit]:
             )
 
 
-@build_rule(
-    "UP015",
-    "warning",
-    wheels=True,
-    once=True,
-    example=(
-        "fires on the shipped stack.yaml for each fetched tree with an `unread` reason (no snapshot "
-        "reachable here holds its pin): warning UP015 sources.vllm_flash_attn.unread: unverified: the tree "
-        "of vllm_flash_attn at 06bdd47c0d03 is not read here ..."
-    ),
-)
+@build_rule("UP015", "warning", wheels=True, once=True)
 def unread_fetches(spec: Spec, t: Target, src: Source) -> Iterator[Hit]:
     """a fetched tree not read here is reported unverified
 
     A fetched tree not read here (`unread`) is reported unverified: CMake's clone of it and the files the build
-    reads from it are not checked."""
+    reads from it are not checked.
+
+    Example: fires on the shipped stack.yaml for each fetched tree with an `unread` reason (no snapshot reachable here
+    holds its pin): warning UP015 sources.vllm_flash_attn.unread: unverified: the tree of vllm_flash_attn at
+    06bdd47c0d03 is not read here ...
+    """
     facts = spec_facts(spec)
     for _, name, fetch in _fetches(spec, src):
         pinned = spec.sources.get(name)
@@ -161,22 +153,16 @@ def _branches_problem(src: Source, variable: str, name: str, fetch: Fetch) -> It
         )
 
 
-@build_rule(
-    "UP016",
-    "error",
-    wheels=True,
-    once=True,
-    example=(
-        "point vLLM's flash-attention fetch through its own VLLM_FLASH_ATTN_SRC_DIR instead of CMake's "
-        "FETCHCONTENT_SOURCE_DIR_VLLM-FLASH-ATTN: vLLM then takes its local-development branch, not the "
-        "release one"
-    ),
-)
+@build_rule("UP016", "error", wheels=True, once=True)
 def fetch_overrides(spec: Spec, t: Target, src: Source) -> Iterator[Hit]:
     """a fetch's override keeps upstream's release code path
 
     A fetch's override keeps upstream's release code path: no *_SRC_DIR that selects local-development code, not
-    both overrides, CMake's override only for a build that reads CMAKE_ARGS."""
+    both overrides, CMake's override only for a build that reads CMAKE_ARGS.
+
+    Example: point vLLM's flash-attention fetch through its own VLLM_FLASH_ATTN_SRC_DIR instead of CMake's
+    FETCHCONTENT_SOURCE_DIR_VLLM-FLASH-ATTN: vLLM then takes its local-development branch, not the release one
+    """
     own = spec_facts(spec).get(src.name)
     reads = {e.name: e.at for e in own.env} if own is not None else {}
     for variable, name, fetch in _fetches(spec, src):

@@ -25,16 +25,15 @@ GB10_DEAD_FEATURES = {
 FLASH_ATTN_PACKAGES = ("flash-attn", "flash-attn-3", "flash-attn-4", "flash-attention")
 
 
-@target_rule(
-    "GB001",
-    "error",
-    trip=("set targets.gb10.gpu.kernel_arch = sm_120",),
-)
+@target_rule("GB001", "error")
 def bare_arch(spec: Spec, t: Target) -> Iterator[Hit]:
     """no bare sm_120/sm_121 arch (strips block-scaled MMA)
 
     A bare sm_120/sm_121 arch compiles without the block-scaled MMA instructions NVFP4 kernels need: use
-    sm_120a/sm_121a (or the f family)."""
+    sm_120a/sm_121a (or the f family).
+
+    Trip: set targets.gb10.gpu.kernel_arch = sm_120
+    """
     if not t.gpu:
         return
     if re.fullmatch(r"sm_12[01]", t.gpu.kernel_arch):
@@ -48,15 +47,14 @@ def bare_arch(spec: Spec, t: Target) -> Iterator[Hit]:
             yield (f"targets.{t.name}.gpu.archs[{i}]", f"bare {a} strips block-scaled MMA", "write sm_121a or sm_120f")
 
 
-@target_rule(
-    "GB002",
-    "error",
-    trip=('set toolchains.cuda132-ubuntu2404.cuda = "12.8"',),
-)
+@target_rule("GB002", "error")
 def cuda_for_sm121(spec: Spec, t: Target) -> Iterator[Hit]:
     """sm_12x targets need CUDA 13.0 or later
 
-    sm_12x (GB10, RTX 50) needs CUDA 13.0 or later."""
+    sm_12x (GB10, RTX 50) needs CUDA 13.0 or later.
+
+    Trip: set toolchains.cuda132-ubuntu2404.cuda = "12.8"
+    """
     if is_gb10_class(t) and (not t.toolchain.cuda or Version(t.toolchain.cuda) < Version("13.0")):
         yield (
             f"toolchains.{t.toolchain.name}.cuda",
@@ -65,9 +63,12 @@ def cuda_for_sm121(spec: Spec, t: Target) -> Iterator[Hit]:
         )
 
 
-@target_rule("GB003", "error", trip=('set toolchains.cuda132-ubuntu2404.ptx_isa = "8.7"',))
+@target_rule("GB003", "error")
 def ptx_isa(spec: Spec, t: Target) -> Iterator[Hit]:
-    """sm_121a needs PTX ISA 8.8 or later."""
+    """sm_121a needs PTX ISA 8.8 or later.
+
+    Trip: set toolchains.cuda132-ubuntu2404.ptx_isa = "8.7"
+    """
     isa = t.toolchain.ptx_isa
     if t.gpu and "sm_121a" in t.gpu.archs and (not isa or Version(isa) < Version("8.8")):
         yield (
@@ -77,17 +78,15 @@ def ptx_isa(spec: Spec, t: Target) -> Iterator[Hit]:
         )
 
 
-@target_rule(
-    "GB004",
-    "error",
-    once=True,
-    trip=('set toolchains.cuda132-ubuntu2404.cutlass = ">=4.2"',),
-)
+@target_rule("GB004", "error", once=True)
 def cutlass(spec: Spec, t: Target) -> Iterator[Hit]:
     """CUTLASS 4.4.2 or later on sm_12x
 
     CUTLASS below 4.4.2 has no working sm_12x kernels: the toolchain's cutlass constraint must not admit an older
-    one."""
+    one.
+
+    Trip: set toolchains.cuda132-ubuntu2404.cutlass = ">=4.2"
+    """
     tc = t.toolchain  # once per toolchain: its key and message name the toolchain only
     if is_gb10_class(t) and (not tc.cutlass or admits_below(tc.cutlass, "4.4.2")):
         yield (
@@ -98,18 +97,15 @@ def cutlass(spec: Spec, t: Target) -> Iterator[Hit]:
         )
 
 
-@target_rule(
-    "GB005",
-    "error",
-    trip=(
-        "add targets.gb10.features = trtllm_nvfp4_moe",
-        'set toolchains.cuda132-ubuntu2404.tensorrt_llm = ">=1.2"',
-    ),
-)
+@target_rule("GB005", "error")
 def trtllm(spec: Spec, t: Target) -> Iterator[Hit]:
     """TRT-LLM 1.3.0rc2 or later for the NVFP4 MoE path
 
-    The NVFP4 MoE path of TensorRT-LLM needs 1.3.0rc2 or later."""
+    The NVFP4 MoE path of TensorRT-LLM needs 1.3.0rc2 or later.
+
+    Trip: add targets.gb10.features = trtllm_nvfp4_moe
+    Trip: set toolchains.cuda132-ubuntu2404.tensorrt_llm = ">=1.2"
+    """
     c = t.toolchain.tensorrt_llm
     if "trtllm_nvfp4_moe" in t.features and (not c or admits_below(c, "1.3.0rc2")):
         yield (
@@ -120,12 +116,15 @@ def trtllm(spec: Spec, t: Target) -> Iterator[Hit]:
         )
 
 
-@target_rule("GB006", "error", trip=("add targets.gb10.features = flash_attention_4",))
+@target_rule("GB006", "error")
 def dead_paths(spec: Spec, t: Target) -> Iterator[Hit]:
     """dead paths on GB10 are refused
 
     Paths that are dead on GB10 are refused there: FlashAttention 2/3/4, tcgen05 kernels, trtllm-gen FMHA, B200 tile
-    configs, cuDNN mm_fp4, flash-attn requirements."""
+    configs, cuDNN mm_fp4, flash-attn requirements.
+
+    Trip: add targets.gb10.features = flash_attention_4
+    """
     if not is_gb10_class(t):
         return
     for i, feat in enumerate(t.features):
@@ -143,18 +142,15 @@ def dead_paths(spec: Spec, t: Target) -> Iterator[Hit]:
             yield (f"sources.{src.name}.repo", "FlashAttention source builds are dead paths on GB10", "use SDPA")
 
 
-@target_rule(
-    "GB007",
-    "error",
-    trip=(
-        "drop targets.gb10.features = te_nvfp4_disable_rht",
-        "add targets.gb10.features = te_nvfp4",
-    ),
-)
+@target_rule("GB007", "error")
 def te_rht(spec: Spec, t: Target) -> Iterator[Hit]:
     """TransformerEngine NVFP4 needs disable_rht on sm_12x
 
-    TransformerEngine's NVFP4 recipe needs disable_rht on sm_12x."""
+    TransformerEngine's NVFP4 recipe needs disable_rht on sm_12x.
+
+    Trip: drop targets.gb10.features = te_nvfp4_disable_rht
+    Trip: add targets.gb10.features = te_nvfp4
+    """
     if is_gb10_class(t) and "te_nvfp4" in t.features and "te_nvfp4_disable_rht" not in t.features:
         yield (
             f"targets.{t.name}.features",
@@ -163,35 +159,31 @@ def te_rht(spec: Spec, t: Target) -> Iterator[Hit]:
         )
 
 
-@target_rule(
-    "GB008",
-    "error",
-    trip=(
-        "drop targets.gb10.env.runtime.TRITON_PTXAS_PATH",
-        "drop targets.gb10.runtime_patches = triton_ptxas",
-    ),
-)
+@target_rule("GB008", "error")
 def triton_ptxas(spec: Spec, t: Target) -> Iterator[Hit]:
     """Triton must use the CUDA 13.x ptxas on sm_121a
 
     Triton ships a ptxas that does not know sm_121a: on sm_121a it must use CUDA 13's (TRITON_PTXAS_PATH or the
-    triton_ptxas runtime patch)."""
+    triton_ptxas runtime patch).
+
+    Trip: drop targets.gb10.env.runtime.TRITON_PTXAS_PATH
+    Trip: drop targets.gb10.runtime_patches = triton_ptxas
+    """
     needs = t.gpu is not None and "sm_121a" in t.gpu.archs
     if needs and "TRITON_PTXAS_PATH" not in t.runtime_env and "triton_ptxas" not in t.runtime_patches:
         fix = "set TRITON_PTXAS_PATH: /usr/local/cuda/bin/ptxas or enable the triton_ptxas patch"
         yield f"targets.{t.name}.env.runtime", "Triton's bundled ptxas (12.8) does not know sm_121a", fix
 
 
-@target_rule(
-    "GB009",
-    "warning",
-    trip=("drop targets.gb10.runtime_patches = inductor_small_gpu",),
-)
+@target_rule("GB009", "warning")
 def inductor_small_gpu(spec: Spec, t: Target) -> Iterator[Hit]:
     """max-autotune GEMM below 68 SMs needs the is_big_gpu override
 
     Inductor's max-autotune GEMM skips GPUs below 68 SMs (is_big_gpu): GB10 has 48, so the inductor_small_gpu patch
-    is needed."""
+    is needed.
+
+    Trip: drop targets.gb10.runtime_patches = inductor_small_gpu
+    """
     if not t.gpu or not t.gpu.sm_count or t.gpu.sm_count >= 68:
         return
     wants = t.runtime_env.get("TORCHINDUCTOR_MAX_AUTOTUNE_GEMM") == "1"
@@ -205,25 +197,27 @@ def inductor_small_gpu(spec: Spec, t: Target) -> Iterator[Hit]:
         )
 
 
-@target_rule("GB010", "error", trip=("set targets.gb10.gpu.peak_bf16_tflops = 989",))
+@target_rule("GB010", "error")
 def mfu_peak(spec: Spec, t: Target) -> Iterator[Hit]:
     """MFU on GB10 divides by its own peak
 
-    MFU on GB10 divides by GB10's own BF16 peak, not a datacenter GPU's."""
+    MFU on GB10 divides by GB10's own BF16 peak, not a datacenter GPU's.
+
+    Trip: set targets.gb10.gpu.peak_bf16_tflops = 989
+    """
     if is_gb10_class(t) and t.gpu and t.gpu.peak_bf16_tflops and not 62 <= t.gpu.peak_bf16_tflops <= 100:
         why = f"peak {t.gpu.peak_bf16_tflops:g} TFLOPS is not a GB10 BF16 peak (~62-100)"
         yield f"targets.{t.name}.gpu.peak_bf16_tflops", why, "use GB10's own peak, not H100's"
 
 
-@target_rule(
-    "GB011",
-    "warning",
-    trip=("set targets.gb10.serving.gpu_memory_utilization = 0.98",),
-)
+@target_rule("GB011", "warning")
 def serving(spec: Spec, t: Target) -> Iterator[Hit]:
     """GB10 serving runs eager with bounded memory
 
-    vLLM serving on GB10 runs eager with a bounded gpu_memory_utilization (unified memory is shared with the CPU)."""
+    vLLM serving on GB10 runs eager with a bounded gpu_memory_utilization (unified memory is shared with the CPU).
+
+    Trip: set targets.gb10.serving.gpu_memory_utilization = 0.98
+    """
     if not is_gb10_class(t) or not t.serving:
         return
     if not t.serving.enforce_eager:
@@ -234,15 +228,14 @@ def serving(spec: Spec, t: Target) -> Iterator[Hit]:
         yield f"targets.{t.name}.serving.gpu_memory_utilization", why, "keep it at or below 0.9"
 
 
-@source_rule(
-    "GB012",
-    "warning",
-    trip=("drop sources.vllm.fetches.VLLM_CUTLASS_SRC_DIR",),
-)
+@source_rule("GB012", "warning")
 def vllm_cutlass(spec: Spec, src: Source) -> Iterator[Hit]:
     """vLLM builds against a pinned CUTLASS >= 4.4.2, not one fetched by tag
 
-    vLLM's CMake fetches CUTLASS by tag unless VLLM_CUTLASS_SRC_DIR points at a pinned CUTLASS of 4.4.2 or later."""
+    vLLM's CMake fetches CUTLASS by tag unless VLLM_CUTLASS_SRC_DIR points at a pinned CUTLASS of 4.4.2 or later.
+
+    Trip: drop sources.vllm.fetches.VLLM_CUTLASS_SRC_DIR
+    """
     declared = {**src.build_env, **getattr(src, "fetches", {})}
     given = {"VLLM_CUTLASS_SRC_DIR", "FETCHCONTENT_SOURCE_DIR_CUTLASS"} & set(declared)  # vLLM's or CMake's override
     if not re.search(r"/vllm(\.git)?$", src.repo) or given:

@@ -42,19 +42,15 @@ def _cutlass_versions(spec: Spec, src: Source, facts: Mapping[str, SourceFacts])
                 yield c.version, f"facts/{name}.toml: {c.at}", f"{src.name} ({env} -> {name})"
 
 
-@build_rule(
-    "UP007",
-    "error",
-    once=True,
-    example=(
-        "a source's facts (facts/<source>.toml) that record a CUTLASS version.h below 4.4.2 on an sm_12x "
-        "target: error UP007 ... CUTLASS 4.3.0 ... (remedy: pin a CUTLASS of 4.4.2 or later)"
-    ),
-)
+@build_rule("UP007", "error", once=True)
 def cutlass_content(spec: Spec, t: Target, src: Source) -> Iterator[Hit]:
     """CUTLASS 4.4.2 or later by its version.h on sm_12x targets
 
-    CUTLASS 4.4.2 or later by its version.h (never by git ancestry) on sm_12x targets."""
+    CUTLASS 4.4.2 or later by its version.h (never by git ancestry) on sm_12x targets.
+
+    Example: a source's facts (facts/<source>.toml) that record a CUTLASS version.h below 4.4.2 on an sm_12x target:
+    error UP007 ... CUTLASS 4.3.0 ... (remedy: pin a CUTLASS of 4.4.2 or later)
+    """
     versions = _cutlass_versions(spec, src, spec_facts(spec).facts) if _is_gb10_class(t) else ()
     for version, where, via in versions:
         if Version(version) < Version(CUTLASS_FLOOR):
@@ -67,17 +63,14 @@ def cutlass_content(spec: Spec, t: Target, src: Source) -> Iterator[Hit]:
             )
 
 
-@build_rule(
-    "UP008",
-    "error",
-    wheels=True,
-    once=True,
-    trip=("drop sources.vllm.fetches.FLASH_MLA_SRC_DIR",),
-)
+@build_rule("UP008", "error", wheels=True, once=True)
 def pinned_fetches(spec: Spec, t: Target, src: Source) -> Iterator[Hit]:
     """build-time fetches point at pinned sources
 
-    Every build-time fetch a build makes points at a pinned source (fetches: VARIABLE: source)."""
+    Every build-time fetch a build makes points at a pinned source (fetches: VARIABLE: source).
+
+    Trip: drop sources.vllm.fetches.FLASH_MLA_SRC_DIR
+    """
     f = spec_facts(spec).get(src.name)
     declared = fetches_of(src)
     env = t.build_env_for(src)
@@ -136,20 +129,17 @@ def _fetch_pin(spec: Spec, src: Source, fetch: object, name: str, variable: str)
         )
 
 
-@build_rule(
-    "UP009",
-    "error",
-    trip=(
-        "drop targets.gb10.sources = causal_conv1d",
-        "drop targets.gb10.env.sources.causal_conv1d",
-        "drop targets.cloud.sources = causal_conv1d",
-        "drop targets.cloud.env.sources.causal_conv1d",
-    ),
-)
+@build_rule("UP009", "error")
 def couplings(spec: Spec, t: Target, src: Source) -> Iterator[Hit]:
     """declared run-time couplings are built into the same target
 
-    A declared run-time coupling (needs) is built into the same target, before the source that needs it."""
+    A declared run-time coupling (needs) is built into the same target, before the source that needs it.
+
+    Trip: drop targets.gb10.sources = causal_conv1d
+    Trip: drop targets.gb10.env.sources.causal_conv1d
+    Trip: drop targets.cloud.sources = causal_conv1d
+    Trip: drop targets.cloud.env.sources.causal_conv1d
+    """
     names = [s.name for s in t.sources]
     for needed, reason in src.needs.items():
         if needed not in names:
@@ -164,19 +154,16 @@ def couplings(spec: Spec, t: Target, src: Source) -> Iterator[Hit]:
             yield key, f"{src.name} needs {needed}, which {t.name} builds after it", f"list {needed} before {src.name}"
 
 
-@spec_rule(
-    "AR001",
-    "error",
-    example=(
-        "drop one directory from artifacts.flashinfer_cubins.dirs: FlashInfer's facts pin a directory the "
-        "artifact set no longer does (or a checksums.txt hash that differs)"
-    ),
-)
+@spec_rule("AR001", "error")
 def artifact_pins(spec: Spec) -> Iterator[Hit]:
     """artifact sets pin what their source pins
 
     An artifact set pins the directories and checksums.txt hashes its source's facts pin (FlashInfer's
-    artifacts.py): the cubins a build reads are the ones upstream pinned."""
+    artifacts.py): the cubins a build reads are the ones upstream pinned.
+
+    Example: drop one directory from artifacts.flashinfer_cubins.dirs: FlashInfer's facts pin a directory the artifact
+    set no longer does (or a checksums.txt hash that differs)
+    """
     facts = spec_facts(spec).facts
     for art in spec.artifacts.values():
         if not art.source:
@@ -210,18 +197,15 @@ def artifact_pins(spec: Spec) -> Iterator[Hit]:
             )
 
 
-@source_rule(
-    "UP011",
-    "warning",
-    example=(
-        "fires on the shipped stack.yaml while overlays/vllm/manifest.toml lists no files: warning UP011 "
-        "sources.vllm.overlay: overlay vllm of vllm lists no files: it changes nothing in the build"
-    ),
-)
+@source_rule("UP011", "warning")
 def empty_overlays(spec: Spec, src: Source) -> Iterator[Hit]:
     """an overlay attached to a source lays files over it
 
-    An overlay attached to a source lays files over it: an empty one changes nothing in the build."""
+    An overlay attached to a source lays files over it: an empty one changes nothing in the build.
+
+    Example: fires on the shipped stack.yaml while overlays/vllm/manifest.toml lists no files: warning UP011
+    sources.vllm.overlay: overlay vllm of vllm lists no files: it changes nothing in the build
+    """
     from megacpp_env.worktree.manifest import ManifestError, load_manifest
 
     directory = overlay_dir(spec.root, src.overlay) if src.overlay else None
@@ -256,16 +240,15 @@ def _overlay_mentions(spec: Spec, src: Source, name: str) -> str:
     return ""
 
 
-@source_rule(
-    "UP012",
-    "error",
-    trip=("add sources.vllm.sanity.vllm_models = Qwen3_5ForCausalLMTextOnly",),
-)
+@source_rule("UP012", "error")
 def sanity_can_pass(spec: Spec, src: Source) -> Iterator[Hit]:
     """sanity checks name what the pinned source (or its overlay) provides
 
     Sanity checks name what the pinned source (or its overlay) provides: each vllm_models name is in the registry
-    the facts read at the pin or a file of the overlay."""
+    the facts read at the pin or a file of the overlay.
+
+    Trip: add sources.vllm.sanity.vllm_models = Qwen3_5ForCausalLMTextOnly
+    """
     f = spec_facts(spec).get(src.name)
     if f is None or not f.models_at or f.commit != src.commit:
         return  # no registry read at the pin (FA001 reports stale or missing facts)
@@ -285,17 +268,15 @@ def sanity_can_pass(spec: Spec, src: Source) -> Iterator[Hit]:
 VERSION_VARS = ("VLLM_VERSION_OVERRIDE", "SETUPTOOLS_SCM_PRETEND_VERSION")
 
 
-@build_rule(
-    "UP013",
-    "error",
-    once=True,
-    trip=('set sources.vllm.build_env.VLLM_VERSION_OVERRIDE = "0.29.1"',),
-)
+@build_rule("UP013", "error", once=True)
 def version_override(spec: Spec, t: Target, src: Source) -> Iterator[Hit]:
     """a version override names the release the pin is
 
     A version override (VLLM_VERSION_OVERRIDE, SETUPTOOLS_SCM_PRETEND_VERSION) names the release a verified sdist
-    says the pin is."""
+    says the pin is.
+
+    Trip: set sources.vllm.build_env.VLLM_VERSION_OVERRIDE = "0.29.1"
+    """
     f = spec_facts(spec).get(src.name)
     # only a verified sdist says the release's exact version (PKG-INFO); a checkout's static
     # version need not be what setuptools-scm would derive at the commit

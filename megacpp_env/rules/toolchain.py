@@ -20,16 +20,15 @@ FORCE_BUILD = {"mamba": "MAMBA_FORCE_BUILD", "causal-conv1d": "CAUSAL_CONV1D_FOR
 MIN_DRIVER_FOR_CUDA = {"13.0": "580.65.06", "13.2": "595.45.04"}
 
 
-@target_rule(
-    "TC001",
-    "error",
-    trip=("set indexes.pytorch-nightly-cu132.url = https://download.pytorch.org/whl/nightly/cu130",),
-)
+@target_rule("TC001", "error")
 def torch_cuda(spec: Spec, t: Target) -> Iterator[Hit]:
     """the torch requirement must agree with the CUDA pins
 
     The torch requirement (its local version, e.g. +cu132) agrees with the CUDA the target pins and the index it
-    takes torch from."""
+    takes torch from.
+
+    Trip: set indexes.pytorch-nightly-cu132.url = https://download.pytorch.org/whl/nightly/cu130
+    """
     if not t.toolchain.cuda:
         return
     want = "cu" + t.toolchain.cuda.replace(".", "")
@@ -48,15 +47,14 @@ def torch_cuda(spec: Spec, t: Target) -> Iterator[Hit]:
             yield f"indexes.{index.name}.url", why, f"use the {want} index"
 
 
-@source_rule(
-    "TC002",
-    "error",
-    trip=('set sources.vllm.commit = "0000000000000000000000000000000000000000"',),
-)
+@source_rule("TC002", "error")
 def placeholder_commit(spec: Spec, src: Source) -> Iterator[Hit]:
     """every source is pinned to a real full commit SHA
 
-    Every source is pinned to a full commit SHA that is not a placeholder (all zeros, repeated patterns)."""
+    Every source is pinned to a full commit SHA that is not a placeholder (all zeros, repeated patterns).
+
+    Trip: set sources.vllm.commit = "0000000000000000000000000000000000000000"
+    """
     if looks_like_placeholder(src.commit):
         yield (f"sources.{src.name}.commit", f"the commit {src.commit} is a placeholder", "pin the real 40-hex SHA")
 
@@ -69,16 +67,15 @@ def looks_like_placeholder(commit: str) -> bool:
     return any(commit == (commit[:n] * (len(commit) // n + 1))[: len(commit)] for n in range(1, 21))
 
 
-@target_rule(
-    "TC003",
-    "error",
-    trip=("set indexes.pytorch-nightly-cu132.explicit = false",),
-)
+@target_rule("TC003", "error")
 def torch_index(spec: Spec, t: Target) -> Iterator[Hit]:
     """the torch family comes only from an explicit index on CUDA targets
 
     On CUDA targets the torch family (torch, torchvision, torchaudio, triton) comes only from an explicit index,
-    never from PyPI by accident."""
+    never from PyPI by accident.
+
+    Trip: set indexes.pytorch-nightly-cu132.explicit = false
+    """
     if not t.uses_cuda:
         return
     for key, req in requirements(t):
@@ -95,15 +92,14 @@ def torch_index(spec: Spec, t: Target) -> Iterator[Hit]:
             yield f"indexes.{index.name}.explicit", why, "set explicit: true"
 
 
-@spec_rule(
-    "TC004",
-    "error",
-    trip=("set targets.cloud.toolchain = debian-forky-cpu",),
-)
+@spec_rule("TC004", "error")
 def aligned_toolchains(spec: Spec) -> Iterator[Hit]:
     """aligned targets share toolchain, requirements and sources
 
-    Aligned targets share GCC, CUDA, Python, uv, cuDNN and CUTLASS, their requirements and their sources."""
+    Aligned targets share GCC, CUDA, Python, uv, cuDNN and CUTLASS, their requirements and their sources.
+
+    Trip: set targets.cloud.toolchain = debian-forky-cpu
+    """
     for i, group in enumerate(spec.aligned):
         first = spec.targets[group.targets[0]]
         for name in group.targets[1:]:
@@ -131,20 +127,16 @@ def _misaligned(i: int, first: Target, other: Target) -> Iterator[Hit]:
         )
 
 
-@platform_rule(
-    "TC005",
-    "warning",
-    example=(
-        "fires on the shipped stack.yaml (its base images are tags): stack.yaml:296: warning TC005 "
-        "targets.gb10.base_image: nvidia/cuda:13.2.0-cudnn-devel-ubuntu24.04 (linux/arm64) has no @sha256 "
-        "digest: the tag can move (remedy: run `megacpp-env pin-base gb10`: it asks the image's registry for "
-        "the digest)"
-    ),
-)
+@platform_rule("TC005", "warning")
 def digest(spec: Spec, t: Target, platform: str, image: ImageRef) -> Iterator[Hit]:
     """base images are pinned by digest
 
-    A base image referenced by tag can move under the same name: pin it by @sha256 digest (megacpp-env pin-base)."""
+    A base image referenced by tag can move under the same name: pin it by @sha256 digest (megacpp-env pin-base).
+
+    Example: fires on the shipped stack.yaml (its base images are tags): stack.yaml:296: warning TC005
+    targets.gb10.base_image: nvidia/cuda:13.2.0-cudnn-devel-ubuntu24.04 (linux/arm64) has no @sha256 digest: the tag can
+    move (remedy: run `megacpp-env pin-base gb10`: it asks the image's registry for the digest)
+    """
     key = f"targets.{t.name}.base_image"
     if not image.digest:
         yield (
@@ -154,57 +146,57 @@ def digest(spec: Spec, t: Target, platform: str, image: ImageRef) -> Iterator[Hi
         )
 
 
-@spec_rule(
-    "TC006",
-    "warning",
-    trip=("set indexes.pytorch-nightly-cu132.explicit = false",),
-)
+@spec_rule("TC006", "warning")
 def prerelease_scope(spec: Spec) -> Iterator[Hit]:
     """pre-releases are scoped to an explicit index
 
     A pre-release is allowed only where it is scoped: to the packages of an explicit index, or per package with a
-    reason."""
+    reason.
+
+    Trip: set indexes.pytorch-nightly-cu132.explicit = false
+    """
     for index in spec.indexes.values():
         if index.prerelease and not index.explicit:
             why = "pre-releases allowed on a non-explicit index leak to every package"
             yield f"indexes.{index.name}.prerelease", why, "make the index explicit"
 
 
-@source_rule("TC007", "error", trip=("set sources.vllm.overlay = vllm-missing",))
+@source_rule("TC007", "error")
 def overlay_exists(spec: Spec, src: Source) -> Iterator[Hit]:
     """overlays named by sources exist
 
-    An overlay a source names exists under overlays/ with its manifest."""
+    An overlay a source names exists under overlays/ with its manifest.
+
+    Trip: set sources.vllm.overlay = vllm-missing
+    """
     if src.overlay and not overlay_dir(spec.root, src.overlay).is_dir():
         why = f"overlay directory overlays/{src.overlay}/ does not exist"
         yield f"sources.{src.name}.overlay", why, f"capture it: megacpp-env overlay new {src.overlay} --from <checkout>"
 
 
-@source_rule(
-    "TC008",
-    "error",
-    trip=('set sources.mamba_ssm.build_env.MAMBA_FORCE_BUILD = "FALSE"',),
-)
+@source_rule("TC008", "error")
 def force_build(spec: Spec, src: Source) -> Iterator[Hit]:
     """mamba_ssm and causal_conv1d are forced to build from source
 
     mamba_ssm and causal_conv1d are forced to build from source (their setup.py otherwise downloads a prebuilt
-    wheel)."""
+    wheel).
+
+    Trip: set sources.mamba_ssm.build_env.MAMBA_FORCE_BUILD = "FALSE"
+    """
     for repo_part, var in FORCE_BUILD.items():
         if re.search(rf"/{re.escape(repo_part)}(\.git)?$", src.repo) and src.build_env.get(var) != "TRUE":
             key = f"sources.{src.name}.build_env"
             yield key, f"without {var}=TRUE setup.py downloads a prebuilt wheel", f'set {var}: "TRUE"'
 
 
-@spec_rule(
-    "TC009",
-    "error",
-    trip=('set toolchains.cuda132-ubuntu2404.min_driver = "580.0"',),
-)
+@spec_rule("TC009", "error")
 def min_driver(spec: Spec) -> Iterator[Hit]:
     """the minimum driver supports the pinned CUDA
 
-    The minimum driver supports the pinned CUDA release."""
+    The minimum driver supports the pinned CUDA release.
+
+    Trip: set toolchains.cuda132-ubuntu2404.min_driver = "580.0"
+    """
     for name, tc in spec.toolchains.items():
         need = MIN_DRIVER_FOR_CUDA.get(tc.cuda)
         if need and (not tc.min_driver or Version(tc.min_driver) < Version(need)):
@@ -212,15 +204,14 @@ def min_driver(spec: Spec) -> Iterator[Hit]:
             yield f"toolchains.{name}.min_driver", why, f'set min_driver: "{need}"'
 
 
-@target_rule(
-    "TC010",
-    "error",
-    trip=('set targets.gb10.gpu.torch_cuda_arch_list = "9.0;10.0"',),
-)
+@target_rule("TC010", "error")
 def arch_list(spec: Spec, t: Target) -> Iterator[Hit]:
     """TORCH_CUDA_ARCH_LIST covers the target's GPUs
 
-    TORCH_CUDA_ARCH_LIST covers every GPU arch the target runs on."""
+    TORCH_CUDA_ARCH_LIST covers every GPU arch the target runs on.
+
+    Trip: set targets.gb10.gpu.torch_cuda_arch_list = "9.0;10.0"
+    """
     if not t.gpu:
         return
     majors = {int(x.split(".")[0]) for x in t.gpu.torch_cuda_arch_list.replace("+PTX", "").split(";")}
@@ -241,11 +232,14 @@ def arch_list(spec: Spec, t: Target) -> Iterator[Hit]:
         )
 
 
-@target_rule("TC011", "warning", trip=("drop targets.gb10.gpu",))
+@target_rule("TC011", "warning")
 def cuda_without_gpu(spec: Spec, t: Target) -> Iterator[Hit]:
     """CUDA targets describe their GPUs
 
-    A CUDA target describes its GPUs (gpu: archs, kernel_arch, torch_cuda_arch_list): the arch rules need them."""
+    A CUDA target describes its GPUs (gpu: archs, kernel_arch, torch_cuda_arch_list): the arch rules need them.
+
+    Trip: drop targets.gb10.gpu
+    """
     if t.uses_cuda and not t.gpu:
         yield (
             f"targets.{t.name}",

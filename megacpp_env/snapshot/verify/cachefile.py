@@ -86,26 +86,20 @@ def dir_problem(directory: str) -> str | None:
     return None
 
 
-def read(path: str, key: bytes | None, limit: int) -> Entry:  # noqa: PLR0911 (one return per way to fail)
+def read(path: str, key: bytes | None, limit: int) -> Entry:
     """The payload of the sealed cache file at ``path`` (``Entry()`` when there is none), or a note."""
     if key is None:
         return Entry()
     name = os.path.basename(path)
-    try:
-        first = os.lstat(path)
-    except FileNotFoundError:
-        return Entry()
-    except OSError as exc:
-        return Entry(note=f"{name}: cannot be read ({exc.strerror or exc}): discarded")
+    first, why = _lstat(path)
+    if first is None:
+        return Entry(note=f"{name}: {why}: discarded" if why else None)
     problem = _problem(first, limit)
     data = b""
     if problem is None:
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-        except FileNotFoundError:
-            return Entry()
-        except OSError as exc:
-            return Entry(note=f"{name}: cannot be opened ({exc.strerror or exc}): discarded")
+        fd, why = _open(path)
+        if fd is None:
+            return Entry(note=f"{name}: {why}: discarded" if why else None)
         try:
             problem = _problem(os.fstat(fd), limit)  # the very file opened (a swap after the lstat)
             data = b"" if problem else _read_all(fd, limit)
@@ -116,6 +110,28 @@ def read(path: str, key: bytes | None, limit: int) -> Entry:  # noqa: PLR0911 (o
     if problem is not None:
         return Entry(note=f"{name}: {problem}: discarded")
     return Entry(payload=data[len(MAGIC) + TAG_BYTES :])
+
+
+def _lstat(path: str) -> tuple[os.stat_result | None, str]:
+    """(``lstat`` of ``path``, ""); (None, "") when there is nothing there; (None, why) when it cannot be
+    read."""
+    try:
+        return os.lstat(path), ""
+    except FileNotFoundError:
+        return None, ""
+    except OSError as exc:
+        return None, f"cannot be read ({exc.strerror or exc})"
+
+
+def _open(path: str) -> tuple[int | None, str]:
+    """(a descriptor of ``path`` opened for reading without following a link or waiting on a FIFO, ""),
+    or (None, "") when it went away since its ``lstat``, or (None, why)."""
+    try:
+        return os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC), ""
+    except FileNotFoundError:
+        return None, ""
+    except OSError as exc:
+        return None, f"cannot be opened ({exc.strerror or exc})"
 
 
 def read_json(path: str, key: bytes | None, limit: int, notes: list[str] | None = None) -> tuple[bool, Any]:
@@ -204,12 +220,9 @@ def load_key(directory: str, *, create: bool = True) -> tuple[bytes | None, str 
 
 
 def _read_key(path: str) -> Entry:
-    try:
-        info = os.lstat(path)
-    except FileNotFoundError:
-        return Entry()
-    except OSError as exc:
-        return Entry(note=f"{path}: cannot be read ({exc.strerror or exc})")
+    info, why = _lstat(path)
+    if info is None:
+        return Entry(note=f"{path}: {why}" if why else None)
     problem = _problem(info, KEY_BYTES) or (
         None if info.st_size == KEY_BYTES else f"{info.st_size} bytes, not {KEY_BYTES}"
     )
@@ -217,7 +230,9 @@ def _read_key(path: str) -> Entry:
         problem = f"readable by others (mode {info.st_mode & 0o777:04o})"
     if problem is not None:
         return Entry(note=f"{path}: {problem}: caches not used (remove it; a new key is made)")
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    fd, why = _open(path)
+    if fd is None:  # removed or replaced since the lstat
+        return Entry(note=f"{path}: {why or 'removed while read'}: caches not used")
     try:
         again = os.fstat(fd)
         if (again.st_ino, again.st_dev) != (info.st_ino, info.st_dev):
