@@ -4,10 +4,14 @@ configures logging sees it) and appends it to ``COMMANDS`` so tests can see exac
 executable is ``$MEGACPP_ENV_UV``, else ``uv`` on ``PATH``. Never prints, never exits.
 
 uv is always run with ``--no-config`` (no user/system ``uv.toml`` changes a lock) and
-``--no-python-downloads`` (cross-resolution needs no interpreter of the target version). The
-environment variables ``UV_DEFAULT_INDEX`` and ``UV_CACHE_DIR`` still apply: tests point the default
-index at a local PEP 503 index with them. A uv run that takes longer than ``timeout()`` seconds
-(default 900, env ``MEGACPP_ENV_UV_TIMEOUT``) is killed and reported as a ToolError.
+``--no-python-downloads`` (cross-resolution needs no interpreter of the target version). A resolution
+(``pip_compile``) sees of the caller's ``UV_*`` variables only those in ``RESOLUTION_PASSES`` (where
+the cache is, how to reach the network, credentials, and ``UV_DEFAULT_INDEX``, which every lock
+records): one that changes what resolves (``RESOLUTION_REFUSED``: ``UV_EXCLUDE_NEWER``,
+``UV_PRERELEASE``, ``UV_INDEX_URL`` ...) would reach the lock without the lock saying so, and is
+refused; any other is not passed on. Tests point the default index at a local PEP 503 index. A uv
+run that takes longer than ``timeout()`` seconds (default 900, env ``MEGACPP_ENV_UV_TIMEOUT``) is
+killed and reported as a ToolError.
 
 Before it resolves, ``pip_compile`` checks the uv it found against ``UV_FLOOR``, the oldest uv that
 takes every argument ``compile_args`` passes (tests/test_uv_floor.py runs that uv and the one before it).
@@ -28,7 +32,7 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from megacpp_env.errors import ToolError, ToolNotFoundError
+from megacpp_env.errors import RefusedError, ToolError, ToolNotFoundError
 from megacpp_env.layout import PLATFORM_ARCH
 from megacpp_env.toolrun import Tool, env_seconds, run_tool
 
@@ -42,6 +46,38 @@ DEFAULT_TIMEOUT_S = 900.0
 # to the floor in pyproject.toml and .ci/tool-requirements.in (tests/test_uv_floor.py checks all three).
 UV_FLOOR = "0.12.1"
 COMMANDS: list[tuple[str, ...]] = []  # every argv run, in order (read by tests)
+# The caller's UV_* variables a resolution passes on: none changes which files a lock holds (the default
+# index is recorded in the lock: lock.resolve reads default_index()).
+RESOLUTION_PASSES = frozenset({
+    "UV_CACHE_DIR", "UV_NO_CACHE", "UV_DEFAULT_INDEX", "UV_HTTP_TIMEOUT", "UV_HTTP_RETRIES", "UV_REQUEST_TIMEOUT",
+    "UV_CONCURRENT_DOWNLOADS", "UV_CONCURRENT_BUILDS", "UV_CONCURRENT_INSTALLS", "UV_NATIVE_TLS",
+    "UV_KEYRING_PROVIDER", "UV_NO_PROGRESS",
+})  # fmt: skip
+_INDEX_CREDENTIAL = re.compile(r"UV_INDEX_[A-Z0-9_]+_(?:USERNAME|PASSWORD)")  # a named index's login
+# The caller's UV_* variables that change what a resolution gives (uv's documented settings): refused,
+# with where the setting belongs instead.
+RESOLUTION_REFUSED = {
+    "UV_EXCLUDE_NEWER": "pass `lock resolve --exclude-newer` (the lock records its cut-off)",
+    "UV_PRERELEASE": "scope them in stack.yaml (an index's `prerelease: true`, a target's `resolutions.prereleases`)",
+    "UV_RESOLUTION": "pin the versions in the target's `requirements` in stack.yaml",
+    "UV_INDEX": "declare the index under `indexes:` in stack.yaml",
+    "UV_INDEX_URL": "use UV_DEFAULT_INDEX (the lock records it) or declare the index in stack.yaml",
+    "UV_EXTRA_INDEX_URL": "declare the index under `indexes:` in stack.yaml",
+    "UV_FIND_LINKS": "declare the index under `indexes:` in stack.yaml",
+    "UV_NO_INDEX": "point UV_DEFAULT_INDEX at the index to read",
+    "UV_INDEX_STRATEGY": "nothing: megacpp-env resolves with first-index",
+    "UV_CONSTRAINT": "pin it in the target's `requirements` in stack.yaml",
+    "UV_OVERRIDE": "put it in a target's `resolutions.overrides` in stack.yaml, with a reason",
+    "UV_BUILD_CONSTRAINT": "nothing: a lock is resolved from metadata",
+    "UV_NO_BINARY": "nothing: a lock holds wheels",
+    "UV_NO_BUILD": "nothing: a lock is resolved from metadata",
+    "UV_NO_SOURCES": "nothing: megacpp-env writes the project uv reads",
+    "UV_TORCH_BACKEND": "declare the torch index in stack.yaml",
+    "UV_FORK_STRATEGY": "nothing: one platform is resolved at a time",
+    "UV_OFFLINE": "resolve where the indexes are reachable (an offline run reads only what the cache holds)",
+    "UV_INSECURE_HOST": "give the index's CA to TLS (SSL_CERT_FILE) instead of trusting any certificate",
+    "UV_CONFIG_FILE": "nothing: uv runs with --no-config",
+}
 _FIND_LOCK = threading.Lock()
 
 
@@ -86,11 +122,34 @@ def timeout() -> float:
 def run_uv(
     args: Sequence[str], *, cwd: Path | None = None, env: Mapping[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``uv ARGS``; raise ToolError with uv's own error lines when it fails, cannot start or
-    runs longer than ``timeout()``."""
+    """Run ``uv ARGS`` in the caller's environment (``env`` over it); raise ToolError with uv's own error
+    lines when it fails, cannot start or runs longer than ``timeout()``."""
+    return _run(args, cwd=cwd, base=os.environ, env=env)
+
+
+def resolution_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """``environ`` as a resolution sees it: no ``UV_*`` variable but those in ``RESOLUTION_PASSES`` and a
+    named index's credentials; a RefusedError naming each set one of ``RESOLUTION_REFUSED`` and where
+    that setting belongs (a lock must record everything that chose its files)."""
+    refused = [name for name in RESOLUTION_REFUSED if environ.get(name, "")]
+    if refused:
+        raise RefusedError(
+            "; ".join(f"{name} is set in the environment: {RESOLUTION_REFUSED[name]}" for name in refused)
+            + " (a lock resolved with it would not record it: unset it for megacpp-env, `env -u NAME ...`)"
+        )
+    return {
+        k: v
+        for k, v in environ.items()
+        if not k.startswith("UV_") or k in RESOLUTION_PASSES or _INDEX_CREDENTIAL.fullmatch(k)
+    }
+
+
+def _run(
+    args: Sequence[str], *, cwd: Path | None, base: Mapping[str, str], env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     argv = (uv_executable(), *args)
     log.debug("uv: %s", " ".join(argv[1:]))
-    full_env = {**os.environ, "UV_PYTHON_DOWNLOADS": "never", "NO_COLOR": "1", **(env or {})}
+    full_env = {**base, "UV_PYTHON_DOWNLOADS": "never", "NO_COLOR": "1", **(env or {})}
     tool = Tool(
         what=f"uv {' '.join(args[:2])}",
         program=argv[0],
@@ -197,5 +256,7 @@ def compile_args(req: CompileRequest) -> list[str]:
 
 
 def pip_compile(req: CompileRequest) -> subprocess.CompletedProcess[str]:
+    """``uv pip compile`` for ``req``, in the ``resolution_environment`` of this process."""
+    base = resolution_environment(os.environ)
     require_floor()
-    return run_uv(compile_args(req), cwd=req.workdir)
+    return _run(compile_args(req), cwd=req.workdir, base=base)

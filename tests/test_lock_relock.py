@@ -253,3 +253,65 @@ def test_a_nightly_relock_keeps_its_torch_until_asked(tmp_path, local_indexes, c
         assert {p.name: p.version for p in read_pylock(path).packages}["torch"] == newer
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "remedy"),
+    [
+        ("UV_EXCLUDE_NEWER", OLD, "--exclude-newer"),
+        ("UV_PRERELEASE", "allow", "resolutions.prereleases"),
+        ("UV_RESOLUTION", "lowest", "pin the versions"),
+        ("UV_INDEX_URL", "http://127.0.0.1:9/simple", "UV_DEFAULT_INDEX"),
+        ("UV_NO_BINARY", "1", "a lock holds wheels"),
+        ("UV_OFFLINE", "1", "reachable"),
+    ],
+)
+def test_a_uv_setting_that_would_reach_the_lock_unrecorded_is_refused_and_the_locks_kept(
+    repo, index, capsys, monkeypatch, name, value, remedy
+):
+    """uv reads its settings from the environment too: one that changes what resolves (a cut-off, a
+    pre-release or resolution mode, another index, no wheels) would make a lock that does not say how it
+    was made. The resolution is refused, naming the variable and where the setting belongs; the
+    committed locks stay as they were."""
+    spec_for(repo, '["app==1.0", "idna==3.10", six]')
+    rc, _, err = lock(repo, capsys, monkeypatch)
+    assert rc == 0, err
+    before = snapshot(repo)
+    index.publish(newer=True)
+    monkeypatch.setenv(name, value)
+    rc, out, err = lock(repo, capsys, monkeypatch, "--upgrade")
+    assert rc == 1, (out, err)
+    assert f"{name} is set in the environment" in err and remedy in err and "unset it" in err, err
+    assert snapshot(repo) == before
+
+
+def test_a_resolution_passes_on_only_the_uv_settings_that_cannot_change_the_lock(
+    repo, index, capsys, monkeypatch, tmp_path
+):
+    """What the real uv saw (a wrapper records its environment, then runs it): the cache, the default
+    index and a named index's credentials; not a setting megacpp-env does not know (it could be one that
+    changes a resolution), nor a uv config file's variable."""
+    import shutil
+
+    from megacpp_env.uv import uv_executable
+
+    seen = tmp_path / "uv-env.json"
+    spy = tmp_path / "uv-spy"
+    spy.write_text(
+        "#!/usr/bin/env python3\nimport json, os, sys\n"
+        f"json.dump(dict(os.environ), open({str(seen)!r}, 'w'))\n"
+        f"os.execv({uv_executable()!r}, [{uv_executable()!r}, *sys.argv[1:]])\n"
+    )
+    spy.chmod(0o755)
+    assert shutil.which(str(spy))
+    monkeypatch.setenv("MEGACPP_ENV_UV", str(spy))
+    monkeypatch.setenv("UV_INDEX_NIGHTLY_PASSWORD", "s3cret")
+    monkeypatch.setenv("UV_SOME_FUTURE_SETTING", "1")
+    monkeypatch.setenv("UV_NO_CONFIG", "1")
+    spec_for(repo, '["app==1.0"]')
+    rc, _, err = lock(repo, capsys, monkeypatch)
+    assert rc == 0, err
+    env = json.loads(seen.read_text())
+    assert {k for k in env if k.startswith("UV_")} == {
+        "UV_CACHE_DIR", "UV_DEFAULT_INDEX", "UV_INDEX_NIGHTLY_PASSWORD", "UV_PYTHON_DOWNLOADS"}  # fmt: skip
+    assert env["UV_PYTHON_DOWNLOADS"] == "never"
