@@ -315,3 +315,33 @@ def test_a_resolution_passes_on_only_the_uv_settings_that_cannot_change_the_lock
     assert {k for k in env if k.startswith("UV_")} == {
         "UV_CACHE_DIR", "UV_DEFAULT_INDEX", "UV_INDEX_NIGHTLY_PASSWORD", "UV_PYTHON_DOWNLOADS"}  # fmt: skip
     assert env["UV_PYTHON_DOWNLOADS"] == "never"
+
+
+def test_align_moves_only_what_the_reference_pins(repo, index, capsys, monkeypatch):
+    """``--align`` re-resolves a diverging member constrained to the reference's versions, as its own
+    re-lock: with its committed lock as uv's preferences and its recorded cut-off. A package only that
+    platform has (six, which fastpath requires on aarch64 alone) is pinned by no constraint: it stays."""
+    spec_for(repo, '["app==1.0", fastpath]')
+    rc, _, err = lock(repo, capsys, monkeypatch)
+    assert rc == 0, err
+    before = versions(repo)
+    assert "six" in before[LOCKS[1]] and "six" not in before[LOCKS[0]]  # aarch64's fastpath wheel needs six
+    index.publish(newer=True)  # six 1.18.0 appears, among others
+    spec_for(repo, '["app==1.0", fastpath, simdlib]')  # simdlib 1.1.0 has no x86_64 wheel: the platforms diverge
+    rc, run, err = lock(repo, capsys, monkeypatch, "--align")
+    assert rc == 0, (run, err)
+    assert any("aligned smoke linux/arm64 to smoke linux/amd64" in n for n in run["notes"]), run
+    after = versions(repo)
+    for name in LOCKS:
+        changed = {k for k in before[name].keys() | after[name].keys() if before[name].get(k) != after[name].get(k)}
+        assert changed == {"simdlib"} and after[name]["simdlib"] == "1.0.0", (name, changed)
+
+
+def test_align_keeps_the_recorded_cutoff(repo, index, capsys, monkeypatch):
+    """The aligned member is written with the cut-off the run resolved with, like every other lock."""
+    spec_for(repo, '["app==1.0", simdlib]')
+    rc, run, err = lock(repo, capsys, monkeypatch, "--align", "--exclude-newer", "2025-06-01")
+    assert rc == 0, (run, err)
+    assert any("aligned smoke linux/arm64 to smoke linux/amd64" in n for n in run["notes"]), run
+    cutoffs = {name: read_pylock(repo / "locks" / name).meta.exclude_newer for name in LOCKS}
+    assert set(cutoffs.values()) == {"2025-06-01T00:00:00Z"}, cutoffs

@@ -19,7 +19,7 @@ from megacpp_env.lock.consistency import GroupReport, Key, align_constraints, la
 from megacpp_env.lock.diff import upgrade_level
 from megacpp_env.lock.inputs import LockInputs
 from megacpp_env.lock.pylock import Lock
-from megacpp_env.lock.resolve import Resolved, resolve
+from megacpp_env.lock.resolve import FRESH, Relock, Resolved, resolve
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -54,14 +54,18 @@ def reference_order(report: GroupReport, locks: Mapping[Key, Lock]) -> list[Key]
     return sorted(report.compared, key=lambda k: ([-n for n in score[k]], report.compared.index(k)))
 
 
-def align_group(report: GroupReport, locks: Mapping[Key, Lock], inputs: Mapping[Key, LockInputs]) -> Alignment:
-    """Try each reference in order; return the first whose constraints every other member satisfies."""
+def align_group(
+    report: GroupReport, locks: Mapping[Key, Lock], inputs: Mapping[Key, LockInputs], relocks: Mapping[Key, Relock]
+) -> Alignment:
+    """Try each reference in order; return the first whose constraints every other member satisfies. A
+    member is re-resolved as its own re-lock was (``relocks``: its committed lock as uv's preferences,
+    its cut-off): the constraints move what they pin, and nothing else moves."""
     notes: list[str] = []
     for ref in reference_order(report, locks):
         others = [k for k in report.compared if k != ref and k in inputs]
         pins = align_constraints(locks[ref], report.group.allowed)
         try:
-            results = {k: resolve(inputs[k], constraints=pins) for k in others}
+            results = {k: resolve(inputs[k], constraints=pins, relock=relocks.get(k, FRESH)) for k in others}
         except ToolError as exc:
             first = str(exc).splitlines()[-1].strip()
             notes.append(f"cannot align {report.group.name} to {label(ref)}: {first}")

@@ -178,7 +178,7 @@ def lock_targets(
     reports = touching(check_locks(spec, _fresh(runnable, results)), jobs)
     notes = uv_version_notes(runnable)
     if align and any(r.failing for r in reports):
-        results, all_reports, align_notes = _realign(spec, runnable, results, reports)
+        results, all_reports, align_notes = _realign(spec, runnable, results, reports, relocks)
         reports, notes = touching(all_reports, jobs), [*notes, *align_notes]
     rows = [_write(spec, j, r, old) for j, r, old in zip(runnable, results, committed, strict=True)]
     rows += [_skipped(j) for j in skipped]
@@ -276,17 +276,19 @@ def _resolve(jobs: Sequence[LockJob], progress: Progress | None, relocks: Sequen
 
 
 def _realign(
-    spec: Spec, jobs: list[LockJob], results: list[Resolved], reports: Sequence[GroupReport]
+    spec: Spec, jobs: list[LockJob], results: list[Resolved], reports: Sequence[GroupReport], relocks: list[Relock]
 ) -> tuple[list[Resolved], list[GroupReport], list[str]]:
-    """Re-resolve diverging groups constrained to one member (see megacpp_env.lock.align)."""
+    """Re-resolve diverging groups constrained to one member (see megacpp_env.lock.align), each member as
+    its own re-lock (the committed lock as preferences, the recorded cut-off)."""
     from megacpp_env.lock.align import align_group
 
     fresh = _fresh(jobs, results)
     inputs = {j.key: j.inputs for j in jobs}
+    by_key = {j.key: relock for j, relock in zip(jobs, relocks, strict=True)}
     redone: dict[Key, Resolved] = {}
     notes: list[str] = []
     for report in (r for r in reports if r.failing):
-        aligned = align_group(report, _with_disk_locks(spec, report, fresh), inputs)
+        aligned = align_group(report, _with_disk_locks(spec, report, fresh), inputs, by_key)
         redone.update(aligned.results)
         notes += aligned.notes
     results = [r if j.part else redone.get(j.key, r) for j, r in zip(jobs, results, strict=True)]
