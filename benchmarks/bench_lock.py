@@ -48,7 +48,7 @@ def bench_cli(argv: list[str], repeat: int) -> dict[str, float]:
 def raw_jobs(spec_path: Path, work: Path) -> list[tuple[Path, list[str]]]:
     """(workdir, uv argv) for every resolvable lock: what `lock` would run, minus megacpp-env."""
     from megacpp_env import uv
-    from megacpp_env.lock.resolve import _request, input_project
+    from megacpp_env.lock.resolve import FRESH, _request, input_project
     from megacpp_env.lock.state import jobs_for
     from megacpp_env.spec import load_spec
 
@@ -59,7 +59,7 @@ def raw_jobs(spec_path: Path, work: Path) -> list[tuple[Path, list[str]]]:
         d = work / f"{job.inputs.target}-{job.inputs.platform.replace('/', '-')}"
         d.mkdir(parents=True)
         (d / "pyproject.toml").write_text(input_project(job.inputs))
-        jobs.append((d, [uv.uv_executable(), *uv.compile_args(_request(job.inputs, d, None))]))
+        jobs.append((d, [uv.uv_executable(), *uv.compile_args(_request(job.inputs, d, None, FRESH))]))
     return jobs
 
 
@@ -79,7 +79,7 @@ def bench_lock(repeat: int, extra_env: dict[str, str]) -> dict[str, object]:
         work = Path(tmp)
         shutil.copy(ROOT / "stack.yaml", work / "stack.yaml")
         jobs = raw_jobs(work / "stack.yaml", work / "raw")
-        tool_argv = [sys.executable, "-m", "megacpp_env", "lock", "--spec", str(work / "stack.yaml")]
+        tool_argv = [sys.executable, "-m", "megacpp_env", "lock", "resolve", "--spec", str(work / "stack.yaml")]
         env = {**os.environ, "PYTHONPATH": str(ROOT), **extra_env}
         raw_parallel(jobs, {})
         wall(tool_argv, env={**env, "UV_OFFLINE": ""})  # warm uv's cache for both
@@ -121,7 +121,7 @@ def main() -> int:
     result = {
         "python -c pass": bench_cli([sys.executable, "-c", "pass"], ns.repeat),
         "lock check": bench_cli([*py, "lock", "check"], ns.repeat),
-        "lock check smoke": bench_cli([*py, "lock", "--check", "smoke"], ns.repeat),
+        "lock check smoke": bench_cli([*py, "lock", "check", "smoke"], ns.repeat),
         "gate --base HEAD": bench_cli([*py, "gate", "--base", "HEAD"], ns.repeat),
         "gate --base main (one lock changed)": bench_gate_changed(ns.repeat),
         "lock (resolvable targets) vs raw uv, PyPI": bench_lock(ns.lock_repeat, {}),

@@ -9,9 +9,9 @@ uv is always run with ``--no-config`` (no user/system ``uv.toml`` changes a lock
 the cache is, how to reach the network, credentials, and ``UV_DEFAULT_INDEX``, which every lock
 records): one that changes what resolves (``RESOLUTION_REFUSED``: ``UV_EXCLUDE_NEWER``,
 ``UV_PRERELEASE``, ``UV_INDEX_URL`` ...) would reach the lock without the lock saying so, and is
-refused; any other is not passed on. Tests point the default index at a local PEP 503 index. A uv
-run that takes longer than ``timeout()`` seconds (default 900, env ``MEGACPP_ENV_UV_TIMEOUT``) is
-killed and reported as a ToolError.
+refused; any other is not passed on. Other uv runs (``run_uv``) keep the caller's environment. Tests
+point the default index at a local PEP 503 index. A uv run that takes longer than ``timeout()``
+seconds (default 900, env ``MEGACPP_ENV_UV_TIMEOUT``) is killed and reported as a ToolError.
 
 Before it resolves, ``pip_compile`` checks the uv it found against ``UV_FLOOR``, the oldest uv that
 takes every argument ``compile_args`` passes (tests/test_uv_floor.py runs that uv and the one before it).
@@ -49,9 +49,10 @@ COMMANDS: list[tuple[str, ...]] = []  # every argv run, in order (read by tests)
 # The caller's UV_* variables a resolution passes on: none changes which files a lock holds (the default
 # index is recorded in the lock: lock.resolve reads default_index()).
 RESOLUTION_PASSES = frozenset({
-    "UV_CACHE_DIR", "UV_NO_CACHE", "UV_DEFAULT_INDEX", "UV_HTTP_TIMEOUT", "UV_HTTP_RETRIES", "UV_REQUEST_TIMEOUT",
-    "UV_CONCURRENT_DOWNLOADS", "UV_CONCURRENT_BUILDS", "UV_CONCURRENT_INSTALLS", "UV_NATIVE_TLS",
-    "UV_KEYRING_PROVIDER", "UV_NO_PROGRESS",
+    "UV_CACHE_DIR", "UV_NO_CACHE", "UV_OFFLINE", "UV_DEFAULT_INDEX", "UV_HTTP_TIMEOUT", "UV_HTTP_CONNECT_TIMEOUT",
+    "UV_HTTP_RETRIES", "UV_REQUEST_TIMEOUT", "UV_CONCURRENT_DOWNLOADS", "UV_CONCURRENT_BUILDS",
+    "UV_CONCURRENT_INSTALLS", "UV_SYSTEM_CERTS", "UV_NATIVE_TLS", "UV_KEYRING_PROVIDER", "UV_CREDENTIALS_DIR",
+    "UV_NO_PROGRESS",
 })  # fmt: skip
 _INDEX_CREDENTIAL = re.compile(r"UV_INDEX_[A-Z0-9_]+_(?:USERNAME|PASSWORD)")  # a named index's login
 # The caller's UV_* variables that change what a resolution gives (uv's documented settings): refused,
@@ -74,10 +75,12 @@ RESOLUTION_REFUSED = {
     "UV_NO_SOURCES": "nothing: megacpp-env writes the project uv reads",
     "UV_TORCH_BACKEND": "declare the torch index in stack.yaml",
     "UV_FORK_STRATEGY": "nothing: one platform is resolved at a time",
-    "UV_OFFLINE": "resolve where the indexes are reachable (an offline run reads only what the cache holds)",
     "UV_INSECURE_HOST": "give the index's CA to TLS (SSL_CERT_FILE) instead of trusting any certificate",
     "UV_CONFIG_FILE": "nothing: uv runs with --no-config",
 }
+# Of those, uv's switches: set to a false value (0, false, no, off) they change nothing and are dropped.
+_SWITCHES = frozenset({"UV_NO_INDEX", "UV_NO_BINARY", "UV_NO_BUILD", "UV_NO_SOURCES"})
+_FALSE = frozenset({"", "0", "false", "no", "off"})
 _FIND_LOCK = threading.Lock()
 
 
@@ -131,7 +134,11 @@ def resolution_environment(environ: Mapping[str, str]) -> dict[str, str]:
     """``environ`` as a resolution sees it: no ``UV_*`` variable but those in ``RESOLUTION_PASSES`` and a
     named index's credentials; a RefusedError naming each set one of ``RESOLUTION_REFUSED`` and where
     that setting belongs (a lock must record everything that chose its files)."""
-    refused = [name for name in RESOLUTION_REFUSED if environ.get(name, "")]
+    refused = [
+        name
+        for name in RESOLUTION_REFUSED
+        if environ.get(name, "") and not (name in _SWITCHES and environ[name].strip().lower() in _FALSE)
+    ]
     if refused:
         raise RefusedError(
             "; ".join(f"{name} is set in the environment: {RESOLUTION_REFUSED[name]}" for name in refused)

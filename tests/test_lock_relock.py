@@ -263,7 +263,8 @@ def test_a_nightly_relock_keeps_its_torch_until_asked(tmp_path, local_indexes, c
         ("UV_RESOLUTION", "lowest", "pin the versions"),
         ("UV_INDEX_URL", "http://127.0.0.1:9/simple", "UV_DEFAULT_INDEX"),
         ("UV_NO_BINARY", "1", "a lock holds wheels"),
-        ("UV_OFFLINE", "1", "reachable"),
+        ("UV_FIND_LINKS", "/srv/wheels", "indexes:"),
+        ("UV_NO_BUILD", "true", "metadata"),
     ],
 )
 def test_a_uv_setting_that_would_reach_the_lock_unrecorded_is_refused_and_the_locks_kept(
@@ -289,8 +290,8 @@ def test_a_resolution_passes_on_only_the_uv_settings_that_cannot_change_the_lock
     repo, index, capsys, monkeypatch, tmp_path
 ):
     """What the real uv saw (a wrapper records its environment, then runs it): the cache, the default
-    index and a named index's credentials; not a setting megacpp-env does not know (it could be one that
-    changes a resolution), nor a uv config file's variable."""
+    index, TLS and a named index's credentials; not a setting megacpp-env does not know (it could be one
+    that changes a resolution), nor a uv config file's variable, nor a switch set off."""
     import shutil
 
     from megacpp_env.uv import uv_executable
@@ -308,12 +309,14 @@ def test_a_resolution_passes_on_only_the_uv_settings_that_cannot_change_the_lock
     monkeypatch.setenv("UV_INDEX_NIGHTLY_PASSWORD", "s3cret")
     monkeypatch.setenv("UV_SOME_FUTURE_SETTING", "1")
     monkeypatch.setenv("UV_NO_CONFIG", "1")
+    monkeypatch.setenv("UV_NO_BINARY", "0")  # a switch set off changes nothing: dropped, not refused
+    monkeypatch.setenv("UV_SYSTEM_CERTS", "1")
     spec_for(repo, '["app==1.0"]')
     rc, _, err = lock(repo, capsys, monkeypatch)
     assert rc == 0, err
     env = json.loads(seen.read_text())
     assert {k for k in env if k.startswith("UV_")} == {
-        "UV_CACHE_DIR", "UV_DEFAULT_INDEX", "UV_INDEX_NIGHTLY_PASSWORD", "UV_PYTHON_DOWNLOADS"}  # fmt: skip
+        "UV_CACHE_DIR", "UV_DEFAULT_INDEX", "UV_INDEX_NIGHTLY_PASSWORD", "UV_PYTHON_DOWNLOADS", "UV_SYSTEM_CERTS"}  # fmt: skip
     assert env["UV_PYTHON_DOWNLOADS"] == "never"
 
 

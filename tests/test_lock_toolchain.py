@@ -193,3 +193,41 @@ def test_cuda_from_pypi_spec_errors(tmp_path, cuda, message):
     with pytest.raises(SpecError, match=message) as err:
         load_spec(path)
     assert "toolchains.tc.cuda" in str(err.value)
+
+
+def test_align_re_resolves_the_venv_lock_not_the_toolchain_lock(local_indexes, monkeypatch, tmp_path, capsys):
+    """A target with CUDA from PyPI has two locks per platform under one (target, platform) key: the venv
+    lock and the toolchain lock. ``--align`` re-resolves the diverging venv lock (simdlib 1.1.0 has no
+    x86_64 wheel) from the venv's inputs; the toolchain lock is not touched by the alignment."""
+    from tests.fixtures.index import ARM
+
+    built = tmp_path / "built"
+    wheels = [
+        *pypi_wheels(built),
+        make_wheel(built, "cuda-toolkit", "13.2.0", requires=("nvidia-cuda-nvcc==13.2.51",)),
+        make_wheel(built, "nvidia-cuda-nvcc", "13.2.51", tag=X86),
+        make_wheel(built, "nvidia-cuda-nvcc", "13.2.51", tag=ARM),
+    ]
+    server = local_indexes.serve("cuda-align", wheels)
+    monkeypatch.setenv("UV_DEFAULT_INDEX", server.url)
+    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
+    for var in ("UV_INDEX", "UV_EXTRA_INDEX_URL", "UV_INDEX_URL"):
+        monkeypatch.delenv(var, raising=False)
+    spec = tmp_path / "repo" / "stack.yaml"
+    spec.parent.mkdir()
+    text = SPEC.format(nightly=local_indexes.nightly.url, pypi='"cuda-toolkit==13.2.0"')
+    spec.write_text(
+        text.replace("platforms: [linux/amd64]", "platforms: [linux/amd64, linux/arm64]").replace(
+            "requirements: [torch==2.13.0]", "requirements: [attrs, simdlib]"
+        )
+    )
+    rc, out = run(capsys, "lock", "resolve", "cs", "--align", "--spec", str(spec))
+    assert rc == 0, out
+    assert "aligned cs linux/arm64 to cs linux/amd64" in out, out
+    root = spec.parent
+    for platform in ("linux/amd64", "linux/arm64"):
+        venv = read_pylock(layout.lock_path(root, "cs", platform)).by_name()
+        cuda = read_pylock(layout.toolchain_lock_path(root, "cs", "cuda", platform)).by_name()
+        assert venv["simdlib"].version == "1.0.0" and "cuda-toolkit" not in venv, (platform, sorted(venv))
+        assert cuda["cuda-toolkit"].version == "13.2.0" and "simdlib" not in cuda, (platform, sorted(cuda))
+    assert run(capsys, "lock", "check", "cs", "--spec", str(spec))[0] == 0

@@ -280,8 +280,9 @@ def test_a_rule_takes_its_summary_and_doc_from_its_docstring():
 
 def test_a_rule_takes_its_trip_edits_and_example_from_its_docstring():
     """``Trip:`` lines (one edit each) and an ``Example:`` paragraph are read out of the docstring, wherever
-    they stand after the summary, and are not part of the doc; a Trip paragraph with another line in it is
-    refused where the rule is made (an edit lost in prose would never be tested)."""
+    they stand after the summary, and are not part of the doc; a Trip paragraph with another line in it, a
+    Trip line inside prose and a second Example are refused where the rule is made (an edit lost in prose
+    would never be tested)."""
     from megacpp_env.rules.base import spec_rule
 
     def both(spec):
@@ -309,3 +310,23 @@ def test_a_rule_takes_its_trip_edits_and_example_from_its_docstring():
     assert made.doc().example.endswith("  drop sources.b.commit\nwords that say what trips it.")
     with pytest.raises(TypeError, match="rule ZZ907: its docstring's Trip paragraph has a line that is not one edit"):
         spec_rule("ZZ907", "error")(bad)
+
+    def buried(spec):
+        """the summary.
+
+        Some prose, and then
+        Trip: set indexes.a.explicit = false"""
+        yield from ()
+
+    def twice(spec):
+        """the summary.
+
+        Example: one.
+
+        Example: two."""
+        yield from ()
+
+    with pytest.raises(TypeError, match="rule ZZ908: its docstring has a Trip line inside prose"):
+        spec_rule("ZZ908", "error")(buried)
+    with pytest.raises(TypeError, match="rule ZZ909: its docstring has two Example paragraphs"):
+        spec_rule("ZZ909", "error")(twice)

@@ -56,18 +56,6 @@ def test_export_lock_is_what_the_venv_runs(golden, tmp_path):
     assert wheels["six"][0]["hashes"]["sha256"] == hashlib.sha256(served.read_bytes()).hexdigest()
 
 
-def test_export_lock_refuses_a_uv_setting_the_lock_would_not_record(golden, tmp_path, capsys, monkeypatch):
-    """The exported lock is a resolution too: UV_INDEX_URL would take its files from another index than
-    the one it names; refused with what to use instead, and no file is written."""
-    monkeypatch.setenv("UV_INDEX_URL", "http://127.0.0.1:9/simple")
-    lock = tmp_path / "pylock.again.toml"
-    rc = main(["snapshot", "--spec", str(tmp_path / "none.yaml"), "--python", str(tmp_path / "venv" / "bin" / "python"),
-               "--export-lock", str(lock), "-q"])  # fmt: skip
-    err = capsys.readouterr().err
-    assert rc == 1 and "UV_INDEX_URL is set in the environment: use UV_DEFAULT_INDEX" in err, err
-    assert not lock.exists()
-
-
 @pytest.mark.parametrize("name", ["pylock.a.b.toml", "lock.toml", "pylock-bench.toml"])
 def test_export_lock_needs_a_pep751_name(tmp_path, capsys, name):
     assert main(["snapshot", "--export-lock", str(tmp_path / name)]) == 1

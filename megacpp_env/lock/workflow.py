@@ -283,8 +283,9 @@ def _realign(
     from megacpp_env.lock.align import align_group
 
     fresh = _fresh(jobs, results)
-    inputs = {j.key: j.inputs for j in jobs}
-    by_key = {j.key: relock for j, relock in zip(jobs, relocks, strict=True)}
+    # the venv locks only: a target's CUDA toolchain lock has the same (target, platform) key
+    inputs = {j.key: j.inputs for j in jobs if not j.part}
+    by_key = {j.key: relock for j, relock in zip(jobs, relocks, strict=True) if not j.part}
     redone: dict[Key, Resolved] = {}
     notes: list[str] = []
     for report in (r for r in reports if r.failing):

@@ -64,9 +64,9 @@ def _resolved(dists: Mapping[str, Mapping[str, Any]], version: str) -> dict[str,
         pins.write_text("".join(f"{d['name']}=={d['version']}\n" for d in dists.values()), encoding="utf-8")
         out = Path(tmp) / "pylock.toml"
         try:
-            uv.run_resolution(["pip", "compile", "--no-config", "--quiet", str(pins), "--no-deps", "--generate-hashes",
-                               "--python-version", version, "-o", str(out)])  # fmt: skip
-        except ToolError as exc:  # uv failed; a refused environment (RefusedError) says so itself
+            uv.run_uv(["pip", "compile", "--no-config", "--quiet", str(pins), "--no-deps", "--generate-hashes",
+                       "--python-version", version, "-o", str(out)])  # fmt: skip
+        except ToolError as exc:
             raise VerificationError(f"cannot export a lock: the index has not every installed version: {exc}") from None
         lock = read_pylock_text(out.read_text(encoding="utf-8"), path="uv pip compile output")
     return {p.name: p for p in lock.packages}

@@ -100,7 +100,11 @@ def _docstring(code: str, body: Callable[..., Any] | None) -> Docstring:
                 raise TypeError(f"rule {code}: its docstring's Trip paragraph has a line that is not one edit: {p!r}")
             trip += [line[len(_TRIP) :].strip() for line in lines]
         elif p.startswith(_EXAMPLE):
+            if example:
+                raise TypeError(f"rule {code}: its docstring has two Example paragraphs: make them one")
             example = " ".join(p[len(_EXAMPLE) :].split())
+        elif any(line.startswith(_TRIP) for line in lines):
+            raise TypeError(f"rule {code}: its docstring has a Trip line inside prose (a paragraph of its own): {p!r}")
         else:
             doc.append(p)
     return Docstring(
