@@ -263,13 +263,8 @@ def compile_args(req: CompileRequest) -> list[str]:
 
 
 def pip_compile(req: CompileRequest) -> subprocess.CompletedProcess[str]:
-    """``uv pip compile`` for ``req``, in the ``resolution_environment`` of this process."""
-    resolution_environment(os.environ)  # refused before the floor is asked for
+    """``uv pip compile`` for ``req``, in the ``resolution_environment`` of this process (a refusal comes
+    before the uv floor is asked for)."""
+    base = resolution_environment(os.environ)
     require_floor()
-    return run_resolution(compile_args(req), cwd=req.workdir)
-
-
-def run_resolution(args: Sequence[str], *, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    """``run_uv`` for a uv run whose output is a lock (a resolution): in the ``resolution_environment``
-    of this process."""
-    return _run(args, cwd=cwd, base=resolution_environment(os.environ))
+    return _run(compile_args(req), cwd=req.workdir, base=base)

@@ -61,13 +61,18 @@ def cuda_index(local_indexes):
     return local_indexes.serve("cuda-pypi", wheels), built
 
 
-@pytest.fixture
-def spec(cuda_index, local_indexes, monkeypatch, tmp_path):
-    server, _ = cuda_index
+def _resolve_against(server, monkeypatch, tmp_path):
+    """uv's default index is ``server``, its cache empty, and no other index is named in the environment."""
     monkeypatch.setenv("UV_DEFAULT_INDEX", server.url)
     monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
     for var in ("UV_INDEX", "UV_EXTRA_INDEX_URL", "UV_INDEX_URL"):
         monkeypatch.delenv(var, raising=False)
+
+
+@pytest.fixture
+def spec(cuda_index, local_indexes, monkeypatch, tmp_path):
+    server, _ = cuda_index
+    _resolve_against(server, monkeypatch, tmp_path)
     path = tmp_path / "repo" / "stack.yaml"
     path.parent.mkdir()
     path.write_text(SPEC.format(nightly=local_indexes.nightly.url, pypi='"cuda-toolkit==13.2.0"'))
@@ -208,11 +213,7 @@ def test_align_re_resolves_the_venv_lock_not_the_toolchain_lock(local_indexes, m
         make_wheel(built, "nvidia-cuda-nvcc", "13.2.51", tag=X86),
         make_wheel(built, "nvidia-cuda-nvcc", "13.2.51", tag=ARM),
     ]
-    server = local_indexes.serve("cuda-align", wheels)
-    monkeypatch.setenv("UV_DEFAULT_INDEX", server.url)
-    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
-    for var in ("UV_INDEX", "UV_EXTRA_INDEX_URL", "UV_INDEX_URL"):
-        monkeypatch.delenv(var, raising=False)
+    _resolve_against(local_indexes.serve("cuda-align", wheels), monkeypatch, tmp_path)
     spec = tmp_path / "repo" / "stack.yaml"
     spec.parent.mkdir()
     text = SPEC.format(nightly=local_indexes.nightly.url, pypi='"cuda-toolkit==13.2.0"')
